@@ -1,0 +1,80 @@
+#include "apps/common.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "runtime/error.h"
+#include "runtime/fusion.h"
+
+namespace bertlab::app {
+
+void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
+  cmd.add_option("--config,--model", o.config, "config.json or a model directory")->required();
+  cmd.add_option("--batch", o.batch, "Batch size")->check(CLI::PositiveNumber);
+  cmd.add_option("--seq", o.seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd.add_option("--mode", o.mode, "infer or train")->check(CLI::IsMember({"infer", "train"}));
+  cmd.add_option("--heads", o.heads, "pretraining (MLM + NSP) or none (encoder and pooler)")
+      ->check(CLI::IsMember({"pretraining", "none"}));
+  cmd.add_option("--no-fuse", o.no_fuse, "Switch off a fusion pass (repeatable)");
+}
+
+BertConfig resolve_config(const std::string& path) {
+  std::filesystem::path p(path);
+  if (std::filesystem::is_directory(p)) p /= "config.json";
+  return load_config(p);
+}
+
+Graph build_graph(const ModelShapeOptions& o) {
+  check(o.mode == "infer", "--mode train needs the training graph, which is not built yet");
+  RunSpec run;
+  run.batch = o.batch;
+  run.seq = o.seq;
+  run.mode = o.mode;
+  run.heads = o.heads == "none" ? Heads::none : Heads::pretraining;
+  Graph g = build_bert(resolve_config(o.config), run);
+  apply_fusions(g, std::set<std::string>(o.no_fuse.begin(), o.no_fuse.end()));
+  return g;
+}
+
+void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads) {
+  cmd.add_option("--threads", *threads, "Compute threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+}
+
+void set_threads(int threads) {
+  if (threads <= 0) threads = omp_get_num_procs();
+  omp_set_num_threads(threads);
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::filesystem::path target(path);
+  std::filesystem::path tmp = target;
+  tmp += fmt::format(".tmp{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    check(out.good(), "cannot write {}: cannot create {}", path, tmp.string());
+    out << text;
+    out.close();
+    if (!out) {
+      std::filesystem::remove(tmp);
+      fail("cannot write {}: write failed", path);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    fail("cannot write {}: {}", path, ec.message());
+  }
+}
+
+}  // namespace bertlab::app

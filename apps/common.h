@@ -1,0 +1,32 @@
+#pragma once
+// Options and helpers shared by several subcommands.
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/bert_builder.h"
+
+namespace bertlab::app {
+
+// --config/--model, --batch, --seq, --mode, --heads, --no-fuse: what a graph is built from.
+struct ModelShapeOptions {
+  std::string config;  // a config.json, or a model directory holding one
+  int64_t batch = 1;
+  int64_t seq = 128;
+  std::string mode = "infer";
+  std::string heads = "pretraining";
+  std::vector<std::string> no_fuse;
+};
+void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
+BertConfig resolve_config(const std::string& config_or_model_dir);
+Graph build_graph(const ModelShapeOptions& o);
+
+// --threads: the one place the compute thread count is set (OpenMP, used by oneDNN too).
+void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads);
+void set_threads(int threads);
+
+// Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
+void write_text_atomically(const std::string& path, const std::string& text);
+
+}  // namespace bertlab::app

@@ -1,0 +1,26 @@
+// bertlab: one command, many subcommands (graph, infer, bench, ...).
+#include <fmt/core.h>
+
+#include <exception>
+
+#include "apps/commands.h"
+#include "runtime/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"bertlab: run, train, profile and model BERT on CPUs and accelerators"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "bertlab 0.1.0");
+  bertlab::app::add_graph_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const bertlab::Error& e) {
+    fmt::print(stderr, "bertlab: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bertlab: internal error: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,112 @@
+#include "runtime/bert_builder.h"
+
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace bertlab {
+
+std::string hf_layer_prefix(int64_t layer) { return fmt::format("bert.encoder.layer.{}.", layer); }
+
+std::string qkv_name(int64_t layer, const std::string& suffix) {
+  return hf_layer_prefix(layer) + "attention.self.qkv." + suffix;
+}
+
+namespace {
+
+struct Builder {
+  const BertConfig& c;
+  Graph g;
+
+  int weight(const std::string& name, Shape shape) {
+    return g.add_tensor(name, std::move(shape), DType::f32, Role::weight);
+  }
+  // A linear layer with HF parameters <prefix>.weight (N x K) and <prefix>.bias (N).
+  int linear(const std::string& node, const std::string& param, int x, int64_t n, int64_t k) {
+    int w = weight(param + ".weight", {n, k});
+    int b = weight(param + ".bias", {n});
+    return g.apply(OpKind::linear, node, {x, w, b});
+  }
+  int layernorm(const std::string& node, const std::string& param, int x) {
+    int gamma = weight(param + ".weight", {c.hidden_size});
+    int beta = weight(param + ".bias", {c.hidden_size});
+    return g.apply(OpKind::layernorm, node, {x, gamma, beta}, {{"eps", c.layer_norm_eps}});
+  }
+
+  int encoder_layer(int64_t i, int x, int mask_bias) {
+    const int64_t H = c.hidden_size;
+    const std::string node = fmt::format("encoder.{}.", i);
+    const std::string hf = hf_layer_prefix(i);
+    const nlohmann::json heads{{"heads", c.num_attention_heads}};
+
+    int qkv_w = weight(qkv_name(i, "weight"), {3 * H, H});
+    int qkv_b = weight(qkv_name(i, "bias"), {3 * H});
+    int qkv = g.apply(OpKind::linear, node + "attention.qkv", {x, qkv_w, qkv_b});
+    nlohmann::json score_attrs = heads;
+    score_attrs["scale"] = 1.0 / std::sqrt(static_cast<double>(c.head_size()));
+    int scores = g.apply(OpKind::attn_scores, node + "attention.scores", {qkv, mask_bias}, score_attrs);
+    int probs = g.apply(OpKind::softmax, node + "attention.softmax", {scores});
+    int ctx = g.apply(OpKind::attn_context, node + "attention.context", {probs, qkv}, heads);
+    int attn = linear(node + "attention.output", hf + "attention.output.dense", ctx, H, H);
+    int res1 = g.apply(OpKind::add, node + "attention.residual", {attn, x});
+    int h1 = layernorm(node + "attention.layernorm", hf + "attention.output.LayerNorm", res1);
+
+    int inter = linear(node + "ffn.intermediate", hf + "intermediate.dense", h1,
+                       c.intermediate_size, H);
+    int act = g.apply(OpKind::gelu, node + "ffn.gelu", {inter});
+    int out = linear(node + "ffn.output", hf + "output.dense", act, H, c.intermediate_size);
+    int res2 = g.apply(OpKind::add, node + "ffn.residual", {out, h1});
+    return layernorm(node + "ffn.layernorm", hf + "output.LayerNorm", res2);
+  }
+};
+
+}  // namespace
+
+Graph build_bert(const BertConfig& c, const RunSpec& run) {
+  check(run.batch > 0 && run.seq > 0, "batch ({}) and sequence length ({}) must be positive",
+        run.batch, run.seq);
+  check(run.seq <= c.max_position_embeddings,
+        "sequence length {} exceeds max_position_embeddings {} of the config", run.seq,
+        c.max_position_embeddings);
+  Builder b{c, {}};
+  Graph& g = b.g;
+  const int64_t H = c.hidden_size;
+  int ids = g.add_tensor("input_ids", {run.batch, run.seq}, DType::i32, Role::input);
+  int types = g.add_tensor("token_type_ids", {run.batch, run.seq}, DType::i32, Role::input);
+  int mask = g.add_tensor("attention_mask", {run.batch, run.seq}, DType::i32, Role::input);
+
+  int word = b.weight("bert.embeddings.word_embeddings.weight", {c.vocab_size, H});
+  int pos = b.weight("bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, H});
+  int type = b.weight("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
+  int emb = g.apply(OpKind::embedding, "embeddings", {ids, types, word, pos, type});
+  int x = b.layernorm("embeddings.layernorm", "bert.embeddings.LayerNorm", emb);
+  int mask_bias = g.apply(OpKind::mask_bias, "attention.mask_bias", {mask});
+
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = b.encoder_layer(i, x, mask_bias);
+  g.mark_output(x, "last_hidden_state");
+
+  int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
+  int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
+  int pooled = g.apply(OpKind::tanh, "pooler.tanh", {pooled_pre});
+  g.mark_output(pooled, "pooler_output");
+
+  if (run.heads == Heads::pretraining) {
+    int t = b.linear("mlm.transform", "cls.predictions.transform.dense", x, H, H);
+    t = g.apply(OpKind::gelu, "mlm.gelu", {t});
+    t = b.layernorm("mlm.layernorm", "cls.predictions.transform.LayerNorm", t);
+    int decoder_bias = b.weight("cls.predictions.bias", {c.vocab_size});
+    int logits = g.apply(OpKind::linear, "mlm.decoder", {t, word, decoder_bias});
+    g.mark_output(logits, "mlm_logits");
+    int nsp = b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
+    g.mark_output(nsp, "nsp_logits");
+  }
+  g.meta = {{"config", config_to_json(c)},
+            {"run",
+             {{"batch", run.batch},
+              {"seq", run.seq},
+              {"mode", run.mode},
+              {"heads", run.heads == Heads::pretraining ? "pretraining" : "none"}}}};
+  return g;
+}
+
+}  // namespace bertlab

@@ -1,0 +1,120 @@
+#include "runtime/bert_config.h"
+
+#include <fstream>
+
+#include "runtime/error.h"
+
+namespace bertlab {
+
+namespace {
+
+template <typename T>
+void read_field(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
+  if (!j.contains(key) || j.at(key).is_null()) return;
+  try {
+    out = j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("{}: field '{}' has the wrong type ({})", origin, key, j.at(key).dump());
+  }
+}
+
+void positive(int64_t v, const char* key, const std::string& origin) {
+  check(v > 0, "{}: field '{}' must be a positive integer, got {}", origin, key, v);
+}
+
+void probability(double v, const char* key, const std::string& origin) {
+  check(v >= 0 && v < 1, "{}: field '{}' must be in [0, 1), got {}", origin, key, v);
+}
+
+}  // namespace
+
+int64_t BertConfig::parameter_count(bool with_pretraining_heads) const {
+  const int64_t H = hidden_size, F = intermediate_size;
+  int64_t emb = (vocab_size + max_position_embeddings + type_vocab_size) * H + 2 * H;
+  int64_t layer = 4 * H * H + 4 * H + 2 * H * F + F + H + 4 * H;
+  int64_t pooler = H * H + H;
+  int64_t total = emb + num_hidden_layers * layer + pooler;
+  if (with_pretraining_heads) total += H * H + H + 2 * H + vocab_size + 2 * H + 2;
+  return total;
+}
+
+BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) {
+  check(j.is_object(), "{}: expected a JSON object", origin);
+  BertConfig c;
+  read_field(j, "vocab_size", c.vocab_size, origin);
+  read_field(j, "hidden_size", c.hidden_size, origin);
+  read_field(j, "num_hidden_layers", c.num_hidden_layers, origin);
+  read_field(j, "num_attention_heads", c.num_attention_heads, origin);
+  read_field(j, "intermediate_size", c.intermediate_size, origin);
+  read_field(j, "hidden_act", c.hidden_act, origin);
+  read_field(j, "hidden_dropout_prob", c.hidden_dropout_prob, origin);
+  read_field(j, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, origin);
+  read_field(j, "max_position_embeddings", c.max_position_embeddings, origin);
+  read_field(j, "type_vocab_size", c.type_vocab_size, origin);
+  read_field(j, "initializer_range", c.initializer_range, origin);
+  read_field(j, "layer_norm_eps", c.layer_norm_eps, origin);
+  read_field(j, "pad_token_id", c.pad_token_id, origin);
+  read_field(j, "position_embedding_type", c.position_embedding_type, origin);
+
+  if (j.contains("model_type") && j.at("model_type").is_string())
+    check(j.at("model_type") == "bert", "{}: field 'model_type' is \"{}\", expected \"bert\"",
+          origin, j.at("model_type").get<std::string>());
+  positive(c.vocab_size, "vocab_size", origin);
+  positive(c.hidden_size, "hidden_size", origin);
+  positive(c.num_hidden_layers, "num_hidden_layers", origin);
+  positive(c.num_attention_heads, "num_attention_heads", origin);
+  positive(c.intermediate_size, "intermediate_size", origin);
+  positive(c.max_position_embeddings, "max_position_embeddings", origin);
+  positive(c.type_vocab_size, "type_vocab_size", origin);
+  check(c.hidden_size % c.num_attention_heads == 0,
+        "{}: hidden_size {} is not divisible by num_attention_heads {}", origin, c.hidden_size,
+        c.num_attention_heads);
+  check(c.hidden_act == "gelu", "{}: field 'hidden_act' is \"{}\"; only \"gelu\" (exact erf) is supported",
+        origin, c.hidden_act);
+  check(c.position_embedding_type == "absolute",
+        "{}: field 'position_embedding_type' is \"{}\"; only \"absolute\" is supported", origin,
+        c.position_embedding_type);
+  probability(c.hidden_dropout_prob, "hidden_dropout_prob", origin);
+  probability(c.attention_probs_dropout_prob, "attention_probs_dropout_prob", origin);
+  check(c.initializer_range > 0, "{}: field 'initializer_range' must be positive, got {}", origin,
+        c.initializer_range);
+  check(c.layer_norm_eps > 0, "{}: field 'layer_norm_eps' must be positive, got {}", origin,
+        c.layer_norm_eps);
+  check(c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size,
+        "{}: pad_token_id {} is outside the vocabulary [0, {})", origin, c.pad_token_id,
+        c.vocab_size);
+  return c;
+}
+
+BertConfig load_config(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  check(in.good(), "cannot open config file {}", file.string());
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", file.string(), e.what());
+  }
+  return config_from_json(j, file.string());
+}
+
+nlohmann::json config_to_json(const BertConfig& c) {
+  return {{"architectures", {"BertForPreTraining"}},
+          {"model_type", "bert"},
+          {"vocab_size", c.vocab_size},
+          {"hidden_size", c.hidden_size},
+          {"num_hidden_layers", c.num_hidden_layers},
+          {"num_attention_heads", c.num_attention_heads},
+          {"intermediate_size", c.intermediate_size},
+          {"hidden_act", c.hidden_act},
+          {"hidden_dropout_prob", c.hidden_dropout_prob},
+          {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"type_vocab_size", c.type_vocab_size},
+          {"initializer_range", c.initializer_range},
+          {"layer_norm_eps", c.layer_norm_eps},
+          {"pad_token_id", c.pad_token_id},
+          {"position_embedding_type", c.position_embedding_type}};
+}
+
+}  // namespace bertlab

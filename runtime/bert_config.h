@@ -1,0 +1,44 @@
+#pragma once
+// BERT hyper-parameters as in a Hugging Face config.json, and the run a graph is built for.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertlab {
+
+struct BertConfig {
+  int64_t vocab_size = 30522;
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  std::string hidden_act = "gelu";
+  double hidden_dropout_prob = 0.1;
+  double attention_probs_dropout_prob = 0.1;
+  int64_t max_position_embeddings = 512;
+  int64_t type_vocab_size = 2;
+  double initializer_range = 0.02;
+  double layer_norm_eps = 1e-12;
+  int64_t pad_token_id = 0;
+  std::string position_embedding_type = "absolute";
+
+  int64_t head_size() const { return hidden_size / num_attention_heads; }
+  // Number of trainable parameters (decoder tied to the word embeddings).
+  int64_t parameter_count(bool with_pretraining_heads = true) const;
+};
+
+// Parses and validates; `origin` names the source (a file path) in error messages.
+BertConfig config_from_json(const nlohmann::json& j, const std::string& origin);
+BertConfig load_config(const std::filesystem::path& file);
+nlohmann::json config_to_json(const BertConfig& c);  // HF-compatible fields
+
+enum class Heads { none, pretraining };  // BertModel, or BertForPreTraining (MLM + NSP)
+
+struct RunSpec {
+  int64_t batch = 1;
+  int64_t seq = 128;
+  std::string mode = "infer";  // infer | train
+  Heads heads = Heads::pretraining;
+};
+
+}  // namespace bertlab

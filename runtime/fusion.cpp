@@ -1,0 +1,103 @@
+#include "runtime/fusion.h"
+
+#include <algorithm>
+
+#include "runtime/error.h"
+
+namespace bertlab {
+
+namespace {
+
+// For each tensor: the nodes that read it, and whether it is a graph output.
+struct Uses {
+  std::vector<std::vector<int>> readers;
+  std::vector<bool> is_output;
+  explicit Uses(const Graph& g) : readers(g.tensors().size()), is_output(g.tensors().size()) {
+    for (const auto& n : g.nodes())
+      for (int t : n.inputs) readers[t].push_back(n.id);
+    for (const auto& [name, t] : g.outputs()) is_output[t] = true;
+  }
+  // The single node reading t, if t has exactly one reader and is not a graph output.
+  int sole_reader(int t) const {
+    return readers[t].size() == 1 && !is_output[t] ? readers[t][0] : -1;
+  }
+};
+
+bool plain_linear(const Node& n) {
+  return n.kind == OpKind::linear && n.inputs.size() == 3 &&
+         n.attrs.value("activation", "none") == "none";
+}
+
+int fuse_linear_activation(Graph& g) {
+  Uses uses(g);
+  std::vector<bool> dead(g.nodes().size(), false);
+  int rewrites = 0;
+  for (const auto& cn : g.nodes()) {
+    if (!plain_linear(cn)) continue;
+    int r = uses.sole_reader(cn.outputs[0]);
+    if (r < 0) continue;
+    const Node& act = g.node(r);
+    if (act.kind != OpKind::gelu && act.kind != OpKind::tanh) continue;
+    Node& lin = g.node(cn.id);
+    lin.attrs["activation"] = to_string(act.kind);
+    lin.outputs = act.outputs;
+    dead[r] = true;
+    ++rewrites;
+  }
+  g.compact(dead);
+  return rewrites;
+}
+
+int fuse_linear_residual(Graph& g) {
+  Uses uses(g);
+  std::vector<bool> dead(g.nodes().size(), false);
+  int rewrites = 0;
+  for (const auto& cn : g.nodes()) {
+    if (!plain_linear(cn)) continue;
+    int r = uses.sole_reader(cn.outputs[0]);
+    if (r < 0 || g.node(r).kind != OpKind::add) continue;
+    const Node& add = g.node(r);
+    int residual = add.inputs[0] == cn.outputs[0] ? add.inputs[1] : add.inputs[0];
+    if (residual == cn.outputs[0]) continue;  // x + x is not a residual
+    Node& lin = g.node(cn.id);
+    lin.inputs.push_back(residual);
+    lin.outputs = add.outputs;
+    dead[r] = true;
+    ++rewrites;
+  }
+  g.compact(dead);
+  return rewrites;
+}
+
+using Pass = int (*)(Graph&);
+const std::vector<std::pair<std::string, Pass>>& passes() {
+  static const std::vector<std::pair<std::string, Pass>> list{
+      {"linear_activation", fuse_linear_activation},
+      {"linear_residual", fuse_linear_residual},
+  };
+  return list;
+}
+
+}  // namespace
+
+const std::vector<std::string>& fusion_pass_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& p : passes()) v.push_back(p.first);
+    return v;
+  }();
+  return names;
+}
+
+std::vector<std::string> apply_fusions(Graph& g, const std::set<std::string>& disabled) {
+  for (const auto& d : disabled)
+    check(std::find(fusion_pass_names().begin(), fusion_pass_names().end(), d) !=
+              fusion_pass_names().end(),
+          "unknown fusion pass '{}' (known: {})", d, fmt::join(fusion_pass_names(), ", "));
+  std::vector<std::string> applied;
+  for (const auto& [name, pass] : passes())
+    if (!disabled.count(name)) applied.push_back(fmt::format("{}:{}", name, pass(g)));
+  return applied;
+}
+
+}  // namespace bertlab

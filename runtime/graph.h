@@ -1,0 +1,129 @@
+#pragma once
+// The op graph: the contract between the executor, the profiler, hwmodel and the exporters.
+// Every node declares shape inference, FLOPs and the minimal bytes it must move, so each of
+// them sees the same list of nodes with the same costs.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bertlab {
+
+using Shape = std::vector<int64_t>;
+int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);
+
+enum class DType : uint8_t { f32, bf16, i32, i8 };
+enum class Layout : uint8_t { plain, blocked, tile_major };
+enum class Role : uint8_t { input, weight, activation, gradient, optimizer_state, workspace };
+enum class Phase : uint8_t { forward, backward, optimizer, communication };
+enum class Category : uint8_t { gemm, memory_bound, communication };
+
+// Op kinds. Shapes use B batch, S sequence, H hidden, nh heads, d head size, V vocab.
+enum class OpKind : uint8_t {
+  embedding,       // ids(B,S) i32, type_ids(B,S) i32, word(V,H), pos(P,H), type(T,H) -> (B,S,H)
+  mask_bias,       // attention_mask(B,S) i32 -> additive bias (B,S) f32: 0 keep, -inf-ish drop
+  linear,          // x(...,K), w(N,K), b(N) [, residual(...,N)] -> (...,N); attr activation
+  attn_scores,     // qkv(B,S,3H), bias(B,S) -> scores(B,nh,S,S) = Q K^T * scale + bias
+  softmax,         // x(...,L) -> softmax over the last axis
+  attn_context,    // probs(B,nh,S,S), qkv(B,S,3H) -> ctx(B,S,H) = P V, heads concatenated
+  add,             // a, b (same shape) -> a + b
+  layernorm,       // x(...,H), gamma(H), beta(H) -> (...,H); attr eps
+  gelu,            // exact erf GELU
+  tanh,            // tanh
+  first_token,     // x(B,S,H) -> (B,H): the [CLS] row of each sequence
+};
+
+const char* to_string(DType);
+const char* to_string(Layout);
+const char* to_string(Role);
+const char* to_string(Phase);
+const char* to_string(Category);
+const char* to_string(OpKind);
+DType dtype_from_string(const std::string&);
+OpKind op_kind_from_string(const std::string&);
+int64_t dtype_size(DType);
+
+struct TensorDesc {
+  int id = -1;
+  std::string name;  // hierarchical, e.g. encoder.3.attention.qkv.out or a HF weight name
+  Shape shape;
+  DType dtype = DType::f32;
+  Layout layout = Layout::plain;
+  Role role = Role::activation;
+  int64_t numel() const { return bertlab::numel(shape); }
+  int64_t bytes() const { return numel() * dtype_size(dtype); }
+};
+
+// The GEMM a node performs: batch independent products (M x K) * (K x N).
+// trans_b: the B operand is stored N x K (as HF linear weights and K^T in attention are).
+struct GemmShape {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double flops() const { return 2.0 * batch * m * n * k; }
+};
+
+struct Node {
+  int id = -1;
+  std::string name;  // hierarchical, e.g. encoder.3.attention.qkv
+  OpKind kind{};
+  std::vector<int> inputs, outputs;  // tensor ids
+  nlohmann::json attrs = nlohmann::json::object();
+  Phase phase = Phase::forward;
+  Category category = Category::memory_bound;
+};
+
+class Graph {
+ public:
+  int add_tensor(std::string name, Shape shape, DType dtype, Role role,
+                 Layout layout = Layout::plain);
+  // Adds a node, infers the shapes of its outputs and creates them as activations named
+  // "<node name>.out". Returns the node id.
+  int add_node(OpKind kind, std::string name, std::vector<int> inputs,
+               nlohmann::json attrs = nlohmann::json::object(), Phase phase = Phase::forward);
+  // Appends a node whose outputs already exist (graph files); re-checks its shapes.
+  int append_node(Node n);
+  // Convenience: adds a node and returns its single output tensor id.
+  int apply(OpKind kind, std::string name, std::vector<int> inputs,
+            nlohmann::json attrs = nlohmann::json::object());
+
+  const TensorDesc& tensor(int id) const { return tensors_.at(id); }
+  TensorDesc& tensor(int id) { return tensors_.at(id); }
+  const Node& node(int id) const { return nodes_.at(id); }
+  Node& node(int id) { return nodes_.at(id); }
+  const std::vector<TensorDesc>& tensors() const { return tensors_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::optional<int> find_tensor(const std::string& name) const;
+  std::optional<int> find_node(const std::string& name) const;
+  int tensor_id(const std::string& name) const;  // throws Error naming the tensor
+
+  // Marks a tensor as a graph output (kept alive to the end, returned to the caller).
+  void mark_output(int tensor, std::string public_name);
+  const std::vector<std::pair<std::string, int>>& outputs() const { return outputs_; }
+
+  // Removes nodes flagged dead and tensors no node or output uses; renumbers ids.
+  void compact(const std::vector<bool>& node_dead);
+
+  nlohmann::json meta = nlohmann::json::object();  // config and run spec, serialised as is
+
+ private:
+  std::vector<TensorDesc> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<std::pair<std::string, int>> outputs_;
+};
+
+// Per-op-kind costs, shared by the profiler and hwmodel.
+double node_flops(const Graph& g, const Node& n);
+// Minimal bytes: each input read once and each output written once, except where an op
+// touches only part of an input (embedding rows gathered, first_token rows).
+int64_t node_min_bytes(const Graph& g, const Node& n);
+// The GEMM of a gemm-category node; nullopt for other nodes.
+std::optional<GemmShape> node_gemm(const Graph& g, const Node& n);
+
+// JSON with a "format" and "version" field; see docs/graph-format.md.
+inline constexpr int kGraphFormatVersion = 1;
+nlohmann::json graph_to_json(const Graph& g);
+Graph graph_from_json(const nlohmann::json& j);  // throws Error on another version
+
+}  // namespace bertlab

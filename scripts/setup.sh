@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages bertlab needs, and only those that are missing.
+# Idempotent and quiet when everything is present. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libdnnl-dev libeigen3-dev libtbb-dev catch2 nlohmann-json3-dev libcli11-dev
+  libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev
+  python3-torch python3-numpy
+)
+# Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test.
+for extra in "$@"; do
+  case "$extra" in
+    browser) packages+=(chromium) ;;
+    node) packages+=(nodejs npm) ;;
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
