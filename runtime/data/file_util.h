@@ -1,0 +1,18 @@
+#pragma once
+// Whole-file reads and atomic writes (temporary name, then rename) with errors naming the file.
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace bertlab::data {
+
+std::string read_file(const std::filesystem::path& file);
+
+// Writes `bytes` to file.tmp-<pid> and renames it over `file`, so readers never see a
+// partial file.
+void write_file_atomic(const std::filesystem::path& file, std::string_view bytes);
+
+// A sibling name for building a file or directory before renaming it into place.
+std::filesystem::path temporary_sibling(const std::filesystem::path& target);
+
+}  // namespace bertlab::data

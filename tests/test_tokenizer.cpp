@@ -1,0 +1,135 @@
+// Tokenizer conformance: expectations come from tests/reference/bert_tokenizer_reference.py,
+// an independent Python reimplementation of Hugging Face's BertTokenizer, run once over
+// tests/data/tokenizer_cases.txt to write tests/data/tokenizer_expected.json.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/data/file_util.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/error.h"
+
+namespace fs = std::filesystem;
+using namespace bertlab::data;
+
+namespace {
+
+const fs::path kData = fs::path(BERTLAB_SOURCE_DIR) / "tests" / "data";
+
+TokenizerConfig config_named(const std::string& name) {
+  TokenizerConfig c;
+  if (name == "lower_keep_accents") c.strip_accents = false;
+  if (name == "cased") c.do_lower_case = false;
+  if (name == "cased_strip") {
+    c.do_lower_case = false;
+    c.strip_accents = true;
+  }
+  return c;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / fmt::format("bertlab-tok-{}", ::getpid());
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("tokenizer matches the Hugging Face reference on every case", "[tokenizer]") {
+  auto expected = nlohmann::json::parse(read_file(kData / "tokenizer_expected.json"));
+  Vocab vocab = Vocab::load(kData / "vocab_small" / "vocab.txt");
+  int checked = 0;
+  for (const auto& c : expected["cases"]) {
+    std::string config = c["config"];
+    std::string name = config.substr(0, config.find(','));
+    BertTokenizer tok(vocab, config_named(name));
+    std::string a = c["a"];
+    INFO("config " << config << ", text a: " << a);
+    CHECK(tok.tokenize(a) == c["tokens_a"].get<std::vector<std::string>>());
+    EncodeOptions options;
+    if (c.contains("max_length")) {
+      options.truncation = true;
+      options.pad_to_max_length = true;
+      options.max_length = c["max_length"].get<std::size_t>();
+    }
+    std::optional<std::string> b;
+    if (c.contains("b")) b = c["b"].get<std::string>();
+    Encoding e = b ? tok.encode(a, std::string_view(*b), options) : tok.encode(a, std::nullopt, options);
+    std::vector<std::string> tokens;
+    for (auto id : e.ids) tokens.push_back(vocab.token(id));
+    CHECK(tokens == c["tokens"].get<std::vector<std::string>>());
+    CHECK(e.ids == c["ids"].get<std::vector<std::int32_t>>());
+    CHECK(e.type_ids == c["type_ids"].get<std::vector<std::int32_t>>());
+    CHECK(e.attention_mask == c["attention_mask"].get<std::vector<std::int32_t>>());
+    ++checked;
+  }
+  CHECK(checked >= 40);
+}
+
+TEST_CASE("offsets point back into the original text", "[tokenizer]") {
+  BertTokenizer tok(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
+  // "Cafe" + U+0301 composes to one character whose span covers both source characters.
+  std::string text = "  Hello, Cafe\xCC\x81 unaffable 日本 [MASK]!";
+  std::vector<Piece> pieces;
+  tok.tokenize(text, pieces);
+  std::vector<std::string> surface;
+  for (const auto& p : pieces) surface.push_back(text.substr(p.begin, p.end - p.begin));
+  CHECK(surface == std::vector<std::string>{"Hello", ",", "Cafe\xCC\x81", "un", "aff", "able",
+                                            "日", "本", "[MASK]", "!"});
+}
+
+TEST_CASE("encode of a pair marks special tokens and segments", "[tokenizer]") {
+  BertTokenizer tok(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
+  Encoding e = tok.encode("hello world", std::string_view("fox"), {});
+  CHECK(e.special_tokens_mask == std::vector<std::int32_t>{1, 0, 0, 1, 0, 1});
+  CHECK(e.offsets[1] == std::pair<std::uint32_t, std::uint32_t>{0, 5});
+  CHECK(e.offsets[4] == std::pair<std::uint32_t, std::uint32_t>{0, 3});
+}
+
+TEST_CASE("tokenizer_config.json settings are honoured", "[tokenizer]") {
+  TempDir dir;
+  fs::copy_file(kData / "vocab_small" / "vocab.txt", dir.path / "vocab.txt");
+  write_file_atomic(dir.path / "tokenizer_config.json",
+                    R"({"do_lower_case": false, "strip_accents": null, "model_max_length": 7,
+                        "unk_token": {"content": "[UNK]", "lstrip": false}})");
+  auto tok = BertTokenizer::load(dir.path);
+  CHECK_FALSE(tok.config().do_lower_case);
+  CHECK(tok.tokenize("Hello") == std::vector<std::string>{"Hello"});
+  EncodeOptions o;
+  o.truncation = true;
+  CHECK(tok.encode("the quick brown fox jumps over", std::nullopt, o).ids.size() == 7);
+}
+
+TEST_CASE("bad vocabularies are rejected with the file and line", "[tokenizer]") {
+  TempDir dir;
+  auto vocab = dir.path / "vocab.txt";
+  auto expect_error = [&](const std::string& contents, const std::string& fragment) {
+    write_file_atomic(vocab, contents);
+    try {
+      BertTokenizer::load(dir.path);
+      FAIL("no error for vocabulary containing: " << contents);
+    } catch (const bertlab::Error& e) {
+      INFO(e.what());
+      CHECK_THAT(e.what(), Catch::Contains(fragment));
+      CHECK_THAT(e.what(), Catch::Contains("vocab.txt"));
+    }
+  };
+  expect_error("", "empty");
+  expect_error("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n", "[MASK]");
+  expect_error("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nhello\n", "line 7: duplicate token 'hello'");
+  expect_error("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nbad\xff\n", "line 6: invalid UTF-8");
+  expect_error("[PAD]\n[UNK]\n\n[CLS]\n[SEP]\n[MASK]\n", "line 3: empty token");
+  fs::remove(vocab);
+  CHECK_THROWS_WITH(BertTokenizer::load(dir.path), Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(BertTokenizer::load(dir.path / "missing"), Catch::Contains("does not exist"));
+}
+
+TEST_CASE("invalid UTF-8 input is reported with its byte offset", "[tokenizer]") {
+  BertTokenizer tok(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
+  CHECK_THROWS_WITH(tok.tokenize(std::string("ab\xc3(")), Catch::Contains("invalid UTF-8 at byte 3"));
+}
