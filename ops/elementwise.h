@@ -1,0 +1,36 @@
+#pragma once
+// Memory-bound element-wise ops: activations, residual add, the attention-mask bias,
+// the [CLS] row gather. Fast paths are vectorised OpenMP loops or oneDNN eltwise.
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/matmul.h"
+
+namespace bertlab::ops {
+
+// y (n) = act(x); y may alias x.
+void activation_forward_reference(float* y, const float* x, int64_t n, Activation act);
+
+class ActivationOp {
+ public:
+  ActivationOp(int64_t n, Activation act);
+  void forward(float* y, const float* x) const;
+
+ private:
+  dnnl::eltwise_forward::primitive_desc pd_;
+  dnnl::eltwise_forward prim_;
+};
+
+// y (n) = a + b
+void add_forward(float* y, const float* a, const float* b, int64_t n);
+void add_forward_reference(float* y, const float* a, const float* b, int64_t n);
+
+// The additive attention bias of each key: 0 where mask != 0, the lowest float elsewhere
+// (as Hugging Face does), so a masked key gets probability exactly 0.
+// bias (n), mask (n) of 0/1
+void mask_bias_forward(float* bias, const int32_t* mask, int64_t n);
+
+// y (B,H) = x[:, 0, :] of x (B,S,H)
+void first_token_forward(float* y, const float* x, int64_t B, int64_t S, int64_t H);
+
+}  // namespace bertlab::ops

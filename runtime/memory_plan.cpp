@@ -1,0 +1,54 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+
+namespace bertlab {
+
+MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+  const int n_tensors = static_cast<int>(g.tensors().size());
+  const int end = static_cast<int>(g.nodes().size());
+  std::vector<int> first(n_tensors, end + 1), last(n_tensors, -1);
+  auto placed_role = [](Role r) { return r == Role::input || r == Role::activation; };
+  for (const auto& t : g.tensors())
+    if (t.role == Role::input) first[t.id] = -1, last[t.id] = -1;
+  for (const auto& n : g.nodes()) {
+    for (int t : n.outputs) first[t] = std::min(first[t], n.id), last[t] = std::max(last[t], n.id);
+    for (int t : n.inputs) last[t] = std::max(last[t], n.id);
+  }
+  for (const auto& [name, t] : g.outputs()) last[t] = end;
+
+  std::vector<int> order;
+  for (const auto& t : g.tensors())
+    if (placed_role(t.role) && last[t.id] >= first[t.id]) order.push_back(t.id);
+  // Largest first, then earliest: a classic greedy that packs big blocks tightly.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return g.tensor(a).bytes() > g.tensor(b).bytes();
+  });
+
+  MemoryPlan plan;
+  plan.offset.assign(n_tensors, -1);
+  struct Block {
+    int64_t begin, end;
+    int first, last;
+  };
+  std::vector<Block> placed;
+  for (int t : order) {
+    const int64_t size = (g.tensor(t).bytes() + alignment - 1) / alignment * alignment;
+    plan.unshared_bytes += size;
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const auto& b : placed)
+      if (b.first <= last[t] && first[t] <= b.last) busy.emplace_back(b.begin, b.end);
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (const auto& [b0, b1] : busy) {
+      if (offset + size <= b0) break;
+      offset = std::max(offset, b1);
+    }
+    plan.offset[t] = offset;
+    placed.push_back({offset, offset + size, first[t], last[t]});
+    plan.arena_bytes = std::max(plan.arena_bytes, offset + size);
+  }
+  return plan;
+}
+
+}  // namespace bertlab

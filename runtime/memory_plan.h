@@ -1,0 +1,21 @@
+#pragma once
+// Liveness-based placement of activations (and graph inputs) in one arena: two tensors share
+// bytes only when their lifetimes do not overlap.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/graph.h"
+
+namespace bertlab {
+
+struct MemoryPlan {
+  std::vector<int64_t> offset;  // bytes, per tensor id; -1 for tensors not in the arena
+  int64_t arena_bytes = 0;      // size of the shared arena
+  int64_t unshared_bytes = 0;   // what the same tensors would take without reuse
+};
+
+// Places every tensor whose role is input or activation. A tensor lives from the node that
+// writes it (inputs: from the start) to the last node that reads it; graph outputs to the end.
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
+
+}  // namespace bertlab

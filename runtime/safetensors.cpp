@@ -1,0 +1,176 @@
+#include "runtime/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+#include "runtime/file_util.h"
+
+namespace bertlab {
+
+namespace {
+
+int64_t dtype_bytes(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL" || d == "F8_E4M3" || d == "F8_E5M2") return 1;
+  return -1;
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400) == 0);
+      bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | mant << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | mant << 13;
+  }
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
+  const std::string file = path.string();
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  check(in.good(), "cannot open safetensors file {}", file);
+  const auto size = static_cast<size_t>(in.tellg());
+  check(size >= 8, "{}: truncated safetensors file ({} bytes, expected at least 8)", file, size);
+  bytes_.resize(size);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(bytes_.data()), static_cast<std::streamsize>(size));
+  check(in.good(), "{}: read error", file);
+
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes_.data(), 8);  // little-endian host (x86-64)
+  check(header_len <= size - 8, "{}: header length {} exceeds the file size {}", file, header_len,
+        size);
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(reinterpret_cast<const char*>(bytes_.data()) + 8,
+                                   reinterpret_cast<const char*>(bytes_.data()) + 8 + header_len);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: header is not valid JSON: {}", file, e.what());
+  }
+  check(header.is_object(), "{}: header must be a JSON object", file);
+  const size_t data_start = 8 + header_len, data_size = size - data_start;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      if (v.is_object())
+        for (auto m = v.begin(); m != v.end(); ++m)
+          if (m.value().is_string()) metadata_[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    SafetensorView t;
+    t.name = name;
+    try {
+      t.dtype = v.at("dtype").get<std::string>();
+      t.shape = v.at("shape").get<Shape>();
+      auto offsets = v.at("data_offsets").get<std::vector<uint64_t>>();
+      check(offsets.size() == 2, "{}: tensor '{}': data_offsets must have two entries", file, name);
+      check(offsets[0] <= offsets[1] && offsets[1] <= data_size,
+            "{}: tensor '{}': data_offsets [{}, {}] lie beyond the {} data bytes (truncated file?)",
+            file, name, offsets[0], offsets[1], data_size);
+      int64_t eb = dtype_bytes(t.dtype);
+      check(eb > 0, "{}: tensor '{}': unknown dtype '{}'", file, name, t.dtype);
+      for (auto d : t.shape) check(d >= 0, "{}: tensor '{}': negative dimension", file, name);
+      check(static_cast<uint64_t>(numel(t.shape) * eb) == offsets[1] - offsets[0],
+            "{}: tensor '{}': shape {} of {} needs {} bytes, data_offsets give {}", file, name,
+            shape_str(t.shape), t.dtype, numel(t.shape) * eb, offsets[1] - offsets[0]);
+      t.data = bytes_.data() + data_start + offsets[0];
+      t.nbytes = offsets[1] - offsets[0];
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: tensor '{}': malformed header entry: {}", file, name, e.what());
+    }
+    tensors_.emplace(name, std::move(t));
+  }
+}
+
+const SafetensorView& SafetensorsFile::at(const std::string& name) const {
+  auto it = tensors_.find(name);
+  check(it != tensors_.end(), "{}: no tensor named '{}'", path_.string(), name);
+  return it->second;
+}
+
+void SafetensorsFile::read_f32(const std::string& name, const Shape& expected, float* out) const {
+  const auto& t = at(name);
+  check(t.shape == expected, "{}: tensor '{}' has shape {}, expected {}", path_.string(), name,
+        shape_str(t.shape), shape_str(expected));
+  const int64_t n = numel(t.shape);
+  if (t.dtype == "F32") {
+    std::memcpy(out, t.data, n * sizeof(float));
+  } else if (t.dtype == "BF16" || t.dtype == "F16") {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      out[i] = t.dtype == "BF16" ? std::bit_cast<float>(uint32_t(h) << 16) : half_to_float(h);
+    }
+  } else {
+    fail("{}: tensor '{}' has dtype {}, expected F32, F16 or BF16", path_.string(), name, t.dtype);
+  }
+}
+
+std::vector<int32_t> SafetensorsFile::read_i32(const std::string& name) const {
+  const auto& t = at(name);
+  const int64_t n = numel(t.shape);
+  std::vector<int32_t> out(n);
+  if (t.dtype == "I32") {
+    std::memcpy(out.data(), t.data, n * 4);
+  } else if (t.dtype == "I64") {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v;
+      std::memcpy(&v, t.data + 8 * i, 8);
+      check(v >= INT32_MIN && v <= INT32_MAX, "{}: tensor '{}': value {} does not fit int32",
+            path_.string(), name, v);
+      out[i] = static_cast<int32_t>(v);
+    }
+  } else {
+    fail("{}: tensor '{}' has dtype {}, expected I32 or I64", path_.string(), name, t.dtype);
+  }
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    int64_t eb = dtype_bytes(t.dtype);
+    check(eb > 0, "cannot write tensor '{}' with dtype '{}'", t.name, t.dtype);
+    uint64_t n = static_cast<uint64_t>(numel(t.shape) * eb);
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string blob(8, '\0');
+  uint64_t len = h.size();
+  std::memcpy(blob.data(), &len, 8);
+  blob += h;
+  blob.reserve(blob.size() + offset);
+  for (const auto& t : tensors)
+    blob.append(static_cast<const char*>(t.data), numel(t.shape) * dtype_bytes(t.dtype));
+  write_file_atomically(path, blob);
+}
+
+}  // namespace bertlab

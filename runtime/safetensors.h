@@ -1,0 +1,54 @@
+#pragma once
+// Reading and writing the safetensors format: an 8-byte little-endian header length, a JSON
+// header {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then data.
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/graph.h"
+
+namespace bertlab {
+
+struct SafetensorView {
+  std::string name;
+  std::string dtype;  // F32, F16, BF16, I32, I64, ...
+  Shape shape;
+  const std::byte* data = nullptr;
+  size_t nbytes = 0;
+};
+
+class SafetensorsFile {
+ public:
+  // Reads and validates the whole file; errors name the file and the tensor.
+  explicit SafetensorsFile(const std::filesystem::path& path);
+  const std::filesystem::path& path() const { return path_; }
+  bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
+  const SafetensorView& at(const std::string& name) const;
+  const std::map<std::string, SafetensorView>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Copies a tensor into fp32 (from F32, F16 or BF16), checking its shape.
+  void read_f32(const std::string& name, const Shape& expected, float* out) const;
+  // Copies an integer tensor (I32 or I64) into int32, checking the shape.
+  std::vector<int32_t> read_i32(const std::string& name) const;
+
+ private:
+  std::filesystem::path path_;
+  std::vector<std::byte> bytes_;
+  std::map<std::string, SafetensorView> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+struct SafetensorWrite {
+  std::string name;
+  std::string dtype;  // F32 or I32
+  Shape shape;
+  const void* data;
+};
+
+// Writes atomically: to a temporary file in the same directory, fsync, rename.
+void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+}  // namespace bertlab
