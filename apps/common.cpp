@@ -51,6 +51,8 @@ void set_threads(int threads) {
   omp_set_num_threads(threads);
 }
 
+int omp_threads() { return omp_get_max_threads(); }
+
 void write_text_atomically(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;

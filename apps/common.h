@@ -25,6 +25,7 @@ Graph build_graph(const ModelShapeOptions& o);
 // --threads: the one place the compute thread count is set (OpenMP, used by oneDNN too).
 void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads);
 void set_threads(int threads);
+int omp_threads();  // the thread count in force
 
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);

@@ -11,6 +11,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "bertlab 0.1.0");
   bertlab::app::add_graph_command(app);
+  bertlab::app::add_infer_command(app);
+  bertlab::app::add_bench_command(app);
+  bertlab::app::add_init_command(app);
+  bertlab::app::add_tokenize_command(app);
+  bertlab::app::add_vocab_command(app);
+  bertlab::app::add_prepare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

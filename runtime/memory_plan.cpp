@@ -9,8 +9,9 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   const int end = static_cast<int>(g.nodes().size());
   std::vector<int> first(n_tensors, end + 1), last(n_tensors, -1);
   auto placed_role = [](Role r) { return r == Role::input || r == Role::activation; };
+  // Inputs are written before run() and may be run again: they live through the whole run.
   for (const auto& t : g.tensors())
-    if (t.role == Role::input) first[t.id] = -1, last[t.id] = -1;
+    if (t.role == Role::input) first[t.id] = -1, last[t.id] = end;
   for (const auto& n : g.nodes()) {
     for (int t : n.outputs) first[t] = std::min(first[t], n.id), last[t] = std::max(last[t], n.id);
     for (int t : n.inputs) last[t] = std::max(last[t], n.id);

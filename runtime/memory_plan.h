@@ -15,7 +15,7 @@ struct MemoryPlan {
 };
 
 // Places every tensor whose role is input or activation. A tensor lives from the node that
-// writes it (inputs: from the start) to the last node that reads it; graph outputs to the end.
+// writes it to the last node that reads it; graph inputs and outputs live through the whole run.
 MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
 
 }  // namespace bertlab

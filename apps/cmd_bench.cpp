@@ -1,0 +1,117 @@
+// bertlab bench: throughput of a BERT configuration (sequences/s, GFLOP/s, share of the
+// measured GEMM peak, peak RSS), median of several timed runs after warm-up.
+#include <fmt/core.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+#include "ops/peak.h"
+#include "runtime/error.h"
+#include "runtime/model.h"
+
+namespace bertlab::app {
+
+namespace {
+
+struct BenchOptions {
+  ModelShapeOptions shape;
+  int runs = 5, warmup = 2, threads = 0;
+  bool breakdown = false, no_peak = false;
+};
+
+double peak_rss_mb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+BertInputs random_inputs(const BertConfig& c, int64_t batch, int64_t seq) {
+  BertInputs in;
+  in.batch = batch;
+  in.seq = seq;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(c.vocab_size - 1));
+  for (int64_t i = 0; i < batch * seq; ++i) {
+    in.input_ids.push_back(id(rng));
+    in.token_type_ids.push_back(i % seq >= seq / 2 ? 1 : 0);
+    in.attention_mask.push_back(1);
+  }
+  return in;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("bench", "Measure throughput of a BERT configuration");
+  auto o = std::make_shared<BenchOptions>();
+  o->shape.heads = "none";
+  add_model_shape_options(*cmd, o->shape);
+  cmd->add_option("--runs", o->runs, "Timed runs (median reported)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
+  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--breakdown", o->breakdown, "Also print time per op kind");
+  cmd->add_flag("--no-peak", o->no_peak, "Skip measuring the GEMM peak");
+  cmd->callback([o] {
+    set_threads(o->threads);
+    const auto& s = o->shape;
+    Graph g = build_graph(s);
+    BertConfig c = resolve_config(s.config);
+    Model m = init_model(c, s.heads == "none" ? Heads::none : Heads::pretraining, 1);
+    double flops = 0;
+    for (const auto& n : g.nodes()) flops += node_flops(g, n);
+    Executor ex(std::move(g), m.params);
+    set_inputs(ex, random_inputs(c, s.batch, s.seq));
+
+    fmt::print("bench: {} mode={} heads={} batch={} seq={} threads={}\n", s.config, s.mode,
+               s.heads, s.batch, s.seq, omp_threads());
+    fmt::print("  graph: {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
+               flops / 1e9, ex.plan().arena_bytes / 1e6, ex.plan().unshared_bytes / 1e6,
+               ex.packed_weight_bytes() / 1e6);
+    for (int i = 0; i < o->warmup; ++i) ex.run();
+    std::vector<double> secs;
+    std::map<std::string, double> by_kind;
+    std::vector<double> node_secs;
+    for (int i = 0; i < o->runs; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      ex.run(o->breakdown ? &node_secs : nullptr);
+      secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (o->breakdown)
+        for (size_t k = 0; k < node_secs.size(); ++k)
+          by_kind[to_string(ex.graph().node(k).kind)] += node_secs[k] / o->runs;
+    }
+    auto [mn, mx] = std::minmax_element(secs.begin(), secs.end());
+    const double med = median(secs), seq_s = s.batch / med;
+    fmt::print("  throughput: {:.2f} sequences/s (median of {} runs; min {:.2f}, max {:.2f}); step {:.1f} ms\n",
+               seq_s, o->runs, s.batch / *mx, s.batch / *mn, med * 1e3);
+    const double gflops = flops / med / 1e9;
+    if (o->no_peak) {
+      fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);
+    } else {
+      auto peak = ops::measure_matmul_peak(false, 1.0);
+      fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured fp32 GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3)\n",
+                 gflops, 100 * gflops / peak.gflops, peak.gflops, peak.n);
+    }
+    fmt::print("  peak RSS: {:.0f} MB\n", peak_rss_mb());
+    if (o->breakdown) {
+      double total = 0;
+      for (auto& [k, v] : by_kind) total += v;
+      std::vector<std::pair<double, std::string>> rows;
+      for (auto& [k, v] : by_kind) rows.emplace_back(v, k);
+      std::sort(rows.rbegin(), rows.rend());
+      fmt::print("  time by op kind (mean per step, timed runs):\n");
+      for (auto& [v, k] : rows) fmt::print("    {:<14} {:8.2f} ms {:5.1f}%\n", k, v * 1e3, 100 * v / total);
+    }
+  });
+}
+
+}  // namespace bertlab::app

@@ -1,0 +1,65 @@
+// bertlab prepare: corpus -> BERT pretraining instances (NSP pairs, masked LM) in shards.
+#include <fmt/core.h>
+
+#include <chrono>
+
+#include "apps/commands.h"
+#include "apps/data_progress.h"
+#include "runtime/data/corpus.h"
+#include "runtime/data/pretraining.h"
+#include "runtime/error.h"
+
+namespace bertlab::app {
+
+namespace {
+struct PrepareCommandOptions {
+  std::string corpus, vocab, out, format = "auto";
+  data::PrepareOptions prepare;
+  int threads = 0;
+};
+
+void run_prepare(const PrepareCommandOptions& o) {
+  auto start = std::chrono::steady_clock::now();
+  auto limit = limit_data_threads(o.threads);
+  auto tok = data::BertTokenizer::load(o.vocab);
+  auto docs = data::read_corpus(data::resolve_corpus(o.corpus), data::parse_corpus_format(o.format));
+  fmt::print(stderr, "prepare: {} documents from {}\n", docs.size(), o.corpus);
+  auto stats = data::prepare_pretraining_data(docs, tok, o.prepare, o.out, stderr_progress("prepare"));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (auto [name, s] : {std::pair{"train", &stats.train}, std::pair{"eval", &stats.eval}}) {
+    double tokens = static_cast<double>(std::max<std::size_t>(1, s->tokens));
+    double masked = static_cast<double>(std::max<std::uint64_t>(1, s->masking.masked));
+    fmt::print("prepare: {}: {} documents, {} instances in {} shards, {} tokens, masked {:.2f}% "
+               "([MASK] {:.1f}% / random {:.1f}% / kept {:.1f}%), random next {:.1f}%\n",
+               name, s->documents, s->instances, s->shards, s->tokens, 100.0 * s->masking.masked / tokens,
+               100.0 * s->masking.replaced_by_mask / masked, 100.0 * s->masking.replaced_by_random / masked,
+               100.0 * s->masking.kept / masked,
+               100.0 * s->random_next / static_cast<double>(std::max<std::size_t>(1, s->instances)));
+  }
+  fmt::print("prepare: wrote {} in {:.2f} s\n", o.out, seconds);
+}
+}  // namespace
+
+void add_prepare_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("prepare", "Make BERT pretraining instances (NSP + masked LM) from a corpus");
+  auto o = std::make_shared<PrepareCommandOptions>();
+  auto& p = o->prepare;
+  cmd->add_option("--corpus", o->corpus, "Corpus file or directory, or 'brown' (scripts/fetch_corpus.sh)")->required();
+  cmd->add_option("--vocab", o->vocab, "Directory with vocab.txt (and tokenizer_config.json)")->required();
+  cmd->add_option("--out", o->out, "Output directory (shards, meta.json, vocabulary)")->required();
+  cmd->add_option("--format", o->format, "Corpus format: auto, text or brown")->capture_default_str();
+  cmd->add_option("--seq-len", p.max_seq_length, "Maximum sequence length")->capture_default_str();
+  cmd->add_option("--max-predictions", p.max_predictions_per_seq, "Maximum masked tokens per sequence")->capture_default_str();
+  cmd->add_option("--masked-lm-prob", p.masked_lm_prob, "Fraction of tokens to mask")->capture_default_str();
+  cmd->add_option("--short-seq-prob", p.short_seq_prob, "Probability of a shorter target length")->capture_default_str();
+  cmd->add_option("--dupe-factor", p.dupe_factor, "Passes over the corpus, each masked differently")->capture_default_str();
+  cmd->add_flag("--whole-word-mask", p.whole_word_mask, "Mask all pieces of a word together");
+  cmd->add_option("--seed", p.seed, "Random seed (output is identical for any thread count)")->capture_default_str();
+  cmd->add_option("--eval-fraction", p.eval_fraction, "Fraction of documents held out for evaluation")->capture_default_str();
+  cmd->add_option("--instances-per-shard", p.instances_per_shard, "Instances per shard file")->capture_default_str();
+  cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
+  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->callback([o] { run_prepare(*o); });
+}
+
+}  // namespace bertlab::app
