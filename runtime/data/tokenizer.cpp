@@ -369,8 +369,8 @@ Encoding BertTokenizer::encode(std::string_view a, std::optional<std::string_vie
   const std::size_t specials = options.add_special_tokens ? (b ? 3 : 2) : 0;
   const std::size_t max_length = options.max_length.value_or(config_.model_max_length);
   if (options.truncation) {
-    check(max_length >= specials + (b ? 2 : 1) || max_length >= specials,
-          "max_length {} leaves no room for tokens after {} special tokens", max_length, specials);
+    check(max_length >= specials, "max_length {} is shorter than the {} special tokens", max_length,
+          specials);
     // Longest first: drop the last token of the longer sequence (of B on a tie).
     while (pa.size() + pb.size() + specials > max_length && pa.size() + pb.size() > 0) {
       if (!b || pa.size() > pb.size())

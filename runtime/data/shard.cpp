@@ -1,0 +1,245 @@
+#include "runtime/data/shard.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "runtime/data/file_util.h"
+#include "runtime/data/rng.h"
+#include "runtime/error.h"
+
+namespace bertlab::data {
+namespace fs = std::filesystem;
+namespace {
+
+// Record layout: u16 num_tokens, u16 len_a, u8 is_random_next, u8 reserved, u16 num_masked,
+// i32 tokens[num_tokens], u16 masked_positions[num_masked], i32 masked_labels[num_masked].
+constexpr std::size_t kRecordHeaderBytes = 8;
+constexpr std::size_t kChecksumOffset = 56;
+
+template <typename T>
+void put(std::string& out, T v) {
+  char buf[sizeof(T)];
+  std::memcpy(buf, &v, sizeof(T));
+  out.append(buf, sizeof(T));
+}
+
+template <typename T>
+T get_at(const std::string& bytes, std::size_t pos) {
+  T v;
+  std::memcpy(&v, bytes.data() + pos, sizeof(T));
+  return v;
+}
+
+std::size_t record_bytes(const Instance& inst) {
+  return kRecordHeaderBytes + 4 * inst.tokens.size() + 6 * inst.masked_positions.size();
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(const void* data, std::size_t size, std::uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) {
+    hash ^= p[i];
+    hash *= 0x100000001B3ull;
+  }
+  return hash;
+}
+
+void write_shard(const fs::path& file, const ShardInfo& info, const Instance* instances, std::size_t count) {
+  std::string out;
+  std::size_t payload = 8 * (count + 1);
+  for (std::size_t i = 0; i < count; ++i) payload += record_bytes(instances[i]);
+  out.reserve(kShardHeaderBytes + payload);
+  out.append(kShardMagic, 8);
+  put<std::uint32_t>(out, kShardVersion);
+  put<std::uint32_t>(out, kShardHeaderBytes);
+  put<std::uint32_t>(out, info.max_seq_length);
+  put<std::uint32_t>(out, info.max_predictions);
+  put<std::uint32_t>(out, info.vocab_size);
+  put<std::uint32_t>(out, info.whole_word_mask ? 1u : 0u);
+  put<std::uint64_t>(out, count);
+  put<std::uint64_t>(out, payload);
+  put<std::uint64_t>(out, info.vocab_checksum);
+  put<std::uint64_t>(out, 0);  // checksum, filled below
+  std::uint64_t offset = 8 * (count + 1);
+  for (std::size_t i = 0; i < count; ++i) {
+    put<std::uint64_t>(out, offset);
+    offset += record_bytes(instances[i]);
+  }
+  put<std::uint64_t>(out, offset);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& inst = instances[i];
+    check(inst.tokens.size() <= info.max_seq_length && inst.masked_positions.size() <= info.max_predictions &&
+              inst.masked_positions.size() == inst.masked_labels.size(),
+          "{}: instance {} does not fit the shard limits", file.string(), i);
+    put<std::uint16_t>(out, static_cast<std::uint16_t>(inst.tokens.size()));
+    put<std::uint16_t>(out, inst.len_a);
+    put<std::uint8_t>(out, inst.is_random_next ? 1 : 0);
+    put<std::uint8_t>(out, 0);
+    put<std::uint16_t>(out, static_cast<std::uint16_t>(inst.masked_positions.size()));
+    for (auto t : inst.tokens) put<std::int32_t>(out, t);
+    for (auto p : inst.masked_positions) put<std::uint16_t>(out, p);
+    for (auto l : inst.masked_labels) put<std::int32_t>(out, l);
+  }
+  std::uint64_t sum = fnv1a64(out.data(), kChecksumOffset);
+  sum = fnv1a64(out.data() + kShardHeaderBytes, out.size() - kShardHeaderBytes, sum);
+  std::memcpy(out.data() + kChecksumOffset, &sum, 8);
+  write_file_atomic(file, out);
+}
+
+Shard Shard::open(const fs::path& file) {
+  Shard s;
+  s.path_ = file;
+  s.bytes_ = read_file(file);
+  const auto& b = s.bytes_;
+  const std::string name = file.string();
+  check(b.size() >= kShardHeaderBytes, "{}: not a bertlab shard: {} bytes, shorter than the {}-byte header",
+        name, b.size(), kShardHeaderBytes);
+  check(std::memcmp(b.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
+  auto version = get_at<std::uint32_t>(b, 8);
+  check(version == kShardVersion, "{}: shard version {} is not supported (expected {})", name, version, kShardVersion);
+  auto header = get_at<std::uint32_t>(b, 12);
+  check(header == kShardHeaderBytes, "{}: field header_bytes is {}, expected {}", name, header, kShardHeaderBytes);
+  s.info_.max_seq_length = get_at<std::uint32_t>(b, 16);
+  s.info_.max_predictions = get_at<std::uint32_t>(b, 20);
+  s.info_.vocab_size = get_at<std::uint32_t>(b, 24);
+  s.info_.whole_word_mask = get_at<std::uint32_t>(b, 28) & 1u;
+  s.info_.num_instances = get_at<std::uint64_t>(b, 32);
+  auto payload = get_at<std::uint64_t>(b, 40);
+  s.info_.vocab_checksum = get_at<std::uint64_t>(b, 48);
+  check(payload == b.size() - kShardHeaderBytes,
+        "{}: truncated or padded: field payload_bytes is {} but the file holds {} bytes after the header",
+        name, payload, b.size() - kShardHeaderBytes);
+  std::uint64_t sum = fnv1a64(b.data(), kChecksumOffset);
+  sum = fnv1a64(b.data() + kShardHeaderBytes, b.size() - kShardHeaderBytes, sum);
+  check(sum == get_at<std::uint64_t>(b, kChecksumOffset), "{}: checksum mismatch (the shard is corrupted)", name);
+  const std::uint64_t n = s.info_.num_instances;
+  check(n < payload / 8, "{}: field num_instances {} does not fit the payload", name, n);
+  s.offsets_.resize(n + 1);
+  for (std::uint64_t i = 0; i <= n; ++i) s.offsets_[i] = kShardHeaderBytes + get_at<std::uint64_t>(b, kShardHeaderBytes + 8 * i);
+  check(s.offsets_[0] == kShardHeaderBytes + 8 * (n + 1) && s.offsets_[n] == b.size(),
+        "{}: record offset table does not span the payload", name);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    auto at = s.offsets_[i], end = s.offsets_[i + 1];
+    check(end >= at + kRecordHeaderBytes, "{}: record {}: offsets out of order", name, i);
+    auto tokens = get_at<std::uint16_t>(b, at), len_a = get_at<std::uint16_t>(b, at + 2),
+         masked = get_at<std::uint16_t>(b, at + 6);
+    check(end - at == kRecordHeaderBytes + 4u * tokens + 6u * masked, "{}: record {}: size does not match its counts", name, i);
+    check(tokens <= s.info_.max_seq_length && masked <= s.info_.max_predictions && len_a + 3u <= tokens,
+          "{}: record {}: {} tokens, {} in segment A, {} masked exceed the shard limits", name, i, tokens, len_a, masked);
+  }
+  return s;
+}
+
+Instance Shard::get(std::size_t index) const {
+  check(index < size(), "{}: instance {} out of range ({} instances)", path_.string(), index, size());
+  std::size_t at = offsets_[index];
+  Instance inst;
+  auto tokens = get_at<std::uint16_t>(bytes_, at), masked = get_at<std::uint16_t>(bytes_, at + 6);
+  inst.len_a = get_at<std::uint16_t>(bytes_, at + 2);
+  inst.is_random_next = get_at<std::uint8_t>(bytes_, at + 4) != 0;
+  inst.tokens.resize(tokens);
+  inst.masked_positions.resize(masked);
+  inst.masked_labels.resize(masked);
+  at += kRecordHeaderBytes;
+  std::memcpy(inst.tokens.data(), bytes_.data() + at, 4u * tokens);
+  at += 4u * tokens;
+  std::memcpy(inst.masked_positions.data(), bytes_.data() + at, 2u * masked);
+  at += 2u * masked;
+  std::memcpy(inst.masked_labels.data(), bytes_.data() + at, 4u * masked);
+  return inst;
+}
+
+PretrainingDataset PretrainingDataset::open(const fs::path& dir, const std::string& split, Options options) {
+  return PretrainingDataset(dir, split, options);
+}
+
+PretrainingDataset::PretrainingDataset(const fs::path& dir, const std::string& split, Options options)
+    : options_(options) {
+  const fs::path meta_file = dir / "meta.json";
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_file(meta_file));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: invalid JSON: {}", meta_file.string(), e.what());
+  }
+  check(meta.value("format", "") == "bertlab-pretraining-data", "{}: field 'format' is not bertlab-pretraining-data",
+        meta_file.string());
+  check(meta.contains(split) && meta[split].contains("shards"), "{}: no split '{}'", meta_file.string(), split);
+  BertTokenizer tokenizer = BertTokenizer::load(dir);
+  for (const auto& name : meta[split]["shards"]) {
+    shards_.push_back(Shard::open(dir / name.get<std::string>()));
+    const auto& info = shards_.back().info();
+    if (shards_.size() == 1) {
+      seq_len_ = info.max_seq_length;
+      max_predictions_ = info.max_predictions;
+      vocab_size_ = info.vocab_size;
+    }
+    check(info.max_seq_length == seq_len_ && info.max_predictions == max_predictions_ && info.vocab_size == vocab_size_,
+          "{}: shard settings differ from the first shard of split '{}'", shards_.back().path().string(), split);
+    check(info.vocab_size == tokenizer.vocab().size(), "{}: shard vocab_size {} but {} has {} tokens",
+          shards_.back().path().string(), info.vocab_size, (dir / "vocab.txt").string(), tokenizer.vocab().size());
+    starts_.push_back(total_);
+    total_ += shards_.back().size();
+  }
+  PrepareOptions o;
+  o.masked_lm_prob = meta.value("masked_lm_prob", 0.15);
+  o.max_predictions_per_seq = max_predictions_;
+  o.whole_word_mask = meta.value("whole_word_mask", false);
+  kinds_ = token_kinds(tokenizer);
+  pad_id_ = tokenizer.pad_id();
+  spec_ = masking_spec(tokenizer, o, kinds_);
+}
+
+std::vector<std::size_t> PretrainingDataset::epoch_order(std::size_t epoch) const {
+  std::vector<std::size_t> order(total_);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  Rng rng(options_.seed, {0xE90C, epoch});
+  rng.shuffle(order.begin(), order.end());
+  return order;
+}
+
+Instance PretrainingDataset::instance(std::size_t index, std::size_t epoch) const {
+  check(index < total_, "instance {} out of range ({} instances)", index, total_);
+  auto shard = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
+  Instance inst = shards_[shard].get(index - starts_[shard]);
+  if (options_.dynamic_masking) {
+    for (std::size_t k = 0; k < inst.masked_positions.size(); ++k)
+      inst.tokens[inst.masked_positions[k]] = inst.masked_labels[k];  // restore the original
+    Rng rng(options_.seed, {0xD1A5, epoch, index});
+    mask_tokens(inst.tokens, spec_, rng, inst.masked_positions, inst.masked_labels);
+  }
+  return inst;
+}
+
+void PretrainingDataset::fill_batch(std::span<const std::size_t> indices, std::size_t epoch, Batch& batch) const {
+  const std::size_t B = indices.size(), T = seq_len_, P = max_predictions_;
+  batch.batch_size = B;
+  batch.seq_len = T;
+  batch.max_predictions = P;
+  batch.input_ids.assign(B * T, pad_id_);
+  batch.token_type_ids.assign(B * T, 0);
+  batch.attention_mask.assign(B * T, 0);
+  batch.masked_lm_positions.assign(B * P, 0);
+  batch.masked_lm_ids.assign(B * P, 0);
+  batch.masked_lm_weights.assign(B * P, 0.f);
+  batch.next_sentence_labels.assign(B, 0);
+  for (std::size_t b = 0; b < B; ++b) {
+    Instance inst = instance(indices[b], epoch);
+    for (std::size_t t = 0; t < inst.tokens.size(); ++t) {
+      batch.input_ids[b * T + t] = inst.tokens[t];
+      batch.token_type_ids[b * T + t] = t < inst.len_a + 2u ? 0 : 1;
+      batch.attention_mask[b * T + t] = 1;
+    }
+    for (std::size_t k = 0; k < inst.masked_positions.size(); ++k) {
+      batch.masked_lm_positions[b * P + k] = inst.masked_positions[k];
+      batch.masked_lm_ids[b * P + k] = inst.masked_labels[k];
+      batch.masked_lm_weights[b * P + k] = 1.f;
+    }
+    batch.next_sentence_labels[b] = inst.is_random_next ? 1 : 0;
+  }
+}
+
+}  // namespace bertlab::data

@@ -1,0 +1,257 @@
+#include "runtime/data/vocab_trainer.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "runtime/data/utf8.h"
+#include "runtime/error.h"
+
+namespace bertlab::data {
+namespace {
+
+using WordCounts = std::unordered_map<std::string, std::uint64_t>;
+
+WordCounts count_words(const std::vector<Document>& docs, const TokenizerConfig& config,
+                       const Progress& progress) {
+  BasicTokenizer basic(config);
+  const std::size_t chunks = std::min<std::size_t>(docs.size(), 64);
+  std::vector<WordCounts> partial(chunks);
+  tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    Words words;
+    std::string w;
+    for (std::size_t d = c; d < docs.size(); d += chunks) {
+      for (const auto& s : docs[d].sentences) {
+        words.clear();
+        try {
+          basic.split(s, 0, words);
+        } catch (const Error& e) {
+          fail("{}: {}", docs[d].source, e.what());
+        }
+        for (std::size_t k = 0; k < words.size(); ++k) {
+          w.clear();
+          for (auto i = words.starts[k]; i < words.starts[k + 1]; ++i) append_utf8(w, words.chars[i].cp);
+          ++partial[c][w];
+        }
+      }
+    }
+  });
+  WordCounts total;
+  for (auto& p : partial)
+    for (auto& [w, n] : p) total[w] += n;
+  if (progress) progress("count words", docs.size(), docs.size());
+  return total;
+}
+
+struct PairQueueEntry {
+  std::uint64_t count;
+  std::uint64_t pair;  // (first << 32) | second
+  bool operator<(const PairQueueEntry& o) const {  // max-heap: higher count, then smaller pair
+    return count != o.count ? count < o.count : pair > o.pair;
+  }
+};
+
+std::uint64_t key(std::uint32_t a, std::uint32_t b) { return (std::uint64_t{a} << 32) | b; }
+
+}  // namespace
+
+Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTrainerOptions& o,
+                            const Progress& progress) {
+  const auto specials = o.config.special_tokens();
+  check(o.vocab_size > specials.size(), "vocab size {} leaves no room beyond the {} special tokens",
+        o.vocab_size, specials.size());
+  check(o.limit_alphabet >= 1, "alphabet limit must be at least 1");
+  WordCounts counts = count_words(docs, o.config, progress);
+  check(!counts.empty(), "the corpus has no words to train a vocabulary on");
+
+  // Words in a fixed order, so that ids and ties never depend on hash-map iteration order.
+  std::vector<std::pair<std::string, std::uint64_t>> words(counts.begin(), counts.end());
+  std::sort(words.begin(), words.end());
+
+  // The alphabet: the limit_alphabet most frequent characters.
+  std::map<char32_t, std::uint64_t> char_counts;
+  for (const auto& [w, n] : words) {
+    std::size_t pos = 0, len = 0;
+    while (pos < w.size()) {
+      char_counts[decode_utf8(w, pos, len)] += n;
+      pos += len;
+    }
+  }
+  std::vector<std::pair<char32_t, std::uint64_t>> by_count(char_counts.begin(), char_counts.end());
+  std::stable_sort(by_count.begin(), by_count.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  if (by_count.size() > o.limit_alphabet) by_count.resize(o.limit_alphabet);
+  std::vector<char32_t> alphabet;
+  for (auto& [c, n] : by_count) alphabet.push_back(c);
+  std::sort(alphabet.begin(), alphabet.end());
+
+  std::vector<std::string> tokens(specials.begin(), specials.end());
+  std::unordered_map<std::string, std::uint32_t> ids;
+  for (std::size_t i = 0; i < tokens.size(); ++i) ids.emplace(tokens[i], static_cast<std::uint32_t>(i));
+  auto intern = [&](const std::string& t) {
+    auto [it, inserted] = ids.emplace(t, static_cast<std::uint32_t>(tokens.size()));
+    if (inserted) tokens.push_back(t);
+    return it->second;
+  };
+  std::unordered_map<char32_t, bool> in_alphabet;
+  for (char32_t c : alphabet) {
+    std::string s;
+    append_utf8(s, c);
+    intern(s);
+    in_alphabet[c] = true;
+  }
+  // Continuation characters ("##c") that occur inside words, in code point order.
+  std::vector<char32_t> inner;
+  for (const auto& [w, n] : words) {
+    std::size_t pos = 0, len = 0;
+    bool first = true;
+    while (pos < w.size()) {
+      char32_t c = decode_utf8(w, pos, len);
+      if (!first && in_alphabet.count(c)) inner.push_back(c);
+      first = false;
+      pos += len;
+    }
+  }
+  std::sort(inner.begin(), inner.end());
+  inner.erase(std::unique(inner.begin(), inner.end()), inner.end());
+  for (char32_t c : inner) {
+    std::string s = "##";
+    append_utf8(s, c);
+    intern(s);
+  }
+  check(tokens.size() <= o.vocab_size,
+        "vocab size {} is smaller than the {} special tokens and {} alphabet pieces; raise "
+        "--vocab-size or lower --limit-alphabet", o.vocab_size, specials.size(), tokens.size() - specials.size());
+
+  // Words as piece ids; words with a character outside the alphabet can only become [UNK].
+  std::vector<std::vector<std::uint32_t>> pieces;
+  std::vector<std::uint64_t> weight;
+  for (const auto& [w, n] : words) {
+    std::vector<std::uint32_t> p;
+    std::size_t pos = 0, len = 0;
+    bool ok = true;
+    while (pos < w.size() && ok) {
+      char32_t c = decode_utf8(w, pos, len);
+      std::string s = pos == 0 ? "" : "##";
+      append_utf8(s, c);
+      auto it = ids.find(s);
+      ok = it != ids.end();
+      if (ok) p.push_back(it->second);
+      pos += len;
+    }
+    if (ok && p.size() >= 2) {
+      pieces.push_back(std::move(p));
+      weight.push_back(n);
+    }
+  }
+
+  std::unordered_map<std::uint64_t, std::uint64_t> pair_count;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> pair_words;
+  for (std::uint32_t w = 0; w < pieces.size(); ++w)
+    for (std::size_t k = 0; k + 1 < pieces[w].size(); ++k) {
+      auto p = key(pieces[w][k], pieces[w][k + 1]);
+      pair_count[p] += weight[w];
+      pair_words[p].push_back(w);
+    }
+  std::priority_queue<PairQueueEntry> queue;
+  for (auto& [p, n] : pair_count) queue.push({n, p});
+
+  const std::size_t target_merges = o.vocab_size - tokens.size();
+  std::size_t merges = 0;
+  std::vector<std::uint64_t> touched;
+  while (tokens.size() < o.vocab_size && !queue.empty()) {
+    auto top = queue.top();
+    queue.pop();
+    auto it = pair_count.find(top.pair);
+    std::uint64_t current = it == pair_count.end() ? 0 : it->second;
+    if (current != top.count) {  // stale entry
+      if (current > 0) queue.push({current, top.pair});
+      continue;
+    }
+    if (top.count < o.min_frequency) break;
+    const auto a = static_cast<std::uint32_t>(top.pair >> 32), b = static_cast<std::uint32_t>(top.pair);
+    const std::string& tb = tokens[b];
+    std::string merged = tokens[a] + (tb.starts_with("##") ? tb.substr(2) : tb);
+    const std::uint32_t m = intern(merged);
+
+    auto affected = std::move(pair_words[top.pair]);
+    pair_words.erase(top.pair);
+    std::sort(affected.begin(), affected.end());
+    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    touched.clear();
+    for (auto w : affected) {
+      auto& seq = pieces[w];
+      bool present = false;
+      for (std::size_t k = 0; k + 1 < seq.size(); ++k) present |= seq[k] == a && seq[k + 1] == b;
+      if (!present) continue;
+      for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
+        auto p = key(seq[k], seq[k + 1]);
+        pair_count[p] -= weight[w];
+        touched.push_back(p);
+      }
+      std::vector<std::uint32_t> next;
+      next.reserve(seq.size());
+      for (std::size_t k = 0; k < seq.size(); ++k) {
+        if (k + 1 < seq.size() && seq[k] == a && seq[k + 1] == b) {
+          next.push_back(m);
+          ++k;
+        } else {
+          next.push_back(seq[k]);
+        }
+      }
+      seq.swap(next);
+      for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
+        auto p = key(seq[k], seq[k + 1]);
+        pair_count[p] += weight[w];
+        pair_words[p].push_back(w);
+        touched.push_back(p);
+      }
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (auto p : touched) {
+      auto c = pair_count[p];
+      if (c == 0)
+        pair_count.erase(p);
+      else if (p != top.pair)
+        queue.push({c, p});
+    }
+    pair_count.erase(top.pair);
+    ++merges;
+    if (progress && (merges % 1000 == 0)) progress("merges", merges, target_merges);
+  }
+  if (progress) progress("merges", merges, target_merges);
+  return Vocab(std::move(tokens), "trained vocabulary");
+}
+
+void save_vocab_dir(const std::filesystem::path& dir, const Vocab& vocab, const TokenizerConfig& config) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  check(!ec, "{}: cannot create directory: {}", dir.string(), ec.message());
+  vocab.save(dir / "vocab.txt");
+  config.save(dir / "tokenizer_config.json");
+}
+
+VocabReport evaluate_vocab(const BertTokenizer& tokenizer, const std::vector<Document>& docs) {
+  BasicTokenizer basic(tokenizer.config());
+  VocabReport r;
+  Words words;
+  std::vector<Piece> pieces;
+  for (const auto& d : docs)
+    for (const auto& s : d.sentences) {
+      words.clear();
+      basic.split(s, 0, words);
+      for (std::size_t k = 0; k < words.size(); ++k) {
+        pieces.clear();
+        tokenizer.wordpiece(words.chars.data() + words.starts[k], words.starts[k + 1] - words.starts[k], pieces);
+        ++r.words;
+        r.tokens += pieces.size();
+        for (const auto& p : pieces) r.unknown += p.id == tokenizer.unk_id();
+      }
+    }
+  return r;
+}
+
+}  // namespace bertlab::data
