@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "runtime/error.h"
+#include "runtime/op_rules.h"
 
 namespace bertlab {
 
@@ -28,138 +29,24 @@ constexpr std::array<const char*, 6> kRoleNames{"input",    "weight",          "
 constexpr std::array<const char*, 4> kPhaseNames{"forward", "backward", "optimizer",
                                                  "communication"};
 constexpr std::array<const char*, 3> kCategoryNames{"gemm", "memory_bound", "communication"};
-constexpr std::array<const char*, 11> kOpNames{
-    "embedding", "mask_bias", "linear", "attn_scores", "softmax",    "attn_context",
-    "add",       "layernorm", "gelu",   "tanh",        "first_token"};
+constexpr std::array<const char*, kOpKindCount> kOpNames{
+    "embedding",          "mask_bias",          "linear",
+    "attn_scores",        "softmax",            "attn_context",
+    "add",                "layernorm",          "gelu",
+    "tanh",               "first_token",        "dropout",
+    "gather_rows",        "cross_entropy",      "cross_entropy_grad",
+    "linear_grad_input",  "linear_grad_weight", "attn_scores_grad_q",
+    "attn_scores_grad_k", "attn_context_grad_probs", "attn_context_grad_v",
+    "softmax_grad",       "layernorm_grad",     "gelu_grad",
+    "tanh_grad",          "dropout_grad",       "embedding_grad",
+    "gather_rows_grad",   "first_token_grad",   "grad_norm",
+    "adamw_update",       "lamb_update"};
 
 template <typename E, size_t N>
 E parse_enum(const std::string& s, const std::array<const char*, N>& names, const char* what) {
   for (size_t i = 0; i < N; ++i)
     if (s == names[i]) return static_cast<E>(i);
   fail("unknown {} '{}' (expected one of: {})", what, s, fmt::join(names, ", "));
-}
-
-// FLOPs per output element of the memory-bound ops (documented in docs/graph-format.md).
-constexpr double kSoftmaxFlopsPerElem = 5;    // max, subtract, exp, sum, divide
-constexpr double kLayernormFlopsPerElem = 7;  // sum, subtract, square, sum, scale, gamma, beta
-constexpr double kGeluFlopsPerElem = 5;       // scale, erf, add one, half, multiply
-constexpr double kTanhFlopsPerElem = 1;
-
-double activation_flops(const std::string& act) {
-  if (act == "gelu") return kGeluFlopsPerElem;
-  if (act == "tanh") return kTanhFlopsPerElem;
-  return 0;
-}
-
-const Shape& in_shape(const Graph& g, const Node& n, size_t i) {
-  check(i < n.inputs.size(), "node '{}' ({}) needs input {}, has {}", n.name, to_string(n.kind),
-        i, n.inputs.size());
-  return g.tensor(n.inputs[i]).shape;
-}
-
-void expect_rank(const Node& n, const Shape& s, size_t rank, const char* what) {
-  check(s.size() == rank, "node '{}': {} must have rank {}, got shape {}", n.name, what, rank,
-        shape_str(s));
-}
-
-int heads_of(const Node& n) {
-  check(n.attrs.contains("heads"), "node '{}' ({}) lacks attribute 'heads'", n.name,
-        to_string(n.kind));
-  return n.attrs.at("heads").get<int>();
-}
-
-Category category_of(OpKind k) {
-  switch (k) {
-    case OpKind::linear:
-    case OpKind::attn_scores:
-    case OpKind::attn_context:
-      return Category::gemm;
-    default:
-      return Category::memory_bound;
-  }
-}
-
-// Shape inference: returns the shapes and dtypes of the outputs, validating the inputs.
-std::vector<std::pair<Shape, DType>> infer_outputs(const Graph& g, const Node& n) {
-  auto same = [&](size_t i) { return std::vector{std::pair{in_shape(g, n, i), DType::f32}}; };
-  switch (n.kind) {
-    case OpKind::embedding: {
-      const auto& ids = in_shape(g, n, 0);
-      expect_rank(n, ids, 2, "input_ids");
-      check(in_shape(g, n, 1) == ids, "node '{}': token_type_ids shape {} differs from input_ids {}",
-            n.name, shape_str(in_shape(g, n, 1)), shape_str(ids));
-      const auto& word = in_shape(g, n, 2);
-      const auto& pos = in_shape(g, n, 3);
-      const auto& type = in_shape(g, n, 4);
-      expect_rank(n, word, 2, "word embeddings");
-      check(pos.size() == 2 && type.size() == 2 && pos[1] == word[1] && type[1] == word[1],
-            "node '{}': embedding tables disagree on hidden size: word {}, position {}, type {}",
-            n.name, shape_str(word), shape_str(pos), shape_str(type));
-      check(ids[1] <= pos[0], "node '{}': sequence length {} exceeds max_position_embeddings {}",
-            n.name, ids[1], pos[0]);
-      return {{{ids[0], ids[1], word[1]}, DType::f32}};
-    }
-    case OpKind::mask_bias:
-      expect_rank(n, in_shape(g, n, 0), 2, "attention_mask");
-      return same(0);
-    case OpKind::linear: {
-      const auto& x = in_shape(g, n, 0);
-      const auto& w = in_shape(g, n, 1);
-      const auto& b = in_shape(g, n, 2);
-      expect_rank(n, w, 2, "weight");
-      check(!x.empty() && x.back() == w[1], "node '{}': input {} does not match weight {} (N x K)",
-            n.name, shape_str(x), shape_str(w));
-      check(b == Shape{w[0]}, "node '{}': bias {} does not match weight {}", n.name, shape_str(b),
-            shape_str(w));
-      Shape y = x;
-      y.back() = w[0];
-      if (n.inputs.size() > 3)
-        check(in_shape(g, n, 3) == y, "node '{}': residual {} does not match output {}", n.name,
-              shape_str(in_shape(g, n, 3)), shape_str(y));
-      return {{y, DType::f32}};
-    }
-    case OpKind::attn_scores: {
-      const auto& qkv = in_shape(g, n, 0);
-      expect_rank(n, qkv, 3, "qkv");
-      int heads = heads_of(n);
-      check(qkv[2] % (3 * heads) == 0, "node '{}': qkv width {} is not 3 x heads ({}) x head size",
-            n.name, qkv[2], heads);
-      check(in_shape(g, n, 1) == Shape{qkv[0], qkv[1]}, "node '{}': mask bias {} is not [B, S]",
-            n.name, shape_str(in_shape(g, n, 1)));
-      return {{{qkv[0], heads, qkv[1], qkv[1]}, DType::f32}};
-    }
-    case OpKind::attn_context: {
-      const auto& p = in_shape(g, n, 0);
-      const auto& qkv = in_shape(g, n, 1);
-      expect_rank(n, p, 4, "probs");
-      expect_rank(n, qkv, 3, "qkv");
-      check(p[0] == qkv[0] && p[2] == qkv[1] && p[3] == qkv[1] && p[1] == heads_of(n),
-            "node '{}': probs {} do not match qkv {}", n.name, shape_str(p), shape_str(qkv));
-      return {{{qkv[0], qkv[1], qkv[2] / 3}, DType::f32}};
-    }
-    case OpKind::add:
-      check(in_shape(g, n, 0) == in_shape(g, n, 1), "node '{}': cannot add {} and {}", n.name,
-            shape_str(in_shape(g, n, 0)), shape_str(in_shape(g, n, 1)));
-      return same(0);
-    case OpKind::layernorm: {
-      const auto& x = in_shape(g, n, 0);
-      check(!x.empty() && in_shape(g, n, 1) == Shape{x.back()} &&
-                in_shape(g, n, 2) == Shape{x.back()},
-            "node '{}': gamma {} / beta {} do not match input {}", n.name,
-            shape_str(in_shape(g, n, 1)), shape_str(in_shape(g, n, 2)), shape_str(x));
-      return same(0);
-    }
-    case OpKind::softmax:
-    case OpKind::gelu:
-    case OpKind::tanh:
-      return same(0);
-    case OpKind::first_token: {
-      const auto& x = in_shape(g, n, 0);
-      expect_rank(n, x, 3, "input");
-      return {{{x[0], x[2]}, DType::f32}};
-    }
-  }
-  fail("node '{}': unhandled op kind", n.name);
 }
 
 }  // namespace
@@ -292,82 +179,6 @@ void Graph::compact(const std::vector<bool>& node_dead) {
   for (size_t i = 0; i < kept.size(); ++i) kept[i].id = static_cast<int>(i);
   tensors_ = std::move(tensors);
   nodes_ = std::move(kept);
-}
-
-std::optional<GemmShape> node_gemm(const Graph& g, const Node& n) {
-  switch (n.kind) {
-    case OpKind::linear: {
-      const auto& x = g.tensor(n.inputs[0]).shape;
-      const auto& w = g.tensor(n.inputs[1]).shape;
-      return GemmShape{1, numel(x) / x.back(), w[0], w[1], false, true};
-    }
-    case OpKind::attn_scores: {
-      const auto& qkv = g.tensor(n.inputs[0]).shape;
-      int64_t heads = heads_of(n), d = qkv[2] / 3 / heads;
-      return GemmShape{qkv[0] * heads, qkv[1], qkv[1], d, false, true};
-    }
-    case OpKind::attn_context: {
-      const auto& qkv = g.tensor(n.inputs[1]).shape;
-      int64_t heads = heads_of(n), d = qkv[2] / 3 / heads;
-      return GemmShape{qkv[0] * heads, qkv[1], d, qkv[1], false, false};
-    }
-    default:
-      return std::nullopt;
-  }
-}
-
-double node_flops(const Graph& g, const Node& n) {
-  const double out = static_cast<double>(g.tensor(n.outputs.at(0)).numel());
-  switch (n.kind) {
-    case OpKind::linear: {
-      // GEMM, bias add, optional residual add, optional fused activation.
-      double f = node_gemm(g, n)->flops() + out;
-      if (n.inputs.size() > 3) f += out;
-      return f + out * activation_flops(n.attrs.value("activation", "none"));
-    }
-    case OpKind::attn_scores:
-      return node_gemm(g, n)->flops() + 2 * out;  // scale and mask bias
-    case OpKind::attn_context:
-      return node_gemm(g, n)->flops();
-    case OpKind::embedding:
-      return 2 * out;  // word + position + type
-    case OpKind::mask_bias:
-    case OpKind::add:
-      return out;
-    case OpKind::softmax:
-      return kSoftmaxFlopsPerElem * out;
-    case OpKind::layernorm:
-      return kLayernormFlopsPerElem * out;
-    case OpKind::gelu:
-      return kGeluFlopsPerElem * out;
-    case OpKind::tanh:
-      return kTanhFlopsPerElem * out;
-    case OpKind::first_token:
-      return 0;
-  }
-  return 0;
-}
-
-int64_t node_min_bytes(const Graph& g, const Node& n) {
-  int64_t out = 0;
-  for (int t : n.outputs) out += g.tensor(t).bytes();
-  auto in = [&](size_t i) { return g.tensor(n.inputs[i]).bytes(); };
-  switch (n.kind) {
-    case OpKind::embedding:
-      // ids and type ids, plus one gathered row of each table per token.
-      return in(0) + in(1) + 3 * out + out;
-    case OpKind::first_token:
-      return 2 * out;
-    case OpKind::attn_scores:
-      return in(0) * 2 / 3 + in(1) + out;  // Q and K thirds of qkv
-    case OpKind::attn_context:
-      return in(0) + in(1) / 3 + out;  // V third of qkv
-    default: {
-      int64_t total = out;
-      for (size_t i = 0; i < n.inputs.size(); ++i) total += in(i);
-      return total;
-    }
-  }
 }
 
 nlohmann::json graph_to_json(const Graph& g) {

@@ -20,10 +20,12 @@ enum class Role : uint8_t { input, weight, activation, gradient, optimizer_state
 enum class Phase : uint8_t { forward, backward, optimizer, communication };
 enum class Category : uint8_t { gemm, memory_bound, communication };
 
-// Op kinds. Shapes use B batch, S sequence, H hidden, nh heads, d head size, V vocab.
+// Op kinds. Shapes use B batch, S sequence, H hidden, nh heads, d head size, V vocab, P masked
+// positions per sequence. docs/graph-format.md lists inputs, outputs, FLOPs and bytes of each.
 enum class OpKind : uint8_t {
+  // forward
   embedding,       // ids(B,S) i32, type_ids(B,S) i32, word(V,H), pos(P,H), type(T,H) -> (B,S,H)
-  mask_bias,       // attention_mask(B,S) i32 -> additive bias (B,S) f32: 0 keep, -inf-ish drop
+  mask_bias,       // attention_mask(B,S) i32 -> additive bias (B,S) f32: 0 keep, lowest float drop
   linear,          // x(...,K), w(N,K), b(N) [, residual(...,N)] -> (...,N); attr activation
   attn_scores,     // qkv(B,S,3H), bias(B,S) -> scores(B,nh,S,S) = Q K^T * scale + bias
   softmax,         // x(...,L) -> softmax over the last axis
@@ -33,7 +35,31 @@ enum class OpKind : uint8_t {
   gelu,            // exact erf GELU
   tanh,            // tanh
   first_token,     // x(B,S,H) -> (B,H): the [CLS] row of each sequence
+  dropout,         // x -> x * keep / (1 - p); attrs p, salt (counter-based mask)
+  gather_rows,     // x(B,S,H), positions(B,P) i32 -> (B*P,H)
+  cross_entropy,   // logits(N,C), labels(N) i32 (-100: ignored) -> (3): loss sum, correct, count
+  // backward
+  cross_entropy_grad,       // logits(N,C), labels(N) -> dlogits(N,C); attr loss (mlm | nsp)
+  linear_grad_input,        // dy(...,N), w(N,K) -> dx(...,K) = dy w
+  linear_grad_weight,       // dy(...,N), x(...,K) -> dw(N,K) += dy^T x, db(N) += sum dy
+  attn_scores_grad_q,       // dscores(B,nh,S,S), qkv -> dqkv(B,S,3H), Q third = dS K * scale
+  attn_scores_grad_k,       // dscores, qkv -> dqkv, K third = dS^T Q * scale
+  attn_context_grad_probs,  // dctx(B,S,H), qkv -> dprobs(B,nh,S,S) = dctx V^T
+  attn_context_grad_v,      // dctx(B,S,H), probs -> dqkv(B,S,3H), V third = P^T dctx
+  softmax_grad,             // dy, y -> dx = y * (dy - sum(dy * y))
+  layernorm_grad,           // dy, x, gamma -> dx, dgamma +=, dbeta +=
+  gelu_grad,                // dy, x -> dx
+  tanh_grad,                // dy, y -> dx
+  dropout_grad,             // dy -> dx with the forward mask; attrs p, salt
+  embedding_grad,           // dout(B,S,H), ids, type_ids -> dword +=, dpos +=, dtype +=
+  gather_rows_grad,         // dy(B*P,H), positions(B,P), like(B,S,H) -> dx(B,S,H), zero elsewhere
+  first_token_grad,         // dy(B,H), like(B,S,H) -> dx(B,S,H), zero but the first row
+  // optimizer
+  grad_norm,                // every parameter gradient -> (1) global L2 norm
+  adamw_update,             // param, grad, m, v, norm(1) -> param, m, v updated in place
+  lamb_update,              // param, grad, m, v, norm(1) -> param, m, v updated in place
 };
+inline constexpr size_t kOpKindCount = 32;
 
 const char* to_string(DType);
 const char* to_string(Layout);
@@ -82,7 +108,8 @@ class Graph {
   // "<node name>.out". Returns the node id.
   int add_node(OpKind kind, std::string name, std::vector<int> inputs,
                nlohmann::json attrs = nlohmann::json::object(), Phase phase = Phase::forward);
-  // Appends a node whose outputs already exist (graph files); re-checks its shapes.
+  // Appends a node whose outputs already exist (graph files, nodes writing part of an existing
+  // tensor); re-checks its shapes.
   int append_node(Node n);
   // Convenience: adds a node and returns its single output tensor id.
   int apply(OpKind kind, std::string name, std::vector<int> inputs,
