@@ -7,18 +7,29 @@
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/pretraining.h"
+#include "runtime/data/shard.h"
 #include "runtime/error.h"
 
 namespace bertlab::app {
 
 namespace {
 struct PrepareCommandOptions {
-  std::string corpus, vocab, out, format = "auto";
+  std::string corpus, vocab, out, format = "auto", verify;
   data::PrepareOptions prepare;
   int threads = 0;
 };
 
+// --verify DIR: open every shard of both splits (magic, version, sizes, checksum, records).
+void run_verify(const std::string& dir) {
+  for (const char* split : {"train", "eval"}) {
+    auto ds = data::PretrainingDataset::open(dir, split, {});
+    fmt::print("prepare: {}: {} {} instances, seq len {}, verified\n", dir, ds.size(), split, ds.seq_len());
+  }
+}
+
 void run_prepare(const PrepareCommandOptions& o) {
+  if (!o.verify.empty()) return run_verify(o.verify);
+  check(!o.corpus.empty() && !o.vocab.empty() && !o.out.empty(), "prepare needs --corpus, --vocab and --out");
   auto start = std::chrono::steady_clock::now();
   auto limit = limit_data_threads(o.threads);
   auto tok = data::BertTokenizer::load(o.vocab);
@@ -44,9 +55,9 @@ void add_prepare_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("prepare", "Make BERT pretraining instances (NSP + masked LM) from a corpus");
   auto o = std::make_shared<PrepareCommandOptions>();
   auto& p = o->prepare;
-  cmd->add_option("--corpus", o->corpus, "Corpus file or directory, or 'brown' (scripts/fetch_corpus.sh)")->required();
-  cmd->add_option("--vocab", o->vocab, "Directory with vocab.txt (and tokenizer_config.json)")->required();
-  cmd->add_option("--out", o->out, "Output directory (shards, meta.json, vocabulary)")->required();
+  cmd->add_option("--corpus", o->corpus, "Corpus file or directory, or 'brown' (scripts/fetch_corpus.sh)");
+  cmd->add_option("--vocab", o->vocab, "Directory with vocab.txt (and tokenizer_config.json)");
+  cmd->add_option("--out", o->out, "Output directory (shards, meta.json, vocabulary)");
   cmd->add_option("--format", o->format, "Corpus format: auto, text or brown")->capture_default_str();
   cmd->add_option("--seq-len", p.max_seq_length, "Maximum sequence length")->capture_default_str();
   cmd->add_option("--max-predictions", p.max_predictions_per_seq, "Maximum masked tokens per sequence")->capture_default_str();
@@ -59,6 +70,7 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--instances-per-shard", p.instances_per_shard, "Instances per shard file")->capture_default_str();
   cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  cmd->add_option("--verify", o->verify, "Only check the shards of a prepared directory");
   cmd->callback([o] { run_prepare(*o); });
 }
 
