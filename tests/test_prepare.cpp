@@ -143,7 +143,7 @@ TEST_CASE("prepare: identical shards with 1 and 2 threads", "[prepare]") {
   o.instances_per_shard = 200;  // several shards
   for (int threads : {1, 2}) {
     tbb::global_control c(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads));
-    prepare_pretraining_data(corpus, tok, o, dir.path / ("t" + std::to_string(threads)));
+    prepare_pretraining_data(corpus, tok, o, dir.path / fmt::format("t{}", threads));
   }
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir.path / "t1")) {
