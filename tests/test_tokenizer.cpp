@@ -133,3 +133,20 @@ TEST_CASE("invalid UTF-8 input is reported with its byte offset", "[tokenizer]")
   BertTokenizer tok(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
   CHECK_THROWS_WITH(tok.tokenize(std::string("ab\xc3(")), Catch::Contains("invalid UTF-8 at byte 3"));
 }
+
+TEST_CASE("basic tokenizer matches the reference on seeded random Unicode text", "[tokenizer]") {
+  // tests/data/tokenizer_fuzz_expected.json: random strings over accents, combining marks of
+  // several classes, Hangul jamo, Indic signs, Greek sigma, dotted I, CJK, punctuation,
+  // spaces, controls and format characters, with the reference's words for every setting.
+  auto expected = nlohmann::json::parse(read_file(kData / "tokenizer_fuzz_expected.json"));
+  int checked = 0;
+  for (const auto& c : expected["cases"]) {
+    std::string text = c["text"];
+    for (const auto& [name, words] : c["words"].items()) {
+      INFO("config " << name << ", text: " << nlohmann::json(text).dump());
+      CHECK(BasicTokenizer(config_named(name)).split(text) == words.get<std::vector<std::string>>());
+      ++checked;
+    }
+  }
+  CHECK(checked == 800);
+}

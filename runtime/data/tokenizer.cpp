@@ -86,7 +86,9 @@ void decompose(const SpannedChar& c, Chars& out) {
 bool compose_pair(char32_t a, char32_t b, char32_t& composed) {
   if (b < 0x300) return false;  // no canonical composition has a second character below U+0300
   utf8proc_int32_t buf[2] = {static_cast<utf8proc_int32_t>(a), static_cast<utf8proc_int32_t>(b)};
-  if (utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE) != 1) return false;
+  // STABLE makes utf8proc honour the composition exclusions, as its own NFC does.
+  if (utf8proc_normalize_utf32(buf, 2, static_cast<utf8proc_option_t>(UTF8PROC_COMPOSE | UTF8PROC_STABLE)) != 1)
+    return false;
   composed = static_cast<char32_t>(buf[0]);
   return true;
 }
@@ -130,8 +132,17 @@ bool is_cased(char32_t cp) {
          utf8proc_isupper(static_cast<utf8proc_int32_t>(cp));
 }
 
+// Unicode's Case_Ignorable: Mn, Me, Cf, Lm, Sk, or Word_Break MidLetter / MidNumLet /
+// Single_Quote. libutf8proc has no Word_Break property, so those code points are listed.
 bool is_case_ignorable(char32_t cp) {
-  if (cp == '\'' || cp == '.' || cp == ':' || cp == 0xB7 || cp == 0x2019) return true;
+  switch (cp) {
+    case 0x27: case 0x2E: case 0x3A: case 0xB7: case 0x387: case 0x55F: case 0x5F4:
+    case 0x2018: case 0x2019: case 0x2024: case 0x2027: case 0xFE13: case 0xFE52:
+    case 0xFE55: case 0xFF07: case 0xFF0E: case 0xFF1A:
+      return true;
+    default:
+      break;
+  }
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_MN:
     case UTF8PROC_CATEGORY_ME:

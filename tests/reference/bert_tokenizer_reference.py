@@ -9,6 +9,8 @@ test to know the expected tokens. Run with Debian's /usr/bin/python3:
     /usr/bin/python3 tests/reference/bert_tokenizer_reference.py \
         tests/data/vocab_small/vocab.txt tests/data/tokenizer_cases.txt \
         > tests/data/tokenizer_expected.json
+    /usr/bin/python3 tests/reference/bert_tokenizer_reference.py --fuzz 200 2024 \
+        > tests/data/tokenizer_fuzz_expected.json
 
 tokenizer_cases.txt: one case per line, `config<TAB>text_a[<TAB>text_b]`, with config one of
 `lower` (do_lower_case, accents stripped), `lower_keep_accents` (strip_accents=False),
@@ -180,7 +182,55 @@ def unescape(s):
     return s.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
+# Characters for the seeded fuzz cases: letters, precomposed and combining accents (several
+# combining classes, so canonical reordering matters), Hangul syllables and conjoining jamo
+# (NFC composes L+V(+T)), Indic vowel signs (Mc/Mn), Greek with sigma, Turkish dotted I,
+# CJK and compatibility ideographs, ASCII and Unicode punctuation, symbols, spaces, line and
+# paragraph separators, controls, format characters, NUL and U+FFFD.
+FUZZ_POOL = (
+    "aAbBeEiIoOsSzZ09 " "ÀÉéÏñÕøÅßĳŁǅ" "\u0300\u0301\u0308\u0327\u0323\u031B\u0345\u05B0\u0F71"
+    "\uAC00\uD55C\u1100\u1161\u11A8\u1112\u1173" "\u0915\u093F\u0940\u094D\u0B47\u0B3E"
+    "ΣσςΑΩΆΐ" "\u0130ıİ" "日本語\u4E2D\uF900\uF9D0\u3042\u30AB"
+    "!?.,;:'\"()[]{}<>@#$%^&*-_+=|\\/~`" "«»“”‘’¡¿—–…·§¶、。！？「」" "€$£©®™°±×÷√∞"
+    "\t\n\r\u00A0\u2003\u3000\u2028\u2029" "\u0007\u001F\u0085\u00AD\u200B\u200D\u200E\uFEFF"
+    "\u0000\uFFFD" "ﬁＡｂ１"
+    "\U0001D158\U0001D165\U0001D16E\u0915\u093C"  # pairs whose composition is excluded
+)
+
+
+def fuzz_cases(count, seed):
+    """Strings over FUZZ_POOL, and every fourth one also over all assigned code points."""
+    import random
+    rng = random.Random(seed)
+    wide = [chr(c) for c in range(0x30000)
+            if not 0xD800 <= c < 0xE000 and unicodedata.category(chr(c)) != "Cn"]
+    cases = []
+    for i in range(count):
+        n = rng.randint(1, 24)
+        if i % 4 == 3:
+            cases.append("".join(rng.choice(wide) if rng.random() < 0.6 else rng.choice(FUZZ_POOL)
+                                 for _ in range(n)))
+        else:
+            cases.append("".join(rng.choice(FUZZ_POOL) for _ in range(n)))
+    return cases
+
+
 def main():
+    if sys.argv[1] == "--fuzz":
+        # Basic-tokenizer words of seeded random strings under every configuration.
+        count, seed = int(sys.argv[2]), int(sys.argv[3])
+        configs = {
+            "lower": BasicTokenizer(True, None),
+            "lower_keep_accents": BasicTokenizer(True, False),
+            "cased": BasicTokenizer(False, None),
+            "cased_strip": BasicTokenizer(False, True),
+        }
+        cases = [{"text": t, "words": {name: b.tokenize(t) for name, b in configs.items()}}
+                 for t in fuzz_cases(count, seed)]
+        json.dump({"unicode_version": unicodedata.unidata_version, "cases": cases}, sys.stdout,
+                  ensure_ascii=False, separators=(",", ":"))
+        sys.stdout.write("\n")
+        return
     vocab_file, cases_file = sys.argv[1], sys.argv[2]
     with open(vocab_file, encoding="utf-8") as f:
         tokens = [line.rstrip("\n") for line in f]
