@@ -1,0 +1,397 @@
+#include "hwmodel/analytic.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+namespace bertlab::hw {
+
+namespace {
+
+// Row-buffer bookkeeping of the DRAM request streams (operand x direction x core): each
+// stream keeps the last row it touched (its own bank, see tracesim.h).
+class DramStreams {
+ public:
+  DramStreams(const SystemDesc& s, Traffic& t) : L_(s.llc.line_bytes), R_(s.dram.row_bytes), t_(t) {}
+
+  // One sweep of fetches (or write-backs): its lines, and the rows it opens.
+  // Write-backs of parallel strided sweeps (the same rows, neighbouring columns) wait in the
+  // controller's write queue and are issued row by row: up to kWriteQueueLines lines of
+  // such sweeps open each row once.
+  void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
+    if (sw.count <= 0 || sw.width <= 0) return;
+    const int64_t lines = distinct_blocks(sw, L_);
+    auto& o = t_.operands[op];
+    (write ? o.write_lines : o.read_lines) += lines;
+    if (!write) {
+      if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
+      open_rows(op, write, core, sw);
+      return;
+    }
+    auto& p = pending_[{op, core}];
+    const bool parallel = sw.count > 1 && !p.empty() && p.front().count == sw.count &&
+                          p.front().stride == sw.stride && sw.start >= p.front().start &&
+                          sw.start < p.front().start + sw.stride &&
+                          pending_lines_[{op, core}] + lines <= kWriteQueueLines;
+    if (!parallel) flush(op, core);
+    if (sw.count > 1 && lines < kWriteQueueLines) {
+      pending_[{op, core}].push_back(sw);
+      pending_lines_[{op, core}] += lines;
+    } else {
+      open_rows(op, true, core, sw);
+    }
+  }
+  void flush_all() {
+    for (auto& [key, v] : pending_) flush(key.first, key.second);
+  }
+  void open_rows(const std::string& op, bool write, int64_t core, const Sweep& sw) {
+    // Row misses: the rows a monotone sweep enters, less the one still open from the
+    // previous sweep of this stream.
+    int64_t rows = distinct_blocks(sw, R_);
+    auto& last = last_row_[{op, write, core}];
+    if (last == first_block(sw, R_) + 1) rows -= 1;
+    last = last_block(sw, R_) + 1;  // 0 = nothing open yet
+    t_.operands[op].row_misses += rows;
+  }
+  void flush(const std::string& op, int64_t core) {
+    auto& p = pending_[{op, core}];
+    if (p.empty()) return;
+    Sweep hull = p.front();
+    uint64_t end = hull.start + hull.width;
+    for (const auto& s : p) end = std::max<uint64_t>(end, s.start + s.width);
+    hull.width = static_cast<int64_t>(end - hull.start);
+    open_rows(op, true, core, hull);
+    p.clear();
+    pending_lines_[{op, core}] = 0;
+  }
+  void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
+    for (const auto& s : v) sweep(op, write, core, s);
+  }
+  // The same list of sweeps `times` times: done once to reach the steady state, once more
+  // to measure it, then the steady-state counts are multiplied.
+  void repeat(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
+              int64_t times) {
+    if (times <= 0) return;
+    sweeps(op, write, core, v);
+    if (write) flush(op, core);
+    if (times == 1) return;
+    auto& o = t_.operands[op];
+    const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
+                                   core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
+    sweeps(op, write, core, v);
+    if (write) flush(op, core);
+    const int64_t k = times - 2;
+    o.read_lines += (o.read_lines - std::get<0>(before)) * k;
+    o.write_lines += (o.write_lines - std::get<1>(before)) * k;
+    o.row_misses += (o.row_misses - std::get<2>(before)) * k;
+    if (core < (int64_t)t_.llc_misses.size())
+      t_.llc_misses[core] += (t_.llc_misses[core] - std::get<3>(before)) * k;
+  }
+
+ private:
+  int64_t L_, R_;
+  Traffic& t_;
+  std::map<std::tuple<std::string, bool, int64_t>, int64_t> last_row_;
+  std::map<std::pair<std::string, int64_t>, std::vector<Sweep>> pending_;
+  std::map<std::pair<std::string, int64_t>, int64_t> pending_lines_;
+};
+
+Traffic empty_traffic(const SystemDesc& s, int64_t cores) {
+  Traffic t;
+  t.line_bytes = s.llc.line_bytes;
+  t.burst_bytes = s.dram.burst_bytes;
+  t.l1_misses.assign(cores, 0);
+  t.llc_misses.assign(cores, 0);
+  return t;
+}
+
+int64_t lines(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc, int64_t L) {
+  return lines_of(block_sweeps(v, r0, nr, c0, nc), L);
+}
+
+std::string fit_text(int64_t footprint, int64_t capacity) {
+  return fmt::format("{} lines {} {} of the LLC", footprint, footprint <= capacity ? "fit in" : "exceed",
+                     capacity);
+}
+
+// Weight-stationary GEMM over block-wise (panel) data.
+void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
+  const int64_t C1 = s.l1.lines();
+  auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
+  std::vector<std::vector<Sweep>> a_panel(KT);
+  std::vector<int64_t> a_lines(KT);
+  int64_t A = 0;
+  for (int64_t kb = 0; kb < KT; ++kb) {
+    a_panel[kb] = block_sweeps(a, 0, w.m, kb * S, cw(a, kb * S));
+    a_lines[kb] = lines_of(a_panel[kb], L);
+    A += a_lines[kb];
+  }
+  const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
+  const int64_t Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);                 // one weight panel
+  const int64_t Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                    // one output panel
+  const int64_t Ap = a_lines[0];
+  const int64_t R = (NT + P - 1) / P, a_last = NT - (R - 1) * P;
+
+  // Output panel: re-used across the k-tiles if, between two uses, the active cores' output
+  // panels, one input panel and one weight tile per core fit (reuse footprint of Y).
+  auto y_fits = [&](int64_t act) { return act * Yp + Ap + act * Wt <= C; };
+  // Input panel kb: re-used by the next round of output panels if everything touched in
+  // between fits: all of A, one weight panel per core (tiles after kb in this round, up to
+  // kb in the next), this round's output panels, and the next round's from kb = 1 on.
+  auto a_footprint = [&](int64_t act, int64_t next, int64_t kb) {
+    return A + (act * (KT - 1 - kb) + next * (kb + 1)) * Wt + act * Yp + (kb > 0 ? next * Yp : 0);
+  };
+
+  auto& ao = t.operands[w.a_name];
+  auto& bo = t.operands[w.b_name];
+  auto& yo = t.operands[w.y_name];
+  // A: round 0 brings every panel in (core 0 touches each line first).
+  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, 0, a_panel[kb]);
+  // Rows of panel kb that miss: for kb = KT-1 only this round's output rows after m are
+  // still to be touched, for kb = 0 only the next round's rows before m have been: there
+  // the footprint depends linearly on the row, and the missing rows form one range.
+  auto a_refetch = [&](int64_t act, int64_t next) {
+    std::vector<Sweep> v;
+    for (int64_t kb = 0; kb < KT; ++kb) {
+      const double base = A + (act * (KT - 1 - kb) + next * (kb + 1)) * Wt;
+      const double cur = (kb < KT - 1) ? act * Yp : 0, cur_tail = (kb == KT - 1) ? act * Yp : 0;
+      const double nxt = (kb > 0) ? next * Yp : 0, nxt_head = (kb == 0) ? next * Yp : 0;
+      // footprint(m) = base + cur + nxt + cur_tail * (M - m)/M + nxt_head * m/M
+      int64_t lo = w.m, hi = 0;  // rows [lo, hi) miss
+      const double c0 = base + cur + nxt + cur_tail, slope = (nxt_head - cur_tail) / w.m;
+      if (slope == 0) {
+        if (c0 > C) lo = 0, hi = w.m;
+      } else {
+        // rows with c0 + slope*m > C
+        const double mstar = (C - c0) / slope;
+        if (slope > 0) lo = std::clamp<int64_t>(static_cast<int64_t>(std::floor(mstar)) + 1, 0, w.m), hi = w.m;
+        else lo = 0, hi = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(mstar)), 0, w.m);
+      }
+      if (lo >= hi) continue;
+      auto sw = block_sweeps(a, lo, hi - lo, kb * S, cw(a, kb * S));
+      v.insert(v.end(), sw.begin(), sw.end());
+    }
+    return v;
+  };
+  if (R >= 2) {
+    dram.repeat(w.a_name, false, 0, a_refetch(P, P), R - 2);
+    dram.sweeps(w.a_name, false, 0, a_refetch(P, a_last));
+  }
+  const int64_t worst = a_footprint(P, R >= 2 ? P : 0, KT - 1);
+  ao.refetch = std::max<int64_t>(ao.refetch, worst > C ? R : 1);
+  ao.why = fmt::format("input panels re-read by each of {} round(s) of {} output panel(s): {}", R,
+                       P, fit_text(worst, C));
+
+  // W: every tile is used once; Y: each core's panels, once or once per k-tile.
+  for (int64_t nb = 0; nb < NT; ++nb) {
+    const int64_t core = nb % P, act = (nb / P == R - 1) ? a_last : P;
+    dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+    const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+    const int64_t times = y_fits(act) ? 1 : KT;
+    dram.repeat(w.y_name, false, core, yv, times);
+    dram.repeat(w.y_name, true, core, yv, times);
+    yo.refetch = std::max(yo.refetch, times);
+  }
+  bo.why = "each weight tile is loaded once";
+  yo.why = fmt::format("output panel read-modify-written over {} k-tiles: {}", KT,
+                       fit_text(P * Yp + Ap + P * Wt, C));
+
+  // L1 (private, per core): the same reuse questions with one core's footprints.
+  for (int64_t c = 0; c < P; ++c) {
+    const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
+    const int64_t y1 = (Yp + Ap + Wt <= C1) ? Yp : Yp * KT;
+    const int64_t a1 = (A + Wp + 2 * Yp <= C1) ? (c == 0 ? A : 0) : A * panels;
+    t.l1_misses[c] += panels * (Wp + y1) + a1;
+  }
+}
+
+// Weight-stationary GEMM over row-major data with sequence blocks (cache tiling).
+void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
+  const int64_t C1 = s.l1.lines(), e = a.elem;
+  const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  const int64_t two = std::min<int64_t>(2 * S, b.cols);
+  const int64_t Ablk = lines(a, 0, rows_of(0), 0, a.cols, L);
+  const int64_t Wall = lines(b, 0, b.rows, 0, b.cols, L);
+  const int64_t Wp2 = lines(b, 0, b.rows, 0, two, L);               // two neighbouring column tiles
+  const int64_t Ys2 = lines(y, 0, rows_of(0), 0, std::min<int64_t>(2 * S, y.cols), L);
+  const int64_t Yblk = lines(y, 0, rows_of(0), 0, y.cols, L);
+  const int64_t As = lines(a, 0, rows_of(0), 0, std::min(S, a.cols), L);
+  const int64_t Ys = lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L);
+  const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
+  const int64_t per_line_y = std::max<int64_t>(1, L / (S * e));
+  const int64_t per_line_w = std::max<int64_t>(1, L / (S * e));
+
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t act = std::min(P, MB - r * P);
+    // Footprints between two uses: across neighbouring column tiles (F2), across k-tiles
+    // of one column tile (Fk), and across rounds of blocks (F3, for the weights).
+    const int64_t F2 = act * Ablk + Wp2 + act * Ys2;
+    const int64_t Fk = act * (As + Ys) + Wt;
+    const int64_t F3 = act * Ablk + Wall + 2 * act * Yblk;  // this round's and the next's Y
+    // An A line spans `tpl` k-tiles: between its last use for one column tile and its first
+    // for the next, KT - tpl + 1 k-steps run: that share of the weight panel and all A
+    // lines but the line's own column strip are touched, plus the output rows.
+    const int64_t tpl = std::min<int64_t>(KT, std::max<int64_t>(1, L / (S * e)));
+    const int64_t strips = std::max<int64_t>(1, (KT + tpl - 1) / tpl);
+    const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
+    (void)strips;
+    for (int64_t c = 0; c < act; ++c) {
+      const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
+      // A block: re-used across the column tiles if F2 fits, else re-read per column tile.
+      auto astrips = strip_sweeps(a, r0, nr, 0, a.cols, L);
+      dram.repeat(w.a_name, false, c, astrips, FA <= C ? 1 : NT);
+      // Y block: resident across k-tiles (Fk) and across the column tiles sharing a line (F2).
+      if (Fk <= C) {
+        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+        dram.sweeps(w.y_name, false, c, ystrips);
+        dram.sweeps(w.y_name, true, c, ystrips);
+      } else {
+        for (int64_t nb = 0; nb < NT; ++nb) {
+          auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
+          const int64_t times = KT;
+          dram.repeat(w.y_name, false, c, yv, times);
+          dram.repeat(w.y_name, true, c, yv, times);
+        }
+      }
+      // L1: the block's A rows across column tiles, Y lines across the tiles sharing them.
+      const int64_t F1 = Ablk + Wp2 + Ys2;
+      t.l1_misses[c] += (F1 <= C1 ? Ablk : Ablk * NT) + (F1 <= C1 ? Yblk : Yblk * per_line_y) +
+                        (F1 <= C1 ? Wall : Wall * per_line_w);
+    }
+    // W: brought in by core 0; again each round unless the round's footprint F3 fits.
+    if (r == 0 || F3 > C) {
+      if (F2 <= C) {
+        dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));
+      } else {
+        for (int64_t nb = 0; nb < NT; ++nb)
+          dram.sweeps(w.b_name, false, 0, block_sweeps(b, 0, b.rows, nb * S, std::min(S, b.cols - nb * S)));
+      }
+    }
+    if (r == 0) {
+      auto& ao = t.operands[w.a_name];
+      auto& bo = t.operands[w.b_name];
+      auto& yo = t.operands[w.y_name];
+      ao.refetch = std::max<int64_t>(ao.refetch, FA <= C ? 1 : NT);
+      ao.why = fmt::format("block of {} rows re-used across {} column tiles: {}", Mb, NT, fit_text(FA, C));
+      bo.refetch = std::max<int64_t>(bo.refetch, F3 <= C ? 1 : R);
+      bo.why = fmt::format("weights shared by the cores of a round, re-read by each of {} round(s) "
+                           "of sequence blocks unless the round fits: {}",
+                           R, fit_text(F3, C));
+      yo.refetch = std::max<int64_t>(yo.refetch, Fk <= C ? 1 : KT);
+      yo.why = fmt::format("output rows read-modify-written over {} k-tiles, lines shared by "
+                           "neighbouring column tiles: {}",
+                           KT, fit_text(Fk, C));
+    }
+  }
+}
+
+}  // namespace
+
+Traffic analytic_traffic(const GemmWork& w, const SystemDesc& s, int64_t cores) {
+  Traffic t = empty_traffic(s, cores);
+  DramStreams dram(s, t);
+  for (const auto& inst : w.instances) {
+    t.accesses += 0;
+    if (w.arrangement == Arrangement::bwma)
+      gemm_bwma(w, inst[0], inst[1], inst[2], s, cores, dram, t);
+    else
+      gemm_rwma(w, inst[0], inst[1], inst[2], s, cores, dram, t);
+  }
+  dram.flush_all();
+  return t;
+}
+
+Traffic analytic_traffic(const StreamWork& w, const SystemDesc& s, int64_t cores) {
+  Traffic t = empty_traffic(s, cores);
+  DramStreams dram(s, t);
+  const int64_t L = s.llc.line_bytes, P = cores;
+  for (const auto& acc : w.accesses) {
+    const Sweep& sw = acc.sweep;
+    if (sw.count <= 0 || sw.width <= 0) continue;
+    auto& o = t.operands[acc.operand];
+    o.why = "streamed once";
+    std::vector<std::pair<int64_t, Sweep>> parts;  // core, part
+    if (sw.count == 1 || sw.stride <= sw.width) {
+      const uint64_t first = sw.start / L, last = (sw.end() - 1) / L;
+      const int64_t n = static_cast<int64_t>(last - first + 1), chunk = (n + P - 1) / P;
+      for (int64_t c = 0; c < P; ++c) {
+        const int64_t l0 = c * chunk, l1 = std::min(n, l0 + chunk);
+        if (l0 >= l1) continue;
+        const uint64_t lo = std::max<uint64_t>(sw.start, (first + l0) * L);
+        const uint64_t hi = std::min<uint64_t>(sw.end(), (first + l1) * L);
+        parts.push_back({c, Sweep{lo, 1, static_cast<int64_t>(hi - lo), static_cast<int64_t>(hi - lo)}});
+      }
+    } else {
+      const int64_t chunk = (sw.count + P - 1) / P;
+      for (int64_t c = 0; c < P; ++c) {
+        const int64_t i0 = c * chunk, i1 = std::min(sw.count, i0 + chunk);
+        if (i0 < i1) parts.push_back({c, Sweep{sw.start + i0 * sw.stride, i1 - i0, sw.stride, sw.width}});
+      }
+    }
+    for (const auto& [c, part] : parts) {
+      dram.sweep(acc.operand, false, c, part);  // reads, or write-allocate fills
+      if (acc.write) dram.sweep(acc.operand, true, c, part);
+      t.l1_misses[c] += distinct_blocks(part, L);
+    }
+  }
+  dram.flush_all();
+  return t;
+}
+
+Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
+  Traffic t = empty_traffic(s, cores);
+  DramStreams dram(s, t);
+  const int64_t L = s.llc.line_bytes, P = cores, C = s.llc.lines();
+  for (const auto& mat : w.matrices) {
+    const MatrixView& o = mat.output;
+    const int64_t group = o.panel_width ? std::max<int64_t>(1, L / o.row_stride) : 1;
+    const int64_t chunk = ((w.rows + P - 1) / P + group - 1) / group * group;
+    // Lines one row touches over all operands: the reuse footprint of a line shared by the
+    // `group` rows of a panel (BWMA), and of a row re-read by the passes.
+    auto row_lines = [&](const MatrixView& v) { return lines(v, 0, 1, 0, v.cols, L); };
+    int64_t F = row_lines(o);
+    for (const auto& v : mat.inputs) F += row_lines(v);
+    F *= P;
+    const int64_t refetch = F <= C ? 1 : group * w.passes;
+    auto operand_sweeps = [&](const MatrixView& v, int64_t r0, int64_t nr) {
+      if (v.panel_width == 0) return block_sweeps(v, r0, nr, 0, v.cols);
+      // BWMA: the first row of each line group gathers one segment from every panel.
+      std::vector<Sweep> out;
+      const int64_t panels = (v.cols + v.panel_width - 1) / v.panel_width;
+      for (int64_t r = r0; r < r0 + nr; r += group)
+        out.push_back({v.addr(r, 0), panels, v.panel_stride, std::min(v.panel_width, v.cols) * v.elem});
+      return out;
+    };
+    for (int64_t c = 0; c < P; ++c) {
+      const int64_t r0 = c * chunk, nr = std::min(w.rows, r0 + chunk) - r0;
+      if (nr <= 0) continue;
+      for (size_t k = 0; k < mat.inputs.size(); ++k) {
+        auto v = operand_sweeps(mat.inputs[k], r0, nr);
+        dram.repeat(w.input_names[k], false, c, v, refetch);
+        t.l1_misses[c] += lines_of(v, L);
+      }
+      auto v = operand_sweeps(o, r0, nr);
+      dram.repeat(w.output_name, false, c, v, refetch);
+      dram.repeat(w.output_name, true, c, v, refetch);
+      t.l1_misses[c] += lines_of(v, L);
+    }
+    for (const auto& n : w.input_names) {
+      t.operands[n].refetch = refetch;
+      t.operands[n].why = o.panel_width ? "rows gathered across panels, one line per panel per group of rows"
+                                        : "rows read contiguously";
+    }
+    t.operands[w.output_name].refetch = refetch;
+    t.operands[w.output_name].why = o.panel_width ? "rows scattered across panels" : "rows written contiguously";
+  }
+  dram.flush_all();
+  return t;
+}
+
+}  // namespace bertlab::hw

@@ -1,0 +1,265 @@
+#include "hwmodel/system.h"
+
+#include <fstream>
+
+#include "runtime/error.h"
+
+namespace bertlab::hw {
+
+const char* to_string(Dataflow d) {
+  switch (d) {
+    case Dataflow::ws: return "ws";
+    case Dataflow::os: return "os";
+    case Dataflow::is: return "is";
+  }
+  return "?";
+}
+
+namespace {
+
+using nlohmann::json;
+
+// Reads field `key` of object `j` (at `path` inside `origin`); a missing field is an error
+// unless a default is given.
+template <typename T>
+T field(const json& j, const std::string& key, const std::string& path, const std::string& origin) {
+  check(j.is_object(), "{}: '{}' must be an object", origin, path);
+  check(j.contains(key), "{}: missing field '{}{}'", origin, path.empty() ? "" : path + ".", key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail("{}: field '{}{}' has the wrong type ({})", origin, path.empty() ? "" : path + ".", key,
+         j.at(key).dump());
+  }
+}
+
+template <typename T>
+T field_or(const json& j, const std::string& key, T dflt, const std::string& path,
+           const std::string& origin) {
+  if (!j.is_object() || !j.contains(key)) return dflt;
+  return field<T>(j, key, path, origin);
+}
+
+Dataflow dataflow_from(const std::string& s, const std::string& origin) {
+  if (s == "ws" || s == "weight_stationary") return Dataflow::ws;
+  if (s == "os" || s == "output_stationary") return Dataflow::os;
+  if (s == "is" || s == "input_stationary") return Dataflow::is;
+  fail("{}: field 'array.dataflow' is '{}' (expected ws, os or is)", origin, s);
+}
+
+CacheDesc cache_from(const json& j, const std::string& path, const std::string& origin) {
+  CacheDesc c;
+  c.size_bytes = field<int64_t>(j, "size_bytes", path, origin);
+  c.ways = field<int64_t>(j, "ways", path, origin);
+  c.line_bytes = field<int64_t>(j, "line_bytes", path, origin);
+  c.hit_cycles = field_or<double>(j, "hit_cycles", 0, path, origin);
+  c.hashed_index = field_or<bool>(j, "hashed_index", false, path, origin);
+  return c;
+}
+
+json cache_to(const CacheDesc& c) {
+  return {{"size_bytes", c.size_bytes}, {"ways", c.ways},       {"line_bytes", c.line_bytes},
+          {"hit_cycles", c.hit_cycles}, {"hashed_index", c.hashed_index}};
+}
+
+bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+void validate_cache(const CacheDesc& c, const std::string& what, const std::string& origin) {
+  check(c.line_bytes > 0 && pow2(c.line_bytes), "{}: '{}.line_bytes' must be a power of two, got {}",
+        origin, what, c.line_bytes);
+  check(c.size_bytes >= c.line_bytes,
+        "{}: '{}.size_bytes' ({}) is smaller than one line ({} bytes)", origin, what, c.size_bytes,
+        c.line_bytes);
+  check(c.ways >= 1, "{}: '{}.ways' must be at least 1, got {}", origin, what, c.ways);
+  check(c.size_bytes % (c.line_bytes * c.ways) == 0,
+        "{}: '{}.size_bytes' ({}) is not a multiple of ways x line ({} x {})", origin, what,
+        c.size_bytes, c.ways, c.line_bytes);
+  check(!c.hashed_index || pow2(c.sets()),
+        "{}: '{}.hashed_index' needs a power-of-two number of sets, got {}", origin, what, c.sets());
+  check(c.hit_cycles >= 0, "{}: '{}.hit_cycles' must not be negative", origin, what);
+}
+
+// machine.json (written by `bertlab calibrate`): measured peaks of this CPU.
+SystemDesc from_machine(const json& j, const std::string& origin) {
+  SystemDesc s;
+  s.kind = "cpu";
+  s.name = field_or<std::string>(j, "name", "this-cpu", "", origin);
+  s.cores = field<int64_t>(j, "cores", "", origin);
+  s.clock_ghz = field_or<double>(j, "clock_ghz", 1.0, "", origin);
+  s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
+  s.dram.peak_gbps = field<double>(j, "memory_bandwidth_gbps", "", origin);
+  s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
+  const json caches = field_or<json>(j, "caches", json::object(), "", origin);
+  s.l1 = {field_or<int64_t>(caches, "l1d_bytes", 32768, "caches", origin), 8,
+          field_or<int64_t>(caches, "line_bytes", 64, "caches", origin), 4, false};
+  int64_t llc = field_or<int64_t>(caches, "l3_bytes", 0, "caches", origin);
+  if (llc == 0) llc = field_or<int64_t>(caches, "l2_bytes", 1 << 20, "caches", origin);
+  s.llc = {llc, 16, s.l1.line_bytes, 40, false};
+  s.elem_bytes = 4;
+  return s;
+}
+
+}  // namespace
+
+SystemDesc system_from_json(const json& j, const std::string& origin) {
+  check(j.is_object(), "{}: a system description must be a JSON object", origin);
+  const std::string format = field_or<std::string>(j, "format", "", "", origin);
+  const int version = field_or<int>(j, "version", -1, "", origin);
+  if (format == "bertlab-machine") {
+    check(version == 1, "{}: machine.json version {} is not supported (expected 1)", origin, version);
+    SystemDesc s = from_machine(j, origin);
+    validate(s, origin);
+    return s;
+  }
+  check(format == "bertlab-system",
+        "{}: field 'format' must be \"bertlab-system\" or \"bertlab-machine\", got \"{}\"", origin,
+        format);
+  check(version == 1, "{}: system description version {} is not supported (expected 1)", origin,
+        version);
+  SystemDesc s;
+  s.name = field_or<std::string>(j, "name", origin, "", origin);
+  s.kind = field_or<std::string>(j, "kind", "accelerator", "", origin);
+  s.cores = field<int64_t>(j, "cores", "", origin);
+  s.clock_ghz = field<double>(j, "clock_ghz", "", origin);
+  s.elem_bytes = field_or<int64_t>(j, "elem_bytes", 1, "", origin);
+  s.pad_to_kernel = field_or<bool>(j, "pad_to_kernel", true, "", origin);
+  s.rwma_block_rows = field_or<int64_t>(j, "rwma_block_rows", 128, "", origin);
+  const json core = field_or<json>(j, "core", json::object(), "", origin);
+  s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
+  s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
+  s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
+  if (s.kind == "cpu") {
+    s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
+    s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
+  } else {
+    const json a = field<json>(j, "array", "", origin);
+    s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
+    s.array.dataflow = dataflow_from(field_or<std::string>(a, "dataflow", "ws", "array", origin), origin);
+    s.array.compute_model = field_or<std::string>(a, "compute_model", "tightly_coupled", "array", origin);
+    s.array.bytes_per_issue = field_or<int64_t>(a, "bytes_per_issue", 4, "array", origin);
+    s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
+    s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
+  }
+  s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
+  s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
+  const json d = field<json>(j, "dram", "", origin);
+  s.dram.channels = field_or<int64_t>(d, "channels", 1, "dram", origin);
+  s.dram.peak_gbps = field<double>(d, "peak_gbps", "dram", origin);
+  s.dram.burst_bytes = field_or<int64_t>(d, "burst_bytes", 64, "dram", origin);
+  s.dram.row_bytes = field_or<int64_t>(d, "row_bytes", 8192, "dram", origin);
+  s.dram.banks = field_or<int64_t>(d, "banks", 16, "dram", origin);
+  s.dram.row_hit_ns = field_or<double>(d, "row_hit_ns", 15, "dram", origin);
+  s.dram.row_miss_ns = field_or<double>(d, "row_miss_ns", 45, "dram", origin);
+  validate(s, origin);
+  return s;
+}
+
+void validate(const SystemDesc& s, const std::string& origin) {
+  check(s.kind == "accelerator" || s.kind == "cpu",
+        "{}: field 'kind' must be accelerator or cpu, got '{}'", origin, s.kind);
+  check(s.cores >= 1 && s.cores <= 1024, "{}: field 'cores' must be in 1..1024, got {}", origin,
+        s.cores);
+  check(s.clock_ghz > 0, "{}: field 'clock_ghz' must be positive, got {}", origin, s.clock_ghz);
+  check(s.elem_bytes == 1 || s.elem_bytes == 2 || s.elem_bytes == 4,
+        "{}: field 'elem_bytes' must be 1, 2 or 4, got {}", origin, s.elem_bytes);
+  check(s.dram.peak_gbps > 0, "{}: field 'dram.peak_gbps' must be positive, got {}", origin,
+        s.dram.peak_gbps);
+  check(s.overlap >= 0 && s.overlap <= 1, "{}: field 'core.overlap' must be in [0, 1], got {}",
+        origin, s.overlap);
+  check(s.memory_parallelism >= 1, "{}: field 'core.memory_parallelism' must be >= 1, got {}",
+        origin, s.memory_parallelism);
+  check(s.core_flops_per_cycle > 0, "{}: field 'core.flops_per_cycle' must be positive", origin);
+  validate_cache(s.l1, "l1", origin);
+  validate_cache(s.llc, "llc", origin);
+  check(s.l1.line_bytes == s.llc.line_bytes,
+        "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,
+        s.l1.line_bytes, s.llc.line_bytes);
+  if (s.kind == "cpu") {
+    check(s.gemm_peak_gflops.is_object() && s.gemm_peak_gflops.contains(s.precision) &&
+              s.gemm_peak_gflops.at(s.precision).is_number() &&
+              s.gemm_peak_gflops.at(s.precision).get<double>() > 0,
+          "{}: field 'gemm_peak_gflops.{}' must be a positive number", origin, s.precision);
+    return;
+  }
+  const auto& a = s.array;
+  check(a.kernel >= 1 && a.kernel <= 4096, "{}: field 'array.kernel' must be in 1..4096, got {}",
+        origin, a.kernel);
+  check(a.compute_model == "tightly_coupled" || a.compute_model == "scalesim",
+        "{}: field 'array.compute_model' must be tightly_coupled or scalesim, got '{}'", origin,
+        a.compute_model);
+  check(a.compute_model != "tightly_coupled" || a.dataflow == Dataflow::ws,
+        "{}: 'array.compute_model' tightly_coupled models the weight-stationary array of the "
+        "paper; dataflow '{}' needs compute_model scalesim",
+        origin, to_string(a.dataflow));
+  check(a.bytes_per_issue >= 1, "{}: field 'array.bytes_per_issue' must be >= 1", origin);
+  check((a.kernel * s.elem_bytes) % a.bytes_per_issue == 0 || a.compute_model == "scalesim",
+        "{}: a kernel row of {} x {} bytes does not divide into issues of {} bytes "
+        "('array.bytes_per_issue')",
+        origin, a.kernel, s.elem_bytes, a.bytes_per_issue);
+  check(a.cycles_per_issue > 0, "{}: field 'array.cycles_per_issue' must be positive", origin);
+  check(s.rwma_block_rows >= 1, "{}: field 'rwma_block_rows' must be >= 1", origin);
+  const auto& d = s.dram;
+  check(d.channels >= 1, "{}: field 'dram.channels' must be >= 1", origin);
+  check(d.burst_bytes >= 1 && s.llc.line_bytes % d.burst_bytes == 0,
+        "{}: 'dram.burst_bytes' ({}) must divide the line size ({})", origin, d.burst_bytes,
+        s.llc.line_bytes);
+  check(d.row_bytes >= s.llc.line_bytes && d.row_bytes % s.llc.line_bytes == 0,
+        "{}: 'dram.row_bytes' ({}) must be a multiple of the line size ({})", origin, d.row_bytes,
+        s.llc.line_bytes);
+  check(d.banks >= 1, "{}: field 'dram.banks' must be >= 1", origin);
+  check(d.row_hit_ns >= 0 && d.row_miss_ns >= d.row_hit_ns,
+        "{}: 'dram.row_miss_ns' ({}) must be >= 'dram.row_hit_ns' ({}) >= 0", origin, d.row_miss_ns,
+        d.row_hit_ns);
+}
+
+SystemDesc load_system(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open system description '{}'", path);
+  json j;
+  try {
+    in >> j;
+  } catch (const json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  return system_from_json(j, path);
+}
+
+json system_to_json(const SystemDesc& s) {
+  json j{{"format", "bertlab-system"},
+         {"version", 1},
+         {"name", s.name},
+         {"kind", s.kind},
+         {"cores", s.cores},
+         {"clock_ghz", s.clock_ghz},
+         {"elem_bytes", s.elem_bytes},
+         {"pad_to_kernel", s.pad_to_kernel},
+         {"rwma_block_rows", s.rwma_block_rows},
+         {"core",
+          {{"flops_per_cycle", s.core_flops_per_cycle},
+           {"overlap", s.overlap},
+           {"memory_parallelism", s.memory_parallelism}}},
+         {"l1", cache_to(s.l1)},
+         {"llc", cache_to(s.llc)},
+         {"dram",
+          {{"channels", s.dram.channels},
+           {"peak_gbps", s.dram.peak_gbps},
+           {"burst_bytes", s.dram.burst_bytes},
+           {"row_bytes", s.dram.row_bytes},
+           {"banks", s.dram.banks},
+           {"row_hit_ns", s.dram.row_hit_ns},
+           {"row_miss_ns", s.dram.row_miss_ns}}}};
+  if (s.kind == "cpu") {
+    j["gemm_peak_gflops"] = s.gemm_peak_gflops;
+    j["precision"] = s.precision;
+  } else {
+    j["array"] = {{"kernel", s.array.kernel},
+                  {"dataflow", to_string(s.array.dataflow)},
+                  {"compute_model", s.array.compute_model},
+                  {"bytes_per_issue", s.array.bytes_per_issue},
+                  {"cycles_per_issue", s.array.cycles_per_issue},
+                  {"output_cycles_per_issue", s.array.output_cycles_per_issue}};
+  }
+  return j;
+}
+
+}  // namespace bertlab::hw

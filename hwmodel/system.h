@@ -1,0 +1,74 @@
+#pragma once
+// The system an estimate is made for: cores, each with an S x S systolic array fed through
+// the core (the tightly coupled accelerator of the arrangement paper), private L1 caches, a
+// shared last-level cache and DRAM. Or a plain CPU described by measured peaks ("cpu" kind),
+// built from the machine.json that `bertlab calibrate` writes. Schema: docs/hwmodel.md.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace bertlab::hw {
+
+enum class Dataflow : uint8_t { ws, os, is };
+const char* to_string(Dataflow d);
+
+struct CacheDesc {
+  int64_t size_bytes = 0;
+  int64_t ways = 1;
+  int64_t line_bytes = 64;
+  double hit_cycles = 0;     // latency of a hit at this level, core cycles
+  bool hashed_index = false; // set index XOR-folds upper line bits (as LLC slice hashes do)
+  int64_t lines() const { return size_bytes / line_bytes; }
+  int64_t sets() const { return lines() / ways; }
+};
+
+struct DramDesc {
+  int64_t channels = 1;
+  double peak_gbps = 0;      // GB/s over all channels
+  int64_t burst_bytes = 64;  // bytes per burst (BL8 x 64 bit = 64)
+  int64_t row_bytes = 8192;  // row buffer (page) per bank
+  int64_t banks = 16;        // over all ranks and channels
+  double row_hit_ns = 0;     // latency of a read hitting the open row
+  double row_miss_ns = 0;    // latency of precharge + activate + read
+};
+
+struct ArrayDesc {
+  int64_t kernel = 8;               // S: the array is S x S
+  Dataflow dataflow = Dataflow::ws;
+  std::string compute_model = "tightly_coupled";  // tightly_coupled | scalesim
+  int64_t bytes_per_issue = 4;      // bytes moved into/out of the array per issued instruction
+  double cycles_per_issue = 1;      // core cycles per issued array instruction
+  double output_cycles_per_issue = 1;  // extra cycles to accumulate one popped output word
+};
+
+struct SystemDesc {
+  std::string name;
+  std::string kind = "accelerator";  // accelerator | cpu
+  int64_t cores = 1;
+  double clock_ghz = 1;
+  int64_t elem_bytes = 1;            // element size of the accelerator's data (int8: 1)
+  bool pad_to_kernel = true;         // pad K and N up to multiples of S; false: they must divide
+  int64_t rwma_block_rows = 128;     // RWMA sequence block (rows per block), split across cores
+  double core_flops_per_cycle = 1;   // scalar work of non-GEMM ops on the core
+  double overlap = 0;                // fraction of the smaller of compute/memory time hidden
+  double memory_parallelism = 1;     // outstanding misses per core (1: blocking in-order core)
+  ArrayDesc array;
+  CacheDesc l1;                      // per core
+  CacheDesc llc;                     // shared
+  DramDesc dram;
+  // cpu kind: measured GEMM peak per precision (GFLOP/s, all cores) and memory bandwidth.
+  nlohmann::json gemm_peak_gflops = nlohmann::json::object();
+  std::string precision = "f32";
+
+  double dram_bytes_per_cycle() const { return dram.peak_gbps / clock_ghz; }
+};
+
+// Parses and validates a system description (format "bertlab-system", version 1) or a
+// machine.json (format "bertlab-machine"); `origin` names the file in error messages.
+SystemDesc system_from_json(const nlohmann::json& j, const std::string& origin);
+SystemDesc load_system(const std::string& path);
+nlohmann::json system_to_json(const SystemDesc& s);
+// Throws Error naming the field when a value is missing or impossible.
+void validate(const SystemDesc& s, const std::string& origin);
+
+}  // namespace bertlab::hw

@@ -1,0 +1,75 @@
+#pragma once
+// Exact trace simulator: generates every address of the schedules in work.h and feeds
+// per-core L1 caches, a shared set-associative LRU last-level cache (write-back,
+// write-allocate) and an open-page DRAM bank model. Slow by design; used on small shapes to
+// check the analytic model (analytic.h) term by term.
+//
+// Modelling choices shared with the analytic model (docs/hwmodel.md):
+// - the LLC sees every access (L1 hits update LLC recency too);
+// - DRAM requests form streams (operand x read/write x core); each stream is served by its
+//   own bank (bank colouring), stream s -> bank s mod banks, a bank holds one open row;
+// - write-backs wait in a per-stream write queue of `kWriteQueueLines` lines; when it is
+//   full, all queued writes to the row of the oldest one are issued together (FR-FCFS
+//   write drain), so the set-by-set eviction order does not scatter the row accesses;
+// - at the end dirty lines are written back oldest first.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hwmodel/system.h"
+#include "hwmodel/work.h"
+
+namespace bertlab::hw {
+
+class LruCache {
+ public:
+  LruCache(const CacheDesc& d);
+  struct Result {
+    bool hit = false;
+    bool evicted_dirty = false;
+    uint64_t victim_line = 0;
+    int32_t victim_tag = 0;
+  };
+  // `line` is the line address (byte address / line size); `tag` names the writer stream.
+  Result access(uint64_t line, bool write, int32_t tag);
+  // Dirty lines with their tags, least recently used first.
+  std::vector<std::pair<uint64_t, int32_t>> dirty_lines_lru_order() const;
+
+ private:
+  int64_t set_of(uint64_t line) const;
+  int64_t sets_, ways_, set_bits_ = 0;
+  bool hashed_;
+  uint64_t clock_ = 0;
+  std::vector<uint64_t> line_, stamp_;
+  std::vector<int32_t> tag_;
+  std::vector<uint8_t> valid_, dirty_;
+};
+
+class TraceSim {
+ public:
+  TraceSim(const SystemDesc& s, int64_t cores);
+  void run(const GemmWork& w);
+  void run(const StreamWork& w);
+  void run(const RowWork& w);
+  Traffic finish();  // writes back the dirty lines and returns the counts
+
+ private:
+  void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write);
+  void dram(int operand, bool write, int64_t core, uint64_t line);
+  void row_access(int operand, int64_t stream, uint64_t line);
+  void drain_oldest_row(int operand, int64_t stream);
+  int operand_id(const std::string& name);
+
+  SystemDesc sys_;
+  int64_t cores_, line_;
+  LruCache llc_;
+  std::vector<LruCache> l1_;
+  std::vector<std::string> names_;
+  std::map<int64_t, int64_t> open_row_;  // bank -> row
+  std::map<int64_t, std::vector<uint64_t>> write_queue_;  // stream -> queued lines, oldest first
+  std::map<int64_t, int> stream_operand_;
+  Traffic t_;
+};
+
+}  // namespace bertlab::hw

@@ -1,0 +1,178 @@
+// The analytic traffic model against the exact trace simulator, on random small shapes.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "hwmodel/analytic.h"
+#include "hwmodel/tracesim.h"
+
+using namespace bertlab::hw;
+
+namespace {
+
+// Small caches so that reuse decisions flip within small shapes.
+SystemDesc small_system(int64_t S) {
+  SystemDesc s;
+  s.name = "test-small";
+  s.cores = 1;
+  s.array.kernel = S;
+  s.l1 = {2048, 2, 64, 2, false};
+  s.llc = {16384, 256, 64, 20, false};  // one set: capacity effects only (see docs/hwmodel.md)
+  s.dram.row_bytes = 1024;
+  s.dram.banks = 64;
+  s.dram.burst_bytes = 32;
+  s.dram.peak_gbps = 10;
+  s.rwma_block_rows = 16;
+  return s;
+}
+
+struct Allocator {
+  uint64_t next = 1 << 20;
+  uint64_t take(int64_t bytes) {
+    const uint64_t b = next;
+    next += (bytes + 4095) / 4096 * 4096 + 4096 * 3;  // stagger bases across DRAM rows
+    return b;
+  }
+};
+
+double rel(double a, double b) { return std::abs(a - b) / std::max(1.0, std::abs(b)); }
+
+struct Worst {
+  double err = 0;
+  std::string what;
+  int within = 0, total = 0;
+  void update(double e, const std::string& w) {
+    if (e > err) {
+      err = e;
+      what = w;
+    }
+  }
+};
+
+void compare(const Traffic& an, const Traffic& ex, const std::string& label, Worst& worst) {
+  const double eb = rel(an.dram_bytes(), ex.dram_bytes());
+  const double eu = rel(an.bursts(), ex.bursts());
+  const double er = rel(an.row_misses(), ex.row_misses());
+  const double e = std::max({eb, eu, er});
+  worst.total += 1;
+  worst.within += e <= 0.02;
+  worst.update(e, fmt::format("{}: bytes {} vs {}, bursts {} vs {}, row misses {} vs {}", label,
+                              an.dram_bytes(), ex.dram_bytes(), an.bursts(), ex.bursts(),
+                              an.row_misses(), ex.row_misses()));
+  std::string detail;
+  for (const auto& [name, o] : ex.operands) {
+    auto it = an.operands.find(name);
+    const OperandTraffic a = it == an.operands.end() ? OperandTraffic{} : it->second;
+    detail += fmt::format("\n  {}: reads {} vs {}, writes {} vs {}, row misses {} vs {} ({})", name,
+                          a.read_lines, o.read_lines, a.write_lines, o.write_lines, a.row_misses,
+                          o.row_misses, a.why);
+  }
+  if (e > 0.02) UNSCOPED_INFO(label << detail);
+  // Known gap (docs/hwmodel.md): reuse footprints within a few percent of the LLC capacity
+  // and write-queue coalescing of scattered BWMA row writes are approximated.
+  CHECK(e <= 0.40);
+}
+
+}  // namespace
+
+TEST_CASE("floor_sum and distinct_blocks match enumeration", "[hwmodel]") {
+  std::mt19937 rng(7);
+  for (int it = 0; it < 300; ++it) {
+    const int64_t block = int64_t{1} << (4 + rng() % 7);
+    Sweep s{rng() % 5000, 1 + int64_t(rng() % 40), 0, 1 + int64_t(rng() % 300)};
+    s.stride = s.width + rng() % 400;
+    std::vector<int64_t> seen;
+    for (int64_t i = 0; i < s.count; ++i)
+      for (uint64_t b = (s.start + i * s.stride) / block;
+           b <= (s.start + i * s.stride + s.width - 1) / block; ++b)
+        if (seen.empty() || seen.back() != int64_t(b)) seen.push_back(b);
+    REQUIRE(distinct_blocks(s, block) == int64_t(seen.size()));
+  }
+}
+
+TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") {
+  std::mt19937 rng(2024);
+  Worst worst;
+  int cases = 0;
+  for (int it = 0; it < 36; ++it) {
+    const int64_t S = int64_t{4} << (rng() % 3);  // 4, 8, 16
+    const int64_t P = int64_t{1} << (rng() % 3);  // 1, 2, 4 cores
+    const int64_t M = 16 * (1 + rng() % 12), K = 64 * (1 + rng() % 4), N = 64 * (1 + rng() % 4);
+    SystemDesc sys = small_system(S);
+    sys.cores = P;
+    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
+      Allocator al;
+      GemmWork w;
+      w.arrangement = arr;
+      w.S = S;
+      w.m = M;
+      w.n = N;
+      w.k = K;
+      w.block_rows = sys.rwma_block_rows;
+      auto mk = [&](int64_t r, int64_t c) {
+        return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S);
+      };
+      w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
+      TraceSim sim(sys, P);
+      sim.run(w);
+      const Traffic ex = sim.finish();
+      const Traffic an = analytic_traffic(w, sys, P);
+      compare(an, ex, fmt::format("gemm {} M={} N={} K={} S={} cores={}", to_string(arr), M, N, K, S, P),
+              worst);
+      ++cases;
+    }
+  }
+  for (int it = 0; it < 12; ++it) {
+    const int64_t S = int64_t{4} << (rng() % 3);
+    const int64_t P = int64_t{1} << (rng() % 3);
+    const int64_t rows = 16 * (1 + rng() % 16), len = 64 * (1 + rng() % 4);
+    SystemDesc sys = small_system(S);
+    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
+      Allocator al;
+      RowWork w;
+      w.rows = rows;
+      w.len = len;
+      w.passes = 1 + it % 3;
+      const int inputs = 1 + it % 2;
+      for (int i = 0; i < inputs; ++i) w.input_names.push_back(fmt::format("in{}", i));
+      for (int mtx = 0; mtx < 1 + it % 2; ++mtx) {
+        RowMatrix m;
+        for (int i = 0; i < inputs; ++i)
+          m.inputs.push_back(make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S));
+        m.output = make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S);
+        w.matrices.push_back(m);
+      }
+      TraceSim sim(sys, P);
+      sim.run(w);
+      compare(analytic_traffic(w, sys, P), sim.finish(),
+              fmt::format("rows {} rows={} len={} S={} cores={} passes={}", to_string(arr), rows, len,
+                          S, P, w.passes),
+              worst);
+      ++cases;
+    }
+  }
+  for (int it = 0; it < 8; ++it) {
+    const int64_t P = int64_t{1} << (rng() % 3);
+    SystemDesc sys = small_system(8);
+    Allocator al;
+    StreamWork w;
+    const int64_t bytes = 64 * (8 + rng() % 400);
+    for (const char* n : {"a", "b"}) w.accesses.push_back({n, {al.take(bytes), 1, bytes, bytes}, false});
+    // A strided read (a row-major column slice, as the K-transpose reads).
+    const int64_t rows = 16 + rng() % 64;
+    w.accesses.push_back({"slice", {al.take(rows * 192), rows, 192, 64}, false});
+    w.accesses.push_back({"out", {al.take(bytes), 1, bytes, bytes}, true});
+    TraceSim sim(sys, P);
+    sim.run(w);
+    compare(analytic_traffic(w, sys, P), sim.finish(),
+            fmt::format("stream bytes={} rows={} cores={}", bytes, rows, P), worst);
+    ++cases;
+  }
+  WARN(fmt::format("{} shapes; worst analytic-vs-exact disagreement {:.3f}% at {}", cases,
+                   100 * worst.err, worst.what));
+  WARN(fmt::format("{} of {} shapes within 2%", worst.within, worst.total));
+  CHECK(cases >= 50);
+  CHECK(worst.within >= 0.85 * worst.total);
+}
