@@ -41,8 +41,10 @@ void run_vocab(const VocabOptions& o) {
   if (!heldout.empty()) {
     data::BertTokenizer tok(vocab, t.config);
     auto r = data::evaluate_vocab(tok, heldout);
-    fmt::print("vocab: held-out {} words: {:.4f} tokens/word, [UNK] rate {:.4f}% ({} of {} tokens)\n",
-               r.words, r.tokens_per_word(), 100.0 * r.unk_rate(), r.unknown, r.tokens);
+    fmt::print("vocab: held-out {} words ({} with punctuation split off): {:.4f} tokens/word "
+               "({:.4f} per split word), [UNK] rate {:.4f}% ({} of {} tokens)\n",
+               r.text_words, r.words, r.tokens_per_text_word(), r.tokens_per_word(), 100.0 * r.unk_rate(),
+               r.unknown, r.tokens);
   }
 }
 }  // namespace

@@ -241,6 +241,12 @@ VocabReport evaluate_vocab(const BertTokenizer& tokenizer, const std::vector<Doc
   std::vector<Piece> pieces;
   for (const auto& d : docs)
     for (const auto& s : d.sentences) {
+      bool in_word = false;
+      for (char ch : s) {
+        bool space = ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+        r.text_words += !space && !in_word;
+        in_word = !space;
+      }
       words.clear();
       basic.split(s, 0, words);
       for (std::size_t k = 0; k < words.size(); ++k) {

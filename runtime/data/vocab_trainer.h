@@ -28,9 +28,14 @@ Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTraine
 void save_vocab_dir(const std::filesystem::path& dir, const Vocab& vocab, const TokenizerConfig& config);
 
 struct VocabReport {
-  std::size_t words = 0, tokens = 0, unknown = 0;
+  std::size_t words = 0;        // BasicTokenizer words (punctuation marks count as words)
+  std::size_t text_words = 0;   // whitespace-separated words of the text
+  std::size_t tokens = 0, unknown = 0;
   double unk_rate() const { return tokens ? static_cast<double>(unknown) / static_cast<double>(tokens) : 0; }
   double tokens_per_word() const { return words ? static_cast<double>(tokens) / static_cast<double>(words) : 0; }
+  double tokens_per_text_word() const {
+    return text_words ? static_cast<double>(tokens) / static_cast<double>(text_words) : 0;
+  }
 };
 
 // [UNK] rate and pieces per word of `docs` (e.g. held-out documents).
