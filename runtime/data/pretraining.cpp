@@ -337,13 +337,18 @@ PrepareStats prepare_pretraining_data(const std::vector<Document>& corpus,
         {"eval", split_json(stats.eval, eval_shards)},
     };
     write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
-    if (fs::exists(out_dir, ec)) {
+    auto rename = [](const fs::path& from, const fs::path& to) {
+      std::error_code e;
+      fs::rename(from, to, e);
+      check(!e, "{}: cannot rename {} into place: {}", to.string(), from.string(), e.message());
+    };
+    if (fs::exists(out_dir, ec)) {  // --force: swap the old directory out, then delete it
       fs::path old = temporary_sibling(out_dir);
-      fs::rename(out_dir, old);
-      fs::rename(tmp, out_dir);
+      rename(out_dir, old);
+      rename(tmp, out_dir);
       fs::remove_all(old, ec);
     } else {
-      fs::rename(tmp, out_dir);
+      rename(tmp, out_dir);
     }
   } catch (...) {
     fs::remove_all(tmp, ec);
