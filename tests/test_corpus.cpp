@@ -61,7 +61,7 @@ TEST_CASE("corpus errors name the file and line", "[data]") {
   CHECK_THROWS_WITH(parse_corpus_format("xml"), Catch::Contains("expected auto, text or brown"));
 }
 
-TEST_CASE("--corpus brown points to the fetch script when the corpus is missing", "[data]") {
+TEST_CASE("corpus name brown points to the fetch script when the corpus is missing", "[data]") {
   TempDir dir("cache");
   const char* old = std::getenv("BERTLAB_DATA");
   std::string saved = old ? old : "";
