@@ -12,6 +12,7 @@ void add_init_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
 void add_vocab_command(CLI::App& root);
 void add_prepare_command(CLI::App& root);
+void add_estimate_command(CLI::App& root);
 
 
 

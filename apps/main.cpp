@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   bertlab::app::add_tokenize_command(app);
   bertlab::app::add_vocab_command(app);
   bertlab::app::add_prepare_command(app);
+  bertlab::app::add_estimate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

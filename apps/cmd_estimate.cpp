@@ -1,0 +1,246 @@
+// bertlab estimate: replays an op graph on an accelerator (or CPU) description and reports
+// time and off-chip traffic per node and end to end, RWMA against BWMA (docs/hwmodel.md).
+#include <fmt/core.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <set>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+#include "hwmodel/estimate.h"
+#include "runtime/error.h"
+#include "runtime/fusion.h"
+
+namespace bertlab::app {
+
+namespace {
+
+struct EstimateOptions {
+  std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
+  int64_t batch = 1, seq = 128;
+  bool train = false, training_proxy = false;
+  std::vector<int64_t> kernels, cores;
+  int bench = 0;
+};
+
+Graph load_graph_file(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open graph file '{}'", path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", path, e.what());
+  }
+  try {
+    return graph_from_json(j);
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+// Backward-shaped GEMMs appended to an inference graph (dX = dY W and dW = dY^T X per
+// linear node) so the benchmark has the GEMM count and sizes of a training step until the
+// training graph exists. Benchmark use only.
+void add_training_proxy(Graph& g) {
+  const size_t n = g.nodes().size();
+  for (size_t i = 0; i < n; ++i) {
+    const Node node = g.node(static_cast<int>(i));
+    if (node.kind != OpKind::linear) continue;
+    const auto gm = *node_gemm(g, node);
+    const std::string p = node.name + ".proxy_backward";
+    int dy = g.add_tensor(p + ".dy", {gm.m, gm.n}, DType::f32, Role::gradient);
+    int w = g.add_tensor(p + ".w", {gm.k, gm.n}, DType::f32, Role::weight);
+    int b = g.add_tensor(p + ".b", {gm.k}, DType::f32, Role::weight);
+    g.add_node(OpKind::linear, p + ".dx", {dy, w, b}, nlohmann::json::object(), Phase::backward);
+    int dyt = g.add_tensor(p + ".dyt", {gm.n, gm.m}, DType::f32, Role::gradient);
+    int x = g.add_tensor(p + ".xt", {gm.k, gm.m}, DType::f32, Role::weight);
+    int b2 = g.add_tensor(p + ".b2", {gm.k}, DType::f32, Role::weight);
+    g.add_node(OpKind::linear, p + ".dw", {dyt, x, b2}, nlohmann::json::object(), Phase::backward);
+  }
+}
+
+Graph make_graph(const EstimateOptions& o) {
+  check(o.graph.empty() != o.config.empty(), "give exactly one of --graph FILE or --config CONFIG");
+  Graph g;
+  if (!o.graph.empty()) {
+    g = load_graph_file(o.graph);
+  } else {
+    check(!o.train, "--train: the training graph (backward and optimizer nodes) is not built yet; "
+                    "use --training-proxy for backward-shaped GEMMs appended to the inference graph");
+    ModelShapeOptions m;
+    m.config = o.config;
+    m.batch = o.batch;
+    m.seq = o.seq;
+    m.mode = o.train ? "train" : "infer";
+    g = build_graph(m);
+  }
+  if (o.training_proxy) add_training_proxy(g);
+  if (!o.nodes.empty()) {
+    std::vector<bool> dead(g.nodes().size());
+    bool any = false;
+    for (const auto& n : g.nodes()) {
+      dead[n.id] = n.name.rfind(o.nodes, 0) != 0;
+      any |= !dead[n.id];
+    }
+    check(any, "--nodes '{}': no node name starts with it", o.nodes);
+    g.compact(dead);
+  }
+  return g;
+}
+
+std::vector<hw::Arrangement> arrangements(const std::string& a) {
+  if (a == "rwma") return {hw::Arrangement::rwma};
+  if (a == "bwma") return {hw::Arrangement::bwma};
+  return {hw::Arrangement::rwma, hw::Arrangement::bwma};
+}
+
+std::string csv_rows(const hw::GraphEstimate& e) {
+  std::string s;
+  for (const auto& n : e.nodes)
+    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{}\n", e.system.array.kernel,
+                     e.system.cores, to_string(e.arrangement), n.name, n.op, n.model, n.region, n.seconds,
+                     n.cycles, n.compute_cycles, n.memory_cycles, n.dram_cycles, n.traffic.dram_bytes(),
+                     n.traffic.bursts(), n.traffic.row_hits(), n.traffic.row_misses(), n.tiles);
+  return s;
+}
+
+nlohmann::json to_json(const hw::GraphEstimate& e) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : e.nodes) {
+    nlohmann::json ops = nlohmann::json::object();
+    for (const auto& [k, o] : n.traffic.operands)
+      ops[k] = {{"read_lines", o.read_lines}, {"write_lines", o.write_lines}, {"row_misses", o.row_misses},
+                {"refetch", o.refetch}, {"why", o.why}};
+    nodes.push_back({{"name", n.name}, {"op", n.op}, {"model", n.model}, {"region", n.region},
+                     {"phase", n.phase}, {"seconds", n.seconds}, {"cycles", n.cycles},
+                     {"compute_cycles", n.compute_cycles}, {"memory_cycles", n.memory_cycles},
+                     {"dram_cycles", n.dram_cycles}, {"dram_bytes", n.traffic.dram_bytes()},
+                     {"bursts", n.traffic.bursts()}, {"row_hits", n.traffic.row_hits()},
+                     {"row_misses", n.traffic.row_misses()}, {"tiles", n.tiles}, {"operands", ops},
+                     {"terms", n.terms}});
+  }
+  return {{"kernel", e.system.array.kernel}, {"cores", e.system.cores},
+          {"arrangement", to_string(e.arrangement)}, {"seconds", e.seconds()},
+          {"dram_bytes", e.dram_bytes()}, {"nodes", nodes}};
+}
+
+void run(const EstimateOptions& o) {
+  check(!o.system.empty(), "--system FILE is required (see configs/systems/)");
+  hw::SystemDesc base = hw::load_system(o.system);
+  const Graph g = make_graph(o);
+  if (!o.explain.empty())
+    check(g.find_node(o.explain).has_value(), "--explain: the graph has no node named '{}'", o.explain);
+  std::vector<int64_t> kernels = o.kernels.empty() ? std::vector<int64_t>{base.array.kernel} : o.kernels;
+  std::vector<int64_t> cores = o.cores.empty() ? std::vector<int64_t>{base.cores} : o.cores;
+  const auto arrs = base.kind == "cpu" ? std::vector<hw::Arrangement>{hw::Arrangement::rwma} : arrangements(o.arrangement);
+
+  if (o.bench > 0) {
+    // The analytic model over `bench` system configurations (kernel x cores x LLC size x
+    // arrangement), timed end to end.
+    std::vector<hw::SystemDesc> configs;
+    for (int64_t i = 0; static_cast<int>(configs.size()) < o.bench; ++i) {
+      hw::SystemDesc s = base;
+      s.array.kernel = int64_t{4} << (i % 4);
+      s.cores = int64_t{1} << ((i / 4) % 3);
+      s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 4);
+      hw::validate(s, o.system);
+      configs.push_back(s);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    double checksum = 0;
+    for (size_t i = 0; i < configs.size(); ++i)
+      checksum += hw::estimate_graph(g, configs[i], i % 2 ? hw::Arrangement::bwma : hw::Arrangement::rwma).seconds();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("benchmark: {} nodes x {} system configurations in {:.3f} s ({:.1f} us per node estimate; sum of "
+               "estimates {:.4f} s)\n",
+               g.nodes().size(), configs.size(), secs, 1e6 * secs / (g.nodes().size() * configs.size()), checksum);
+    return;
+  }
+
+  std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
+                    "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles\n";
+  nlohmann::json all = nlohmann::json::array();
+  std::string table;
+  fmt::print("system {} ({}), {} nodes\n", base.name, o.system, g.nodes().size());
+  fmt::print("{:>6} {:>5} {:>12} {:>12} {:>14} {:>14} {:>8} {:>9}\n", "kernel", "cores", "rwma ms", "bwma ms",
+             "rwma DRAM B", "bwma DRAM B", "speedup", "traffic-");
+  for (int64_t S : kernels)
+    for (int64_t P : cores) {
+      hw::SystemDesc s = base;
+      s.array.kernel = S;
+      s.cores = P;
+      hw::validate(s, o.system);
+      std::map<hw::Arrangement, hw::GraphEstimate> est;
+      for (auto a : arrs) {
+        est[a] = hw::estimate_graph(g, s, a);
+        csv += csv_rows(est[a]);
+        all.push_back(to_json(est[a]));
+        if (!o.explain.empty()) {
+          fmt::print("--- {} under {} (S={}, cores={}):\n", o.explain, to_string(a), S, P);
+          for (const auto& n : est[a].nodes)
+            if (n.name == o.explain || n.name == o.explain + ".convert") {
+              fmt::print("  [{}] model {}\n", n.name, n.model);
+              for (const auto& t : n.terms) fmt::print("    - {}\n", t);
+            }
+        }
+      }
+      auto ms = [&](hw::Arrangement a) { return est.count(a) ? fmt::format("{:.3f}", est[a].seconds() * 1e3) : "-"; };
+      auto by = [&](hw::Arrangement a) { return est.count(a) ? fmt::format("{}", est[a].dram_bytes()) : "-"; };
+      std::string speed = "-", red = "-";
+      if (est.size() == 2) {
+        speed = fmt::format("{:.2f}x", est[hw::Arrangement::rwma].seconds() / est[hw::Arrangement::bwma].seconds());
+        red = fmt::format("{:.1f}%", 100.0 * (1 - double(est[hw::Arrangement::bwma].dram_bytes()) /
+                                                    est[hw::Arrangement::rwma].dram_bytes()));
+      }
+      fmt::print("{:>6} {:>5} {:>12} {:>12} {:>14} {:>14} {:>8} {:>9}\n", S, P, ms(hw::Arrangement::rwma),
+                 ms(hw::Arrangement::bwma), by(hw::Arrangement::rwma), by(hw::Arrangement::bwma), speed, red);
+      if (est.size() == 2) {
+        const auto& r = est[hw::Arrangement::rwma];
+        const auto& b = est[hw::Arrangement::bwma];
+        auto sp = [&](const std::string& reg) { return r.seconds_in(reg) / std::max(1e-30, b.seconds_in(reg)); };
+        auto rd = [&](const std::string& reg) {
+          return 100.0 * (1 - double(b.dram_bytes_in(reg)) / std::max<int64_t>(1, r.dram_bytes_in(reg)));
+        };
+        table += fmt::format("| {} | {} | {:.2f}x | {:.2f}x | {:.2f}x | {:.1f}% | {:.1f}% | {:.1f}% |\n", S, P,
+                             sp("attention"), sp("ffn"), r.seconds() / b.seconds(), rd("attention"), rd("ffn"),
+                             100.0 * (1 - double(b.dram_bytes()) / r.dram_bytes()));
+      }
+    }
+  if (!o.csv.empty()) write_text_atomically(o.csv, csv);
+  if (!o.json.empty()) write_text_atomically(o.json, all.dump(1) + "\n");
+  if (!o.paper_table.empty()) {
+    const std::string head =
+        "| S | cores | speedup attention | speedup FFN | speedup layer | DRAM traffic reduction attention | "
+        "reduction FFN | reduction layer |\n|---|---|---|---|---|---|---|---|\n";
+    write_text_atomically(o.paper_table, head + table);
+  }
+}
+
+}  // namespace
+
+void add_estimate_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("estimate", "Estimate time and off-chip traffic of a graph on an accelerator, RWMA vs BWMA");
+  auto o = std::make_shared<EstimateOptions>();
+  cmd->add_option("--graph", o->graph, "Graph JSON written by `bertlab graph`");
+  cmd->add_option("--config,--model", o->config, "config.json or model directory (instead of --graph)");
+  cmd->add_option("--batch", o->batch, "Batch size")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", o->seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd->add_flag("--train", o->train, "Estimate the training graph");
+  cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
+  cmd->add_option("--arrangement", o->arrangement, "rwma, bwma or both")->check(CLI::IsMember({"rwma", "bwma", "both"}));
+  cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--cores", o->cores, "Core counts to sweep, e.g. 1,2,4")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--csv", o->csv, "Write per-node results as CSV");
+  cmd->add_option("--json", o->json, "Write per-node results as JSON");
+  cmd->add_option("--explain", o->explain, "Print the terms of the estimate of this node");
+  cmd->add_option("--nodes", o->nodes, "Only nodes whose name starts with this prefix (e.g. encoder.0.)");
+  cmd->add_option("--paper-table", o->paper_table, "Write the BWMA-over-RWMA table (markdown) to this file");
+  cmd->add_option("--bench", o->bench, "Time the model over this many system configurations");
+  cmd->add_flag("--training-proxy", o->training_proxy, "Append backward-shaped GEMMs per linear (benchmark)");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace bertlab::app

@@ -1,0 +1,483 @@
+#include "hwmodel/estimate.h"
+
+#include <algorithm>
+#include <map>
+
+#include "hwmodel/analytic.h"
+#include "hwmodel/compute.h"
+#include "runtime/error.h"
+
+namespace bertlab::hw {
+
+double GraphEstimate::seconds() const {
+  double t = 0;
+  for (const auto& n : nodes) t += n.seconds;
+  return t;
+}
+int64_t GraphEstimate::dram_bytes() const {
+  int64_t b = 0;
+  for (const auto& n : nodes) b += n.traffic.dram_bytes();
+  return b;
+}
+double GraphEstimate::seconds_in(const std::string& r) const {
+  double t = 0;
+  for (const auto& n : nodes)
+    if (n.region == r) t += n.seconds;
+  return t;
+}
+int64_t GraphEstimate::dram_bytes_in(const std::string& r) const {
+  int64_t b = 0;
+  for (const auto& n : nodes)
+    if (n.region == r) b += n.traffic.dram_bytes();
+  return b;
+}
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A tensor as a stack of matrices: rank >= 4 (attention scores) stacks batch x heads
+// matrices of the last two dims; otherwise the leading dims fold into rows.
+struct Mats {
+  int64_t batch = 1, rows = 1, cols = 1;
+};
+Mats mats_of(const TensorDesc& t) {
+  Mats m;
+  const auto& s = t.shape;
+  if (s.empty()) return m;
+  m.cols = s.back();
+  if (s.size() >= 4) {
+    m.rows = s[s.size() - 2];
+    for (size_t i = 0; i + 2 < s.size(); ++i) m.batch *= s[i];
+  } else {
+    m.rows = t.numel() / m.cols;
+  }
+  return m;
+}
+
+std::string region_of(const std::string& name) {
+  if (name.find(".attention.") != std::string::npos) return "attention";
+  if (name.find(".ffn.") != std::string::npos) return "ffn";
+  return "other";
+}
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a) {
+    S_ = s.array.kernel;
+    e_ = s.elem_bytes;
+  }
+
+  // Each tensor placed once, aligned to a DRAM row (addresses are only used for line and
+  // row arithmetic, so a simple bump allocator is enough).
+  uint64_t place(const std::string& key, int64_t bytes) {
+    auto it = base_.find(key);
+    if (it != base_.end()) return it->second;
+    const uint64_t b = next_;
+    const int64_t row = s_.dram.row_bytes;
+    next_ += static_cast<uint64_t>(ceil_div(std::max<int64_t>(bytes, 1), row) * row);
+    base_[key] = b;
+    return b;
+  }
+  MatrixView matrix(int tensor, int64_t index) {
+    const TensorDesc& t = g_.tensor(tensor);
+    const Mats m = mats_of(t);
+    const int64_t bytes = view_bytes(a_, m.rows, m.cols, e_, S_);
+    const uint64_t base = place(t.name, bytes * m.batch);
+    return make_view(a_, base + index * bytes, m.rows, m.cols, e_, S_);
+  }
+  MatrixView fresh(const std::string& key, int64_t rows, int64_t cols, int64_t index = 0,
+                   int64_t batch = 1, bool row_major = false) {
+    const Arrangement arr = row_major ? Arrangement::rwma : a_;
+    const int64_t bytes = view_bytes(arr, rows, cols, e_, S_);
+    return make_view(arr, place(key, bytes * batch) + index * bytes, rows, cols, e_, S_);
+  }
+  Sweep whole(const std::string& key, int64_t bytes) {
+    return {place(key, bytes), 1, bytes, bytes};
+  }
+  int64_t tensor_bytes(int t) {
+    const Mats m = mats_of(g_.tensor(t));
+    return m.batch * view_bytes(a_, m.rows, m.cols, e_, S_);
+  }
+
+  const Graph& g_;
+  const SystemDesc& s_;
+  Arrangement a_;
+  int64_t S_, e_;
+  uint64_t next_ = 1 << 20;
+  std::map<std::string, uint64_t> base_;
+};
+
+double dram_latency_cycles(const SystemDesc& s, const Traffic& t) {
+  const double lines = std::max<int64_t>(1, t.read_lines() + t.write_lines());
+  const double ns = (t.row_hits() * s.dram.row_hit_ns + t.row_misses() * s.dram.row_miss_ns) / lines;
+  return ns * s.clock_ghz;
+}
+
+// Time from compute, memory stalls and their overlap on the busiest core, and the DRAM
+// bandwidth all cores share.
+void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core) {
+  const int64_t P = s.cores;
+  const double lat = dram_latency_cycles(s, n.traffic);
+  double busiest = 0;
+  for (int64_t c = 0; c < P; ++c) {
+    const double comp = c < (int64_t)compute_per_core.size() ? compute_per_core[c] : 0;
+    const double l1 = c < (int64_t)n.traffic.l1_misses.size() ? n.traffic.l1_misses[c] : 0;
+    const double llc = c < (int64_t)n.traffic.llc_misses.size() ? n.traffic.llc_misses[c] : 0;
+    // Stalls of a core: every L1 miss waits for the LLC, every LLC miss for DRAM, with
+    // memory_parallelism misses outstanding at once.
+    const double mem = (l1 * s.llc.hit_cycles + llc * lat) / s.memory_parallelism;
+    const double t = std::max(comp, mem) + (1 - s.overlap) * std::min(comp, mem);
+    if (t >= busiest) {
+      busiest = t;
+      n.compute_cycles = comp;
+      n.memory_cycles = mem;
+    }
+  }
+  n.dram_cycles = n.traffic.dram_bytes() / s.dram_bytes_per_cycle();
+  n.cycles = std::max(busiest, n.dram_cycles);
+  n.seconds = n.cycles / (s.clock_ghz * 1e9);
+  n.terms.push_back(fmt::format(
+      "time: busiest core {:.0f} cycles = max(compute {:.0f}, memory stalls {:.0f}) + {:.0f}% of the "
+      "smaller (overlap {}); DRAM bandwidth floor {:.0f} cycles ({} bytes at {} GB/s shared by {} "
+      "core(s)); node {:.0f} cycles = {:.3f} us",
+      busiest, n.compute_cycles, n.memory_cycles, 100 * (1 - s.overlap), s.overlap, n.dram_cycles,
+      n.traffic.dram_bytes(), s.dram.peak_gbps, P, n.cycles, n.seconds * 1e6));
+}
+
+void describe_traffic(NodeEstimate& n, const SystemDesc& s) {
+  const Traffic& t = n.traffic;
+  for (const auto& [name, o] : t.operands)
+    n.terms.push_back(fmt::format(
+        "operand {}: {} DRAM line reads, {} line writes, {} row-buffer misses; fetched {}x: {}", name,
+        o.read_lines, o.write_lines, o.row_misses, o.refetch, o.why));
+  n.terms.push_back(fmt::format(
+      "off-chip: {} bytes = {} lines of {} B = {} bursts of {} B; row buffer: {} hits, {} misses "
+      "(rows of {} B)",
+      t.dram_bytes(), t.read_lines() + t.write_lines(), t.line_bytes, t.bursts(), t.burst_bytes,
+      t.row_hits(), t.row_misses(), s.dram.row_bytes));
+}
+
+// Roofline of a CPU described by measured peaks (machine.json): per-node times to compare
+// with the profiler.
+NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s) {
+  NodeEstimate n;
+  n.model = "cpu-roofline";
+  n.flops = node_flops(g, node);
+  const double peak = s.gemm_peak_gflops.at(s.precision).get<double>() * 1e9;
+  const double bytes = static_cast<double>(node_min_bytes(g, node));
+  const double t_comp = node.category == Category::gemm ? n.flops / peak : 0;
+  const double t_mem = bytes / (s.dram.peak_gbps * 1e9);
+  n.seconds = std::max(t_comp, t_mem);
+  n.cycles = n.seconds * s.clock_ghz * 1e9;
+  n.terms.push_back(fmt::format("roofline: max(FLOPs {:.3g} / peak {:.3g} GFLOP/s, bytes {:.3g} / {} GB/s) = {:.3f} us",
+                                n.flops, peak / 1e9, bytes, s.dram.peak_gbps, n.seconds * 1e6));
+  return n;
+}
+
+class NodeModel {
+ public:
+  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a), low_(g, s, a) {}
+
+  std::vector<NodeEstimate> run(const Node& node) {
+    std::vector<NodeEstimate> out;
+    const auto gemm = node_gemm(g_, node);
+    if (node.category == Category::gemm && gemm) {
+      lower_gemm(node, *gemm, out);
+    } else {
+      switch (node.kind) {
+        case OpKind::softmax: out.push_back(rows(node, {node.inputs[0]}, 3)); break;
+        case OpKind::layernorm: out.push_back(rows(node, {node.inputs[0]}, 2, {node.inputs[1], node.inputs[2]})); break;
+        case OpKind::add:
+        case OpKind::gelu:
+        case OpKind::tanh: out.push_back(elementwise(node)); break;
+        case OpKind::embedding: out.push_back(embedding(node)); break;
+        default: out.push_back(fallback(node)); break;
+      }
+    }
+    for (auto& n : out) {
+      n.region = region_of(node.name);
+      n.phase = to_string(node.phase);
+    }
+    return out;
+  }
+
+ private:
+  NodeEstimate base(const Node& node, const std::string& model) {
+    NodeEstimate n;
+    n.name = node.name;
+    n.op = to_string(node.kind);
+    n.model = model;
+    n.flops = node_flops(g_, node);
+    return n;
+  }
+
+  // Scalar work of a non-GEMM op on the cores, rows split evenly.
+  std::vector<double> scalar_compute(double flops) {
+    return std::vector<double>(s_.cores, flops / s_.core_flops_per_cycle / s_.cores);
+  }
+
+  void lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out) {
+    const int64_t S = s_.array.kernel;
+    if (!s_.pad_to_kernel)
+      check(gm.k % S == 0 && gm.n % S == 0,
+            "node '{}': GEMM K = {} and N = {} must be multiples of the kernel size {} when "
+            "'pad_to_kernel' is false",
+            node.name, gm.k, gm.n, S);
+    GemmWork w;
+    w.arrangement = a_;
+    w.S = S;
+    w.m = gm.m;
+    w.k = ceil_div(gm.k, S) * S;
+    w.n = ceil_div(gm.n, S) * S;
+    w.block_rows = s_.rwma_block_rows;
+    StreamWork extra;
+    NodeEstimate conv = base(node, "convert");
+    bool converted = false;
+    std::string lowering;
+    if (node.kind == OpKind::linear) {
+      const TensorDesc& wt = g_.tensor(node.inputs[1]);
+      // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
+      w.instances.push_back({low_.matrix(node.inputs[0], 0), low_.fresh(wt.name + "#packed", gm.k, gm.n),
+                             low_.matrix(node.outputs[0], 0)});
+      extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
+      if (node.inputs.size() > 3)
+        extra.accesses.push_back({"residual", low_.whole(g_.tensor(node.inputs[3]).name, low_.tensor_bytes(node.inputs[3])), false});
+      lowering = "x(M,K) times the prepacked weight (K,N), bias (and residual) in the epilogue";
+    } else if (node.kind == OpKind::attn_scores || node.kind == OpKind::attn_context) {
+      const TensorDesc& qkv = g_.tensor(node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1]);
+      const int64_t B = qkv.shape[0], L = qkv.shape[1], H = qkv.shape[2] / 3;
+      const int64_t heads = node.attrs.at("heads").get<int64_t>(), d = H / heads;
+      const int qkv_id = node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1];
+      const MatrixView qkv_m = low_.matrix(qkv_id, 0);
+      if (node.kind == OpKind::attn_scores) {
+        // K^T: the B operand is K transposed. RWMA: a row-major copy (d x L per head);
+        // BWMA: every S x S tile transposed in place of the panel order. Either way the K
+        // third of qkv is read once and the copy written once.
+        const std::string kt = node.name + "#k_transposed";
+        for (int64_t b = 0; b < B; ++b)
+          for (const auto& sw : block_sweeps(qkv_m, b * L, L, H, H)) extra_conv_.accesses.push_back({"k", sw, false});
+        extra_conv_.accesses.push_back({"k_transposed", low_.whole(kt, B * heads * view_bytes(a_, d, L, s_.elem_bytes, S)), true});
+        converted = true;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < heads; ++h)
+            w.instances.push_back({sub_view(qkv_m, b * L, L, h * d, d),
+                                   low_.fresh(kt, d, L, b * heads + h, B * heads),
+                                   low_.matrix(node.outputs[0], b * heads + h)});
+        extra.accesses.push_back({"mask_bias", low_.whole(g_.tensor(node.inputs[1]).name, B * L * s_.elem_bytes), false});
+        lowering = fmt::format("{} products Q(L,d) K^T(d,L), L={}, d={}: Q read in place from qkv (head split "
+                               "{}), K^T from the converted copy",
+                               B * heads, L, d, a_ == Arrangement::bwma ? "free: a head owns its panels" : "by strided rows");
+      } else {
+        const MatrixView ctx = low_.matrix(node.outputs[0], 0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < heads; ++h)
+            w.instances.push_back({low_.matrix(node.inputs[0], b * heads + h),
+                                   sub_view(qkv_m, b * L, L, 2 * H + h * d, d),
+                                   sub_view(ctx, b * L, L, h * d, d)});
+        lowering = fmt::format("{} products P(L,L) V(L,d): V read in place from qkv (already in the B "
+                               "arrangement), heads concatenated in place ({})",
+                               B * heads, a_ == Arrangement::bwma ? "free: panels" : "strided rows");
+      }
+    } else {
+      // A GEMM kind this model does not know (backward GEMMs, ...): fresh operand matrices
+      // in the arrangement; a transposed activation operand is converted first.
+      for (int64_t i = 0; i < gm.batch; ++i)
+        w.instances.push_back({low_.fresh(node.name + "#a", gm.m, gm.k, i, gm.batch),
+                               low_.fresh(node.name + "#b", gm.k, gm.n, i, gm.batch),
+                               low_.fresh(node.name + "#y", gm.m, gm.n, i, gm.batch)});
+      if (gm.trans_a || gm.trans_b) {
+        const int64_t bytes = gm.batch * (gm.trans_a ? gm.m * gm.k : gm.k * gm.n) * s_.elem_bytes;
+        extra_conv_.accesses.push_back({"src", low_.whole(node.name + "#src", bytes), false});
+        extra_conv_.accesses.push_back({"dst", low_.whole(node.name + (gm.trans_a ? "#a" : "#b"), bytes), true});
+        converted = true;
+      }
+      lowering = "generic GEMM from node_gemm(): operands as fresh matrices in the arrangement";
+    }
+    if (converted) {
+      conv.name = node.name + ".convert";
+      conv.op = "convert";
+      conv.flops = 0;
+      conv.traffic = analytic_traffic(extra_conv_, s_, s_.cores);
+      conv.terms.push_back(fmt::format("layout conversion for '{}' under {}: transposed operand read once and "
+                                       "written once ({})",
+                                       node.name, to_string(a_),
+                                       a_ == Arrangement::bwma ? "S x S tiles moved whole" : "row-major transpose"));
+      describe_traffic(conv, s_);
+      finish_time(conv, s_, scalar_compute(0));
+      out.push_back(conv);
+      extra_conv_.accesses.clear();
+    }
+
+    NodeEstimate n = base(node, "gemm");
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    n.traffic.add(analytic_traffic(extra, s_, s_.cores));
+    // Compute: tiles per core under the schedule; each tile streams its rows (all M under
+    // BWMA, one sequence block under RWMA) with 2S-1 rows of fill and drain.
+    const int64_t KT = w.k / S, NT = w.n / S, P = s_.cores, inst = static_cast<int64_t>(w.instances.size());
+    std::vector<double> per_core(P, 0);
+    n.terms.push_back(fmt::format("{}: GEMM batch {} x (M {} x N {} x K {}), {} x {} tiles of {}x{} per product{}",
+                                  lowering, inst, gm.m, gm.n, gm.k, KT, NT, S, S,
+                                  (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : ""));
+    if (s_.array.compute_model == "scalesim") {
+      const auto sc = scalesim_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow);
+      for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(sc.cycles) * ceil_div(inst, P);
+      n.tiles = sc.folds * inst;
+      n.terms.push_back(fmt::format("compute (SCALE-Sim {}): {} folds x per-fold cycles = {} cycles per product; "
+                                    "SRAM reads A {} B {}, writes {}",
+                                    to_string(s_.array.dataflow), sc.folds, sc.cycles, sc.ifmap_reads,
+                                    sc.filter_reads, sc.ofmap_writes));
+    } else if (a_ == Arrangement::bwma) {
+      const TileCost tc = tile_cost(s_, gm.m);
+      for (int64_t c = 0; c < P; ++c) {
+        const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
+        per_core[c] = inst * panels * KT * tc.cycles(s_.array);
+      }
+      n.tiles = inst * NT * KT;
+      n.issues = static_cast<int64_t>(n.tiles * (tc.weight_issues + tc.stream_issues + tc.output_issues));
+      n.terms.push_back(fmt::format(
+          "compute: output panels split over {} core(s); per tile {:.0f} weight issues + {:.0f} stream issues "
+          "({} rows + {} fill/drain) + {:.0f} output issues",
+          P, tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues));
+    } else {
+      const int64_t Mb = w.block_rows, MB = ceil_div(gm.m, Mb);
+      for (int64_t blk = 0; blk < MB; ++blk) {
+        const TileCost tc = tile_cost(s_, std::min(Mb, gm.m - blk * Mb));
+        per_core[blk % P] += inst * NT * KT * tc.cycles(s_.array);
+        n.issues += static_cast<int64_t>(inst * NT * KT * (tc.weight_issues + tc.stream_issues + tc.output_issues));
+      }
+      n.tiles = inst * NT * KT * MB;
+      n.terms.push_back(fmt::format(
+          "compute: {} sequence block(s) of {} rows split over {} core(s); every block reloads all {} "
+          "weight tiles and pays {} rows of fill/drain per tile",
+          MB, Mb, P, NT * KT, 2 * S - 1));
+    }
+    describe_traffic(n, s_);
+    finish_time(n, s_, per_core);
+    out.push_back(n);
+  }
+
+  NodeEstimate rows(const Node& node, std::vector<int> ins, int passes, std::vector<int> vectors = {}) {
+    NodeEstimate n = base(node, "rows");
+    const Mats m = mats_of(g_.tensor(node.outputs[0]));
+    RowWork w;
+    w.rows = m.rows;
+    w.len = m.cols;
+    w.passes = passes;
+    for (size_t i = 0; i < ins.size(); ++i) w.input_names.push_back(fmt::format("in{}", i));
+    for (int64_t b = 0; b < m.batch; ++b) {
+      RowMatrix rm;
+      for (int t : ins) rm.inputs.push_back(low_.matrix(t, b));
+      rm.output = low_.matrix(node.outputs[0], b);
+      w.matrices.push_back(rm);
+    }
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    StreamWork v;
+    for (int t : vectors) v.accesses.push_back({g_.tensor(t).name, low_.whole(g_.tensor(t).name, g_.tensor(t).numel() * s_.elem_bytes), false});
+    n.traffic.add(analytic_traffic(v, s_, s_.cores));
+    n.terms.push_back(fmt::format("row op over {} matrix(es) of {} rows x {} ({} pass(es) over each row): {}",
+                                  m.batch, m.rows, m.cols, passes,
+                                  a_ == Arrangement::bwma ? "each row gathered from its column panels (strided)"
+                                                          : "each row contiguous"));
+    describe_traffic(n, s_);
+    finish_time(n, s_, scalar_compute(n.flops));
+    return n;
+  }
+
+  NodeEstimate elementwise(const Node& node) {
+    NodeEstimate n = base(node, "stream");
+    StreamWork w;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int t = node.inputs[i];
+      w.accesses.push_back({fmt::format("in{}", i), low_.whole(g_.tensor(t).name, low_.tensor_bytes(t)), false});
+    }
+    w.accesses.push_back({"out", low_.whole(g_.tensor(node.outputs[0]).name, low_.tensor_bytes(node.outputs[0])), true});
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    n.terms.push_back("elementwise: layout-independent, every operand streamed once in storage order");
+    describe_traffic(n, s_);
+    finish_time(n, s_, scalar_compute(n.flops));
+    return n;
+  }
+
+  NodeEstimate embedding(const Node& node) {
+    NodeEstimate n = base(node, "rows");
+    const TensorDesc& out = g_.tensor(node.outputs[0]);
+    const Mats m = mats_of(out);
+    RowWork w;
+    w.rows = m.rows;
+    w.len = m.cols;
+    w.input_names = {"word_rows", "position_rows", "type_rows"};
+    RowMatrix rm;
+    // Gathered table rows (row-major tables): modelled as distinct contiguous rows.
+    for (const auto& nm : w.input_names) rm.inputs.push_back(low_.fresh(node.name + "#" + nm, m.rows, m.cols, 0, 1, true));
+    rm.output = low_.matrix(node.outputs[0], 0);
+    w.matrices.push_back(rm);
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    StreamWork ids;
+    for (int i = 0; i < 2; ++i)
+      ids.accesses.push_back({fmt::format("ids{}", i), low_.whole(g_.tensor(node.inputs[i]).name, g_.tensor(node.inputs[i]).numel() * 4), false});
+    n.traffic.add(analytic_traffic(ids, s_, s_.cores));
+    n.terms.push_back(fmt::format("embedding: {} tokens gather a row of each table (row-major) and write the sum {}",
+                                  m.rows, a_ == Arrangement::bwma ? "scattered into the column panels" : "as a contiguous row"));
+    describe_traffic(n, s_);
+    finish_time(n, s_, scalar_compute(n.flops));
+    return n;
+  }
+
+  // Kinds this model does not know: every input read once and every output written once
+  // (node_min_bytes), rescaled from the graph's dtypes to the system's element size.
+  NodeEstimate fallback(const Node& node) {
+    NodeEstimate n = base(node, "fallback-stream");
+    int64_t graph_bytes = 0, sys_bytes = 0;
+    for (int t : node.inputs) graph_bytes += g_.tensor(t).bytes(), sys_bytes += g_.tensor(t).numel() * s_.elem_bytes;
+    int64_t out_graph = 0, out_sys = 0;
+    for (int t : node.outputs) out_graph += g_.tensor(t).bytes(), out_sys += g_.tensor(t).numel() * s_.elem_bytes;
+    graph_bytes += out_graph;
+    sys_bytes += out_sys;
+    const double scale = graph_bytes > 0 ? static_cast<double>(sys_bytes) / graph_bytes : 1;
+    const int64_t min_bytes = node_min_bytes(g_, node);
+    const int64_t total = static_cast<int64_t>(min_bytes * scale);
+    const int64_t write = std::min<int64_t>(out_sys, total);
+    StreamWork w;
+    if (total - write > 0) w.accesses.push_back({"reads", low_.whole(node.name + "#reads", total - write), false});
+    if (write > 0) w.accesses.push_back({"writes", low_.whole(node.name + "#writes", write), true});
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    n.terms.push_back(fmt::format(
+        "fallback: no specific model for op '{}', generic streaming model: node_min_bytes {} x element size "
+        "{} / graph dtype = {} bytes, outputs {} bytes",
+        n.op, min_bytes, s_.elem_bytes, total, write));
+    describe_traffic(n, s_);
+    finish_time(n, s_, scalar_compute(n.flops));
+    return n;
+  }
+
+  const Graph& g_;
+  const SystemDesc& s_;
+  Arrangement a_;
+  Lowering low_;
+  StreamWork extra_conv_;
+};
+
+}  // namespace
+
+GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a) {
+  GraphEstimate ge;
+  ge.system = s;
+  ge.arrangement = a;
+  NodeModel model(g, s, a);
+  for (const auto& node : g.nodes()) {
+    if (s.kind == "cpu") {
+      NodeEstimate n = cpu_node(g, node, s);
+      n.name = node.name;
+      n.op = to_string(node.kind);
+      n.region = region_of(node.name);
+      n.phase = to_string(node.phase);
+      ge.nodes.push_back(n);
+      continue;
+    }
+    for (auto& n : model.run(node)) ge.nodes.push_back(std::move(n));
+  }
+  return ge;
+}
+
+}  // namespace bertlab::hw

@@ -1,0 +1,40 @@
+#pragma once
+// Replays an op graph on a system: lowers every node to the work of its schedule under an
+// arrangement (work.h), estimates its traffic analytically (analytic.h), its compute cycles
+// (compute.h) and its time, with cores sharing DRAM bandwidth. Layout conversions that a
+// consumer needs (K transposed for the attention scores) are charged as nodes of their own.
+#include <string>
+#include <vector>
+
+#include "hwmodel/system.h"
+#include "hwmodel/work.h"
+#include "runtime/graph.h"
+
+namespace bertlab::hw {
+
+struct NodeEstimate {
+  std::string name, op, model;  // model: gemm | rows | stream | convert | fallback-stream | cpu-roofline
+  std::string phase, region;    // region: attention | ffn | other
+  double flops = 0;
+  double compute_cycles = 0;    // busiest core: array issues incl. fill/drain, or scalar work
+  double memory_cycles = 0;     // busiest core: L1-miss and DRAM stalls
+  double dram_cycles = 0;       // DRAM bytes over the shared peak bandwidth
+  double cycles = 0, seconds = 0;
+  int64_t tiles = 0, issues = 0;
+  Traffic traffic;
+  std::vector<std::string> terms;  // the estimate in words, for --explain
+};
+
+struct GraphEstimate {
+  SystemDesc system;
+  Arrangement arrangement = Arrangement::bwma;
+  std::vector<NodeEstimate> nodes;
+  double seconds() const;
+  int64_t dram_bytes() const;
+  double seconds_in(const std::string& region) const;
+  int64_t dram_bytes_in(const std::string& region) const;
+};
+
+GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a);
+
+}  // namespace bertlab::hw

@@ -1,0 +1,140 @@
+// hwmodel: SCALE-Sim closed forms, system validation, estimate of a graph, bad input.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "hwmodel/compute.h"
+#include "hwmodel/estimate.h"
+#include "hwmodel/system.h"
+#include "runtime/bert_builder.h"
+#include "runtime/error.h"
+
+using namespace bertlab;
+using namespace bertlab::hw;
+
+namespace {
+
+// SCALE-Sim's demand matrices enumerated: per fold, the rows the operands occupy (load
+// prefix, streamed rows, drain suffix, skew) and the valid (non-padding) entries.
+ScaleSimCounts enumerate_scalesim(int64_t R, int64_t C, int64_t M, int64_t N, int64_t K, Dataflow df) {
+  ScaleSimCounts c;
+  int64_t Sr, Sc, T;
+  if (df == Dataflow::os) Sr = M, Sc = N, T = K;
+  else if (df == Dataflow::ws) Sr = K, Sc = N, T = M;
+  else Sr = K, Sc = M, T = N;
+  for (int64_t fc = 0; fc * C < Sc; ++fc)
+    for (int64_t fr = 0; fr * R < Sr; ++fr) {
+      const int64_t rows_used = std::min(R, Sr - fr * R), cols_used = std::min(C, Sc - fc * C);
+      int64_t rows = 0;
+      if (df == Dataflow::os) {
+        for (int64_t t = 0; t < T; ++t) ++rows;  // operands streamed
+        rows += C - 1;                           // outputs drain
+        rows += R - 1;                           // skew
+        c.ifmap_reads += T * rows_used;
+        c.filter_reads += T * cols_used;
+        c.ofmap_writes += rows_used * cols_used;
+      } else {
+        rows += R;          // stationary operand loads
+        rows += T;          // streamed operand
+        rows += C - 1;      // drain
+        rows += R - 1;      // skew
+        const int64_t stationary = rows_used * cols_used;
+        if (df == Dataflow::ws) {
+          c.filter_reads += stationary;
+          c.ifmap_reads += T * rows_used;
+        } else {
+          c.ifmap_reads += stationary;
+          c.filter_reads += T * rows_used;
+        }
+        c.ofmap_writes += T * cols_used;
+      }
+      c.cycles += rows;
+      c.folds += 1;
+    }
+  return c;
+}
+
+SystemDesc paper_system() { return load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json"); }
+
+}  // namespace
+
+TEST_CASE("SCALE-Sim mode: closed-form cycles and SRAM counts", "[hwmodel]") {
+  CHECK(scalesim_gemm(32, 32, 256, 128, 256, Dataflow::os).cycles == 10176);
+  CHECK(scalesim_gemm(32, 32, 256, 128, 256, Dataflow::ws).cycles == 11200);
+  CHECK(scalesim_gemm(32, 32, 256, 128, 256, Dataflow::is).cycles == 14208);
+  for (Dataflow df : {Dataflow::os, Dataflow::ws, Dataflow::is})
+    for (auto [R, C, M, N, K] : {std::tuple{32, 32, 256, 128, 256}, {4, 8, 37, 19, 23}, {8, 4, 5, 64, 9}}) {
+      const auto a = scalesim_gemm(R, C, M, N, K, df), e = enumerate_scalesim(R, C, M, N, K, df);
+      INFO(to_string(df) << " " << R << "x" << C << " M=" << M << " N=" << N << " K=" << K);
+      CHECK(a.cycles == e.cycles);
+      CHECK(a.folds == e.folds);
+      CHECK(a.ifmap_reads == e.ifmap_reads);
+      CHECK(a.filter_reads == e.filter_reads);
+      CHECK(a.ofmap_writes == e.ofmap_writes);
+    }
+}
+
+TEST_CASE("system descriptions: shipped files load, bad values name the field", "[hwmodel]") {
+  SystemDesc s = paper_system();
+  CHECK(s.array.kernel == 8);
+  CHECK(s.llc.size_bytes == 1 << 20);
+  auto j = system_to_json(s);
+  j["dram"]["peak_gbps"] = 0;
+  CHECK_THROWS_WITH(system_from_json(j, "x.json"), Catch::Contains("dram.peak_gbps"));
+  j = system_to_json(s);
+  j["l1"]["size_bytes"] = 32;
+  CHECK_THROWS_WITH(system_from_json(j, "x.json"), Catch::Contains("l1.size_bytes"));
+  j = system_to_json(s);
+  j["array"].erase("kernel");
+  CHECK_THROWS_WITH(system_from_json(j, "x.json"), Catch::Contains("array.kernel"));
+  nlohmann::json m{{"format", "bertlab-machine"}, {"version", 1}, {"cores", 2},
+                   {"gemm_peak_gflops", {{"f32", 225}}}, {"memory_bandwidth_gbps", 33}};
+  CHECK(system_from_json(m, "machine.json").kind == "cpu");
+}
+
+TEST_CASE("estimate a BERT graph under both arrangements", "[hwmodel]") {
+  BertConfig c;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 256;
+  c.num_hidden_layers = 1;
+  c.vocab_size = 100;
+  RunSpec run;
+  run.batch = 2;
+  run.seq = 32;
+  run.heads = Heads::none;
+  Graph g = build_bert(c, run);
+  SystemDesc s = paper_system();
+  for (Arrangement a : {Arrangement::rwma, Arrangement::bwma}) {
+    auto e = estimate_graph(g, s, a);
+    CHECK(e.seconds() > 0);
+    CHECK(e.dram_bytes() > 0);
+    bool conv = false, fallback = false;
+    for (const auto& n : e.nodes) {
+      conv |= n.model == "convert";
+      fallback |= n.model == "fallback-stream";
+      CHECK(n.seconds >= 0);
+    }
+    CHECK(conv);      // K^T for the attention scores
+    CHECK(fallback);  // mask_bias, first_token: generic streaming model
+  }
+  s.pad_to_kernel = false;
+  s.array.kernel = 24;
+  CHECK_THROWS_WITH(estimate_graph(g, s, Arrangement::bwma), Catch::Contains("pad_to_kernel"));
+}
+
+TEST_CASE("bertlab estimate: bad input exits non-zero with a clear message", "[hwmodel]") {
+  const std::string bin = BERTLAB_BINARY, src = BERTLAB_SOURCE_DIR;
+  const std::string graph = "/tmp/bertlab_hw_test_graph.json";
+  REQUIRE(std::system((bin + " graph --config " + src + "/configs/bert-tiny.json --batch 1 --seq 8 -o " + graph).c_str()) == 0);
+  const std::string sys = " --system " + src + "/configs/systems/paper-ticsat.json";
+  CHECK(std::system((bin + " estimate --graph " + graph + sys + " > /dev/null").c_str()) == 0);
+  CHECK(std::system((bin + " estimate --graph " + graph + sys + " --explain no.such.node 2> /dev/null").c_str()) != 0);
+  std::ofstream("/tmp/bertlab_hw_bad.json") << R"({"format":"bertlab-system","version":1,"cores":1,"clock_ghz":1,)"
+                                               R"("array":{"kernel":8},"l1":{"size_bytes":32768,"ways":2,"line_bytes":64},)"
+                                               R"("llc":{"size_bytes":1048576,"ways":8,"line_bytes":64},"dram":{"peak_gbps":0}})";
+  CHECK(std::system((bin + " estimate --graph " + graph + " --system /tmp/bertlab_hw_bad.json 2> /dev/null").c_str()) != 0);
+  std::ofstream("/tmp/bertlab_hw_v2.json") << R"({"format":"bertlab-graph","version":2,"tensors":[],"nodes":[]})";
+  CHECK(std::system((bin + " estimate --graph /tmp/bertlab_hw_v2.json" + sys + " 2> /dev/null").c_str()) != 0);
+}
