@@ -13,6 +13,8 @@ void add_tokenize_command(CLI::App& root);
 void add_vocab_command(CLI::App& root);
 void add_prepare_command(CLI::App& root);
 void add_estimate_command(CLI::App& root);
+void add_calibrate_command(CLI::App& root);
+void add_profile_command(CLI::App& root);
 
 
 

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   bertlab::app::add_vocab_command(app);
   bertlab::app::add_prepare_command(app);
   bertlab::app::add_estimate_command(app);
+  bertlab::app::add_calibrate_command(app);
+  bertlab::app::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,42 +1,170 @@
 #include "ops/peak.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "ops/dnnl_context.h"
 
 namespace bertlab::ops {
 
-PeakResult measure_matmul_peak(bool bf16, double seconds, int n) {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median_of(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Repeats `once` (after one untimed call: JIT, page faults) for about `seconds`, at least 3
+// times; returns the median of work / time.
+template <typename F>
+std::pair<double, int> median_rate(F&& once, double work, double seconds) {
+  once();
+  std::vector<double> rates;
+  auto start = clock_type::now();
+  do {
+    auto t0 = clock_type::now();
+    once();
+    rates.push_back(work / seconds_since(t0));
+  } while (rates.size() < 3 || seconds_since(start) < seconds);
+  return {median_of(rates), static_cast<int>(rates.size())};
+}
+
+// Small finite values: no denormals, no NaNs, so timing does not depend on the data.
+void fill_memory(dnnl::memory& m, bool bf16) {
+  const size_t bytes = m.get_desc().get_size();
+  void* p = m.get_data_handle();
+  if (bf16) {
+    auto* h = static_cast<uint16_t*>(p);
+    std::fill(h, h + bytes / 2, uint16_t{0x3c00});  // bf16 0.0078125
+  } else {
+    auto* f = static_cast<float*>(p);
+    std::fill(f, f + bytes / 4, 0.0078125f);
+  }
+}
+
+}  // namespace
+
+GemmRate measure_matmul_rate(const GemmProblem& p, double seconds) {
   using dnnl::memory;
   auto& ctx = dnnl_context();
-  auto in_dt = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  memory::desc a({n, n}, in_dt, memory::format_tag::ab);
-  memory::desc b_any({n, n}, in_dt, memory::format_tag::any);
-  memory::desc c({n, n}, memory::data_type::f32, memory::format_tag::ab);
+  auto in_dt = p.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const bool batched = p.batch > 1;
+  auto dims = [&](int64_t r, int64_t c) {
+    return batched ? memory::dims{p.batch, r, c} : memory::dims{r, c};
+  };
+  auto plain = batched ? memory::format_tag::abc : memory::format_tag::ab;
+  memory::desc a(dims(p.m, p.k), in_dt, plain);
+  memory::desc b_any(dims(p.k, p.n), in_dt, memory::format_tag::any);
+  memory::desc c(dims(p.m, p.n), memory::data_type::f32, plain);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b_any, c), ctx.engine);
   dnnl::matmul prim(pd);
   memory ma(a, ctx.engine), mb(pd.weights_desc(), ctx.engine), mc(c, ctx.engine);
-  // Inputs are left as allocated: timing does not depend on the values (no denormal inputs
-  // since fresh pages are zero).
+  fill_memory(ma, p.bf16);
+  fill_memory(mb, p.bf16);
   auto once = [&] {
     prim.execute(ctx.stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     ctx.stream.wait();
   };
-  once();  // warm-up: JIT and page faults
-  std::vector<double> rates;
-  const double flops = 2.0 * n * n * double(n);
-  auto start = std::chrono::steady_clock::now();
-  do {
-    auto t0 = std::chrono::steady_clock::now();
-    once();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rates.push_back(flops / dt / 1e9);
-  } while (rates.size() < 3 ||
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds);
-  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
-  return {rates[rates.size() / 2], n};
+  const double gflop = 2.0 * p.batch * p.m * double(p.n) * p.k / 1e9;
+  auto [rate, reps] = median_rate(once, gflop, seconds);
+  return {rate, reps};
+}
+
+PeakResult measure_matmul_peak(bool bf16, double seconds, int n) {
+  auto r = measure_matmul_rate({1, n, n, n, bf16}, seconds);
+  return {r.gflops, n};
+}
+
+bool cpu_has_bf16() {
+  using isa = dnnl::cpu_isa;
+  auto e = dnnl::get_effective_cpu_isa();
+  return e == isa::avx512_core_bf16 || e == isa::avx512_core_amx;
+}
+
+std::string dnnl_isa_name() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::sse41: return "sse41";
+    case isa::avx: return "avx";
+    case isa::avx2: return "avx2";
+    case isa::avx2_vnni: return "avx2_vnni";
+    case isa::avx512_mic: return "avx512_mic";
+    case isa::avx512_mic_4ops: return "avx512_mic_4ops";
+    case isa::avx512_core: return "avx512_core";
+    case isa::avx512_core_vnni: return "avx512_core_vnni";
+    case isa::avx512_core_bf16: return "avx512_core_bf16";
+    case isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+  }
+}
+
+const char* to_string(BandwidthKernel k) {
+  switch (k) {
+    case BandwidthKernel::read: return "read";
+    case BandwidthKernel::write: return "write";
+    case BandwidthKernel::triad: return "triad";
+  }
+  return "?";
+}
+
+namespace {
+
+// The three STREAM-like loops, as plain functions so the compiler sees restrict-free locals.
+double read_kernel(const double* x, int64_t n) {
+  double sum = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  return sum;
+}
+void write_kernel(double* y, int64_t n, double v) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = v;
+}
+void triad_kernel(double* a, const double* b, const double* c, int64_t n, double s) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+}  // namespace
+
+BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, double seconds) {
+  const int64_t n = std::max<int64_t>(array_bytes / int64_t(sizeof(double)), 1024);
+  const int arrays = kernel == BandwidthKernel::triad ? 3 : 1;
+  std::vector<std::unique_ptr<double[]>> buf;
+  for (int i = 0; i < arrays; ++i) {
+    buf.emplace_back(new double[n]);
+    // First touch in parallel with the kernels' static schedule: each thread's pages are local.
+    write_kernel(buf.back().get(), n, 0.5 + i);
+  }
+  double sink = 0;
+  std::function<void()> once;
+  double bytes = 8.0 * n;
+  switch (kernel) {
+    case BandwidthKernel::read:
+      once = [&] { sink += read_kernel(buf[0].get(), n); };
+      break;
+    case BandwidthKernel::write:
+      once = [&] { write_kernel(buf[0].get(), n, sink); };
+      break;
+    case BandwidthKernel::triad:
+      bytes = 24.0 * n;
+      once = [&] { triad_kernel(buf[0].get(), buf[1].get(), buf[2].get(), n, 3.0); };
+      break;
+  }
+  auto [rate, reps] = median_rate(once, bytes / 1e9, seconds);
+  return {rate, reps};
 }
 
 }  // namespace bertlab::ops

@@ -1,5 +1,10 @@
 #pragma once
-// Measures the sustained oneDNN matmul rate of this machine on one large square GEMM.
+// Measures this machine: the sustained oneDNN matmul rate on a large square GEMM and on any
+// (batched) GEMM shape, and the sustained memory bandwidth of OpenMP read, write and triad
+// loops. All use the OpenMP thread count in force (set by the caller).
+#include <cstdint>
+#include <string>
+
 namespace bertlab::ops {
 
 struct PeakResult {
@@ -9,5 +14,36 @@ struct PeakResult {
 
 // f32 (bf16 = false) or bf16 inputs with f32 accumulation; runs for about `seconds`.
 PeakResult measure_matmul_peak(bool bf16, double seconds = 1.0, int n = 2048);
+
+// One GEMM problem: `batch` independent products (m x k) * (k x n), B in the layout oneDNN
+// prefers (prepacked, like the executor's weights), A and C plain.
+struct GemmProblem {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool bf16 = false;
+};
+struct GemmRate {
+  double gflops = 0;  // median over repetitions
+  int repetitions = 0;
+};
+// Runs the problem repeatedly for about `seconds` (at least 3 timed repetitions after one
+// warm-up). bf16 needs a CPU with avx512_bf16 or AMX; see cpu_has_bf16().
+GemmRate measure_matmul_rate(const GemmProblem& p, double seconds);
+
+// True if oneDNN can run bf16 matmuls natively on this CPU (avx512_core_bf16 or newer ISA).
+bool cpu_has_bf16();
+// The ISA oneDNN dispatches to on this CPU, e.g. "avx512_core_amx".
+std::string dnnl_isa_name();
+
+// Sustained bandwidth of an OpenMP loop over arrays of `array_bytes` bytes each (choose well
+// above the last-level cache). Bytes counted as in STREAM: read = 1 array read (a sum),
+// write = 1 array written (a fill), triad a = b + s*c = 2 read + 1 written; write-allocate
+// traffic is not counted.
+enum class BandwidthKernel { read, write, triad };
+const char* to_string(BandwidthKernel k);
+struct BandwidthResult {
+  double gbs = 0;  // median over repetitions, 1e9 bytes per second
+  int repetitions = 0;
+};
+BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, double seconds);
 
 }  // namespace bertlab::ops

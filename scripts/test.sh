@@ -2,6 +2,6 @@
 # Installs what is missing, builds, and runs every test through ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh browser  # chromium: the profiler HTML report test renders in it
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -1,0 +1,57 @@
+// bertlab calibrate: measures this machine (oneDNN GEMM rates f32/bf16 on a large square and on
+// BERT-shaped GEMMs, OpenMP read/write/triad bandwidth) and writes machine.json.
+#include <fmt/core.h>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+#include "apps/profile_common.h"
+#include "runtime/machine.h"
+
+namespace bertlab::app {
+
+namespace {
+struct CalibrateCliOptions {
+  std::string out = "machine.json";
+  CalibrateOptions calib;
+  int64_t bandwidth_mb = 0;
+  int threads = 0;
+};
+}  // namespace
+
+void add_calibrate_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("calibrate", "Measure GEMM peak and memory bandwidth; write machine.json");
+  auto o = std::make_shared<CalibrateCliOptions>();
+  cmd->add_option("--out", o->out, "Output file (default machine.json)");
+  cmd->add_option("--seconds", o->calib.seconds, "Seconds per measurement (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--square", o->calib.square_n, "Size of the large square GEMM (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--bandwidth-mb", o->bandwidth_mb,
+                  "MB per array in the bandwidth loops (default: 4 x last-level cache, 256..1024)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->calib.batch, "Batch of the BERT-base GEMM shapes (default 8)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", o->calib.seq, "Sequence length of the BERT-base GEMM shapes (default 128)")
+      ->check(CLI::Range(1, 512));
+  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->callback([o] {
+    set_threads(o->threads);
+    check_output_writable(o->out, "--out");
+    o->calib.bandwidth_array_bytes = o->bandwidth_mb << 20;
+    fmt::print("calibrate: {} threads, {:.2g} s per measurement\n", omp_threads(), o->calib.seconds);
+    MachineInfo m = calibrate_machine(o->calib);
+    fmt::print("  cpu: {} (oneDNN ISA {}, native bf16: {})\n", m.cpu_model, m.isa, m.bf16 ? "yes" : "no");
+    fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9}\n", "GEMM", "prec", "batch", "m", "n", "k", "GFLOP/s");
+    for (const auto& g : m.gemms)
+      fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9.1f}\n", g.name, g.precision, g.batch,
+                 g.m, g.n, g.k, g.gflops);
+    fmt::print("  GEMM peak: f32 {:.1f} GFLOP/s{}\n", m.gemm_peak_f32,
+               m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "");
+    fmt::print("  bandwidth ({} MB arrays): read {:.1f}, write {:.1f}, triad {:.1f} GB/s\n",
+               m.bandwidth_array_bytes >> 20, m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad);
+    write_text_atomically(o->out, machine_to_json(m).dump(2) + "\n");
+    if (o->out != "-") fmt::print("  wrote {}\n", o->out);
+  });
+}
+
+}  // namespace bertlab::app

@@ -1,0 +1,242 @@
+#include "runtime/machine.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "ops/peak.h"
+#include "runtime/bert_builder.h"
+#include "runtime/error.h"
+
+namespace bertlab {
+
+namespace {
+
+constexpr int64_t kMinPeakDim = 64;
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        auto v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(" \t"));
+        return v;
+      }
+    }
+  }
+  return "unknown";
+}
+
+std::string utc_now_iso() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t default_array_bytes() {
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const int64_t mb = int64_t{1} << 20;
+  return std::clamp<int64_t>(4 * std::max<long>(llc, 0), 256 * mb, 1024 * mb);
+}
+
+// The distinct GEMMs of a BERT-base inference graph (node name without the layer prefix),
+// and the backward dX (M,K,N) and dW (N,K,M) GEMMs of each linear (M,N,K). Transposes are not
+// modelled: every product is measured with plain A and prepacked B.
+std::vector<GemmCalibration> bert_gemm_shapes(int64_t batch, int64_t seq) {
+  RunSpec run;
+  run.batch = batch;
+  run.seq = seq;
+  run.heads = Heads::none;
+  Graph g = build_bert(BertConfig{}, run);
+  std::vector<GemmCalibration> out;
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
+  auto add = [&](std::string name, int64_t b, int64_t m, int64_t n, int64_t k) {
+    if (seen.insert({b, m, n, k}).second) out.push_back({std::move(name), "", b, m, n, k, 0});
+  };
+  for (const auto& node : g.nodes()) {
+    auto gm = node_gemm(g, node);
+    if (!gm) continue;
+    std::string name = node.name;
+    if (name.rfind("encoder.", 0) == 0) name = name.substr(name.find('.', 8) + 1);
+    add(name, gm->batch, gm->m, gm->n, gm->k);
+    if (node.kind == OpKind::linear) {
+      add(name + ".dX", 1, gm->m, gm->k, gm->n);
+      add(name + ".dW", 1, gm->n, gm->k, gm->m);
+    }
+  }
+  return out;
+}
+
+const nlohmann::json& field(const nlohmann::json& j, const std::string& path,
+                            const std::string& origin) {
+  const nlohmann::json* cur = &j;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    check(cur->is_object() && cur->contains(key),
+          "{}: missing field '{}'; run `bertlab calibrate` to write a new machine.json", origin,
+          path);
+    cur = &cur->at(key);
+    if (dot == std::string::npos) return *cur;
+    start = dot + 1;
+  }
+}
+
+double positive(const nlohmann::json& j, const std::string& path, const std::string& origin,
+                const char* unit) {
+  const auto& v = field(j, path, origin);
+  check(v.is_number() && v.get<double>() > 0,
+        "{}: field '{}' must be a positive number ({}), got {}; run `bertlab calibrate` to write "
+        "a new machine.json",
+        origin, path, unit, v.dump());
+  return v.get<double>();
+}
+
+std::string text(const nlohmann::json& j, const std::string& path, const std::string& origin) {
+  const auto& v = field(j, path, origin);
+  check(v.is_string(), "{}: field '{}' must be a string, got {}; run `bertlab calibrate`", origin,
+        path, v.dump());
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+double MachineInfo::gemm_peak(const std::string& precision) const {
+  if (precision == "f32" || precision == "fp32") return gemm_peak_f32;
+  if (precision == "bf16") {
+    check(gemm_peak_bf16.has_value(),
+          "machine.json has no bf16 GEMM peak (this CPU has no native bf16 matmul)");
+    return *gemm_peak_bf16;
+  }
+  fail("unknown precision '{}' (expected fp32 or bf16)", precision);
+}
+
+MachineInfo calibrate_machine(const CalibrateOptions& o) {
+  check(o.seconds > 0, "calibration time per measurement must be positive, got {}", o.seconds);
+  check(o.square_n > 0, "square GEMM size must be positive, got {}", o.square_n);
+  MachineInfo m;
+  m.cpu_model = cpu_model_name();
+  m.isa = ops::dnnl_isa_name();
+  m.bf16 = ops::cpu_has_bf16();
+  m.logical_cpus = omp_get_num_procs();
+  m.threads = omp_get_max_threads();
+  m.date = utc_now_iso();
+  m.seconds_per_measurement = o.seconds;
+  m.bandwidth_array_bytes = o.bandwidth_array_bytes > 0 ? o.bandwidth_array_bytes : default_array_bytes();
+
+  std::vector<GemmCalibration> shapes{{"square", "", 1, o.square_n, o.square_n, o.square_n, 0}};
+  for (auto& s : bert_gemm_shapes(o.batch, o.seq)) shapes.push_back(s);
+  std::vector<std::string> precisions{"f32"};
+  if (m.bf16) precisions.push_back("bf16");
+  for (const auto& prec : precisions) {
+    double best = 0;
+    for (auto s : shapes) {
+      s.precision = prec;
+      s.gflops = ops::measure_matmul_rate({s.batch, s.m, s.n, s.k, prec == "bf16"}, o.seconds).gflops;
+      // Degenerate shapes (the pooler's 8 rows) keep their operands in cache between
+      // repetitions: they do not define the roof.
+      if (std::min({s.m, s.n, s.k}) >= kMinPeakDim) best = std::max(best, s.gflops);
+      m.gemms.push_back(s);
+    }
+    if (prec == "f32") m.gemm_peak_f32 = best;
+    else m.gemm_peak_bf16 = best;
+  }
+  using ops::BandwidthKernel;
+  m.bandwidth_read = ops::measure_bandwidth(BandwidthKernel::read, m.bandwidth_array_bytes, o.seconds).gbs;
+  m.bandwidth_write = ops::measure_bandwidth(BandwidthKernel::write, m.bandwidth_array_bytes, o.seconds).gbs;
+  m.bandwidth_triad = ops::measure_bandwidth(BandwidthKernel::triad, m.bandwidth_array_bytes, o.seconds).gbs;
+  return m;
+}
+
+nlohmann::json machine_to_json(const MachineInfo& m) {
+  nlohmann::json gemms = nlohmann::json::array();
+  for (const auto& g : m.gemms)
+    gemms.push_back({{"name", g.name}, {"precision", g.precision}, {"batch", g.batch},
+                     {"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
+  return {{"format", "bertlab-machine"},
+          {"version", kMachineFormatVersion},
+          {"cpu", {{"model", m.cpu_model}, {"isa", m.isa}, {"bf16", m.bf16}, {"logical_cpus", m.logical_cpus}}},
+          {"threads", m.threads},
+          {"date", m.date},
+          {"gemm_peak_gflops",
+           {{"f32", m.gemm_peak_f32},
+            {"bf16", m.gemm_peak_bf16 ? nlohmann::json(*m.gemm_peak_bf16) : nlohmann::json(nullptr)}}},
+          {"bandwidth_gbs", {{"read", m.bandwidth_read}, {"write", m.bandwidth_write}, {"triad", m.bandwidth_triad}}},
+          {"gemms", gemms},
+          {"bandwidth_array_bytes", m.bandwidth_array_bytes},
+          {"seconds_per_measurement", m.seconds_per_measurement}};
+}
+
+MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin) {
+  check(j.is_object() && j.value("format", "") == "bertlab-machine",
+        "{}: not a bertlab machine description (expected \"format\": \"bertlab-machine\"); run "
+        "`bertlab calibrate` to write one",
+        origin);
+  check(j.value("version", 0) == kMachineFormatVersion,
+        "{}: machine.json version {} is not supported (expected {}); run `bertlab calibrate` again",
+        origin, j.value("version", nlohmann::json(nullptr)).dump(), kMachineFormatVersion);
+  MachineInfo m;
+  m.cpu_model = text(j, "cpu.model", origin);
+  m.isa = text(j, "cpu.isa", origin);
+  const auto& bf16 = field(j, "cpu.bf16", origin);
+  check(bf16.is_boolean(), "{}: field 'cpu.bf16' must be true or false; run `bertlab calibrate`", origin);
+  m.bf16 = bf16.get<bool>();
+  m.logical_cpus = static_cast<int>(positive(j, "cpu.logical_cpus", origin, "a count"));
+  m.threads = static_cast<int>(positive(j, "threads", origin, "a count"));
+  m.date = text(j, "date", origin);
+  m.gemm_peak_f32 = positive(j, "gemm_peak_gflops.f32", origin, "GFLOP/s");
+  if (!field(j, "gemm_peak_gflops.bf16", origin).is_null())
+    m.gemm_peak_bf16 = positive(j, "gemm_peak_gflops.bf16", origin, "GFLOP/s or null");
+  m.bandwidth_read = positive(j, "bandwidth_gbs.read", origin, "GB/s");
+  m.bandwidth_write = positive(j, "bandwidth_gbs.write", origin, "GB/s");
+  m.bandwidth_triad = positive(j, "bandwidth_gbs.triad", origin, "GB/s");
+  m.bandwidth_array_bytes = static_cast<int64_t>(positive(j, "bandwidth_array_bytes", origin, "bytes"));
+  m.seconds_per_measurement = positive(j, "seconds_per_measurement", origin, "seconds");
+  const auto& gemms = field(j, "gemms", origin);
+  check(gemms.is_array(), "{}: field 'gemms' must be a list; run `bertlab calibrate`", origin);
+  for (size_t i = 0; i < gemms.size(); ++i) {
+    const auto& g = gemms[i];
+    try {
+      m.gemms.push_back({g.at("name").get<std::string>(), g.at("precision").get<std::string>(),
+                         g.at("batch").get<int64_t>(), g.at("m").get<int64_t>(),
+                         g.at("n").get<int64_t>(), g.at("k").get<int64_t>(),
+                         g.at("gflops").get<double>()});
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: gemms[{}] is malformed ({}); expected name, precision, batch, m, n, k, gflops; "
+           "run `bertlab calibrate`",
+           origin, i, e.what());
+    }
+  }
+  return m;
+}
+
+MachineInfo load_machine(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  check(in.good(), "cannot read machine description {}: run `bertlab calibrate` first (it writes "
+        "machine.json), or pass --machine FILE",
+        file.string());
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{} is not valid JSON ({}); run `bertlab calibrate` to write a new one", file.string(), e.what());
+  }
+  return machine_from_json(j, file.string());
+}
+
+}  // namespace bertlab

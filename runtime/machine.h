@@ -1,0 +1,59 @@
+#pragma once
+// machine.json: what `bertlab calibrate` measured on this machine (GEMM peaks, memory
+// bandwidth, thread count). The profiler's roofline and hwmodel's CPU description read it.
+// Schema: docs/profiling.md.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bertlab {
+
+inline constexpr int kMachineFormatVersion = 1;
+
+struct GemmCalibration {
+  std::string name;       // "square", or the BERT node it stands for ("ffn.intermediate", ...)
+  std::string precision;  // f32 | bf16
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  double gflops = 0;
+};
+
+struct MachineInfo {
+  std::string cpu_model;  // /proc/cpuinfo "model name"
+  std::string isa;        // the ISA oneDNN dispatches to
+  bool bf16 = false;      // native bf16 matmul
+  int logical_cpus = 0;
+  int threads = 0;        // OpenMP threads used for every measurement
+  std::string date;       // ISO 8601, UTC
+  // GFLOP/s: the best rate among the measured GEMMs with every dimension >= 64.
+  double gemm_peak_f32 = 0;
+  std::optional<double> gemm_peak_bf16;    // GFLOP/s; absent without native bf16
+  double bandwidth_read = 0, bandwidth_write = 0, bandwidth_triad = 0;  // GB/s (1e9 B/s)
+  std::vector<GemmCalibration> gemms;
+  int64_t bandwidth_array_bytes = 0;  // bytes per array in the bandwidth loops
+  double seconds_per_measurement = 0;
+
+  // The compute roof for GEMMs of a precision ("f32"/"fp32" or "bf16"); throws if unmeasured.
+  double gemm_peak(const std::string& precision) const;
+};
+
+struct CalibrateOptions {
+  double seconds = 1.0;          // per measurement
+  int square_n = 2048;           // the large square GEMM
+  int64_t bandwidth_array_bytes = 0;  // 0: 4 x the last-level cache, at least 256 MB, at most 1 GB
+  // BERT-shaped GEMMs: those of a BERT-base inference graph at this batch and sequence length,
+  // plus the backward dX and dW GEMMs of its linear layers.
+  int64_t batch = 8, seq = 128;
+};
+
+// Measures this machine with the OpenMP thread count in force (see apps/common.h set_threads).
+MachineInfo calibrate_machine(const CalibrateOptions& o);
+
+nlohmann::json machine_to_json(const MachineInfo& m);
+// `origin` (a file name) appears in errors, which say to run `bertlab calibrate`.
+MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin);
+MachineInfo load_machine(const std::filesystem::path& file);
+
+}  // namespace bertlab

@@ -1,0 +1,401 @@
+#include "runtime/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace bertlab {
+
+const char* to_string(ProfileCategory c) {
+  switch (c) {
+    case ProfileCategory::gemm_linear: return "gemm_linear";
+    case ProfileCategory::gemm_attention: return "gemm_attention";
+    case ProfileCategory::gemm_dx: return "gemm_dx";
+    case ProfileCategory::gemm_dw: return "gemm_dw";
+    case ProfileCategory::softmax: return "softmax";
+    case ProfileCategory::layernorm: return "layernorm";
+    case ProfileCategory::activation: return "activation";
+    case ProfileCategory::dropout: return "dropout";
+    case ProfileCategory::add: return "add";
+    case ProfileCategory::embedding: return "embedding";
+    case ProfileCategory::loss: return "loss";
+    case ProfileCategory::optimizer: return "optimizer";
+    case ProfileCategory::other: return "other";
+    case ProfileCategory::unattributed: return "unattributed";
+  }
+  return "?";
+}
+
+const char* category_label(ProfileCategory c) {
+  switch (c) {
+    case ProfileCategory::gemm_linear: return "projection/FFN GEMMs";
+    case ProfileCategory::gemm_attention: return "attention batched GEMMs";
+    case ProfileCategory::gemm_dx: return "backward dX GEMMs";
+    case ProfileCategory::gemm_dw: return "backward dW GEMMs";
+    case ProfileCategory::softmax: return "softmax";
+    case ProfileCategory::layernorm: return "layernorm";
+    case ProfileCategory::activation: return "GELU/tanh";
+    case ProfileCategory::dropout: return "dropout";
+    case ProfileCategory::add: return "bias/residual adds";
+    case ProfileCategory::embedding: return "embedding";
+    case ProfileCategory::loss: return "loss";
+    case ProfileCategory::optimizer: return "optimizer update";
+    case ProfileCategory::other: return "other (mask, gathers)";
+    case ProfileCategory::unattributed: return "unattributed";
+  }
+  return "?";
+}
+
+// No default: a new OpKind must be placed here (the compiler warns on a missing case).
+ProfileCategory profile_category_of(OpKind k) {
+  switch (k) {
+    case OpKind::linear: return ProfileCategory::gemm_linear;
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_scores_grad_q:
+    case OpKind::attn_scores_grad_k:
+    case OpKind::attn_context_grad_probs:
+    case OpKind::attn_context_grad_v: return ProfileCategory::gemm_attention;
+    case OpKind::linear_grad_input: return ProfileCategory::gemm_dx;
+    case OpKind::linear_grad_weight: return ProfileCategory::gemm_dw;
+    case OpKind::softmax:
+    case OpKind::softmax_grad: return ProfileCategory::softmax;
+    case OpKind::layernorm:
+    case OpKind::layernorm_grad: return ProfileCategory::layernorm;
+    case OpKind::gelu:
+    case OpKind::gelu_grad:
+    case OpKind::tanh:
+    case OpKind::tanh_grad: return ProfileCategory::activation;
+    case OpKind::dropout:
+    case OpKind::dropout_grad: return ProfileCategory::dropout;
+    case OpKind::add: return ProfileCategory::add;
+    case OpKind::embedding:
+    case OpKind::embedding_grad: return ProfileCategory::embedding;
+    case OpKind::cross_entropy:
+    case OpKind::cross_entropy_grad: return ProfileCategory::loss;
+    case OpKind::grad_norm:
+    case OpKind::adamw_update:
+    case OpKind::lamb_update: return ProfileCategory::optimizer;
+    case OpKind::mask_bias:
+    case OpKind::first_token:
+    case OpKind::first_token_grad:
+    case OpKind::gather_rows:
+    case OpKind::gather_rows_grad: return ProfileCategory::other;
+  }
+  fail("op kind {} has no profile category", static_cast<int>(k));
+}
+
+bool is_gemm(ProfileCategory c) {
+  return c == ProfileCategory::gemm_linear || c == ProfileCategory::gemm_attention ||
+         c == ProfileCategory::gemm_dx || c == ProfileCategory::gemm_dw;
+}
+
+std::string layer_of(const std::string& name) {
+  static const std::regex layer(R"((^|\.)encoder\.(\d+)\.)");
+  std::smatch m;
+  if (std::regex_search(name, m, layer)) return "encoder." + m[2].str();
+  return name.substr(0, name.find('.'));
+}
+
+double Roofline::bound_seconds(double flops, double bytes) const {
+  return std::max(flops / (peak_gflops * 1e9), bytes / (bandwidth_gbs * 1e9));
+}
+
+Roofline roofline_for(const MachineInfo& m, const std::string& precision) {
+  return {m.gemm_peak(precision), m.bandwidth_triad};
+}
+
+double Profile::total_flops() const {
+  double f = 0;
+  for (const auto& n : nodes) f += n.flops;
+  return f;
+}
+
+double Profile::gemm_seconds() const {
+  double s = 0;
+  for (size_t c = 0; c < categories.size(); ++c)
+    if (is_gemm(static_cast<ProfileCategory>(c))) s += categories[c].seconds;
+  return s;
+}
+
+Profile make_profile(const Graph& g, const std::vector<double>& node_seconds, double step_seconds,
+                     const Roofline& roof, int accum) {
+  check(node_seconds.size() == g.nodes().size(), "profile: {} node times for a graph of {} nodes",
+        node_seconds.size(), g.nodes().size());
+  check(accum >= 1, "accum must be at least 1, got {}", accum);
+  check(roof.peak_gflops > 0 && roof.bandwidth_gbs > 0, "profile: roofline needs a positive peak and bandwidth");
+  Profile p;
+  p.roof = roof;
+  p.accum = accum;
+  p.run = g.meta.value("run", nlohmann::json::object());
+  p.run["accum"] = accum;
+
+  double unattributed = step_seconds;
+  for (const auto& n : g.nodes()) {
+    NodeProfile np;
+    np.id = n.id;
+    np.name = n.name;
+    np.layer = layer_of(n.name);
+    np.kind = n.kind;
+    np.phase = n.phase;
+    np.category = profile_category_of(n.kind);
+    const bool per_micro_batch = n.phase == Phase::forward || n.phase == Phase::backward;
+    const double times = per_micro_batch ? accum : 1;
+    np.seconds = node_seconds[n.id];
+    np.flops = node_flops(g, n) * times;
+    np.bytes = static_cast<double>(node_min_bytes(g, n)) * times;
+    np.bound_seconds = roof.bound_seconds(np.flops, np.bytes);
+    np.compute_bound = np.intensity() >= roof.ridge_intensity();
+    unattributed -= np.seconds;
+    p.nodes.push_back(std::move(np));
+  }
+  p.step_seconds = step_seconds;
+
+  for (size_t c = 0; c < kProfileCategoryCount; ++c) {
+    auto cat = static_cast<ProfileCategory>(c);
+    p.categories.push_back({to_string(cat), category_label(cat), 0, 0, 0, 0});
+  }
+  auto add_to = [](BreakdownRow& r, const NodeProfile& n) {
+    r.seconds += n.seconds;
+    r.flops += n.flops;
+    r.bytes += n.bytes;
+    r.nodes += 1;
+  };
+  std::map<std::string, size_t> layer_index;
+  for (size_t ph = 0; ph < 4; ++ph) {
+    const char* name = to_string(static_cast<Phase>(ph));
+    p.phases.push_back({name, name, 0, 0, 0, 0});
+  }
+  for (const auto& n : p.nodes) {
+    add_to(p.categories[static_cast<size_t>(n.category)], n);
+    add_to(p.phases[static_cast<size_t>(n.phase)], n);
+    auto [it, fresh] = layer_index.emplace(n.layer, p.layers.size());
+    if (fresh) p.layers.push_back({n.layer, n.layer, 0, 0, 0, 0});
+    add_to(p.layers[it->second], n);
+  }
+  p.categories[static_cast<size_t>(ProfileCategory::unattributed)].seconds = unattributed;
+  p.layers.push_back({"unattributed", "unattributed", unattributed, 0, 0, 0});
+  p.phases.push_back({"unattributed", "unattributed", unattributed, 0, 0, 0});
+  return p;
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+// One step: inference runs the graph once; training runs forward and backward `accum` times,
+// then the optimizer (and communication) once. Node times add up over the micro-batches.
+void run_step(Executor& ex, int accum, std::vector<double>* node_seconds) {
+  if (!ex.training()) {
+    check(accum == 1, "accum {}: gradient accumulation needs a training graph", accum);
+    ex.run(node_seconds);
+    return;
+  }
+  std::vector<double> part;
+  if (node_seconds) node_seconds->assign(ex.graph().nodes().size(), 0.0);
+  auto add = [&] {
+    if (node_seconds)
+      for (size_t i = 0; i < part.size(); ++i) (*node_seconds)[i] += part[i];
+  };
+  for (int micro = 0; micro < accum; ++micro) {
+    ex.context().micro = micro;
+    ex.run(node_seconds ? &part : nullptr, kForward | kBackward);
+    add();
+  }
+  ex.run(node_seconds ? &part : nullptr, kAllPhases & ~(kForward | kBackward));
+  add();
+}
+}  // namespace
+
+Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOptions& o) {
+  check(o.runs >= 1, "profile: at least one timed run needed, got {}", o.runs);
+  for (int i = 0; i < o.warmup; ++i) run_step(ex, o.accum, nullptr);
+  std::vector<double> steps;
+  std::vector<std::vector<double>> per_run;
+  std::vector<double> node_secs;
+  for (int i = 0; i < o.runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    run_step(ex, o.accum, &node_secs);
+    steps.push_back(seconds_since(t0));
+    per_run.push_back(node_secs);
+  }
+  const double med = median_of(steps);
+  std::vector<double> node_mean(ex.graph().nodes().size(), 0.0);
+  double step_mean = 0;
+  int kept = 0;
+  for (int i = 0; i < o.runs; ++i) {
+    if (steps[i] > med) continue;
+    ++kept;
+    step_mean += steps[i];
+    for (size_t k = 0; k < node_mean.size(); ++k) node_mean[k] += per_run[i][k];
+  }
+  step_mean /= kept;
+  for (double& s : node_mean) s /= kept;
+  Profile p = make_profile(ex.graph(), node_mean, step_mean, roof, o.accum);
+  p.runs = o.runs;
+  p.kept_runs = kept;
+  p.step_median_seconds = med;
+  p.step_min_seconds = *std::min_element(steps.begin(), steps.end());
+  p.step_max_seconds = *std::max_element(steps.begin(), steps.end());
+  return p;
+}
+
+TimingOverhead measure_timing_overhead(Executor& ex, int runs, int accum) {
+  check(runs >= 1, "timing overhead: at least one run needed, got {}", runs);
+  run_step(ex, accum, nullptr);
+  std::vector<double> off, on, node_secs;
+  for (int i = 0; i < runs; ++i) {
+    // Alternate which goes first so slow drift does not favour one side.
+    for (int pass = 0; pass < 2; ++pass) {
+      bool timed = (pass == 0) == (i % 2 == 0);
+      auto t0 = std::chrono::steady_clock::now();
+      run_step(ex, accum, timed ? &node_secs : nullptr);
+      (timed ? on : off).push_back(seconds_since(t0));
+    }
+  }
+  return {median_of(off), median_of(on), runs};
+}
+
+namespace {
+nlohmann::json rows_json(const std::vector<BreakdownRow>& rows, double step) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows)
+    out.push_back({{"key", r.key}, {"label", r.label}, {"seconds", r.seconds},
+                   {"share", step > 0 ? r.seconds / step : 0}, {"flops", r.flops},
+                   {"bytes", r.bytes}, {"nodes", r.nodes}});
+  return out;
+}
+}  // namespace
+
+nlohmann::json profile_to_json(const Profile& p) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : p.nodes)
+    nodes.push_back({{"id", n.id}, {"name", n.name}, {"layer", n.layer}, {"op", to_string(n.kind)},
+                     {"phase", to_string(n.phase)}, {"category", to_string(n.category)},
+                     {"seconds", n.seconds}, {"share", n.seconds / p.step_seconds},
+                     {"flops", n.flops}, {"bytes", n.bytes}, {"gflops", n.gflops()},
+                     {"gbs", n.gbs()}, {"intensity", n.intensity()},
+                     {"bound_seconds", n.bound_seconds}, {"bound", n.compute_bound ? "compute" : "memory"},
+                     {"efficiency", n.efficiency()}});
+  return {{"format", "bertlab-profile"},
+          {"version", 1},
+          {"run", p.run},
+          {"step_seconds", p.step_seconds},
+          {"step_stats", {{"runs", p.runs}, {"kept_runs", p.kept_runs},
+                          {"median_seconds", p.step_median_seconds},
+                          {"min_seconds", p.step_min_seconds}, {"max_seconds", p.step_max_seconds},
+                          {"accum", p.accum}}},
+          {"total_flops", p.total_flops()},
+          {"roofline", {{"peak_gflops", p.roof.peak_gflops}, {"bandwidth_gbs", p.roof.bandwidth_gbs},
+                        {"ridge_flops_per_byte", p.roof.ridge_intensity()}}},
+          {"categories", rows_json(p.categories, p.step_seconds)},
+          {"phases", rows_json(p.phases, p.step_seconds)},
+          {"layers", rows_json(p.layers, p.step_seconds)},
+          {"nodes", nodes}};
+}
+
+nlohmann::json profile_chrome_trace(const Profile& p) {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"tid", 1},
+                    {"args", {{"name", "bertlab executor"}}}});
+  double ts_us = 0;
+  for (const auto& n : p.nodes) {
+    const double dur_us = n.seconds * 1e6;
+    events.push_back({{"name", n.name}, {"cat", to_string(n.category)}, {"ph", "X"},
+                      {"ts", ts_us}, {"dur", dur_us}, {"pid", 1}, {"tid", 1},
+                      {"args", {{"op", to_string(n.kind)}, {"phase", to_string(n.phase)},
+                                {"layer", n.layer}, {"flops", n.flops}, {"bytes", n.bytes},
+                                {"gflops", n.gflops()}, {"gbs", n.gbs()},
+                                {"intensity", n.intensity()},
+                                {"bound_us", n.bound_seconds * 1e6},
+                                {"efficiency", n.efficiency()}}}});
+    ts_us += dur_us;
+  }
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"run", p.run.dump()},
+                         {"step_us", p.step_seconds * 1e6},
+                         {"note", "node times are the mean of the kept runs, laid end to end in "
+                                  "graph order; the step's unattributed time is not drawn"}}}};
+}
+
+std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  std::set<std::string> seen;
+  for (const auto& a : args) {
+    auto eq = a.find('=');
+    check(eq != std::string::npos && eq > 0 && eq + 1 < a.size(),
+          "--sweep '{}': expected key=value[,value...], e.g. batch=1,8,32", a);
+    std::string key = a.substr(0, eq);
+    const auto& keys = sweep_keys();
+    check(std::find(keys.begin(), keys.end(), key) != keys.end(),
+          "--sweep: unknown key '{}' (expected one of {})", key, fmt::join(keys, ", "));
+    check(seen.insert(key).second, "--sweep: key '{}' given twice", key);
+    std::vector<std::string> values;
+    std::stringstream ss(a.substr(eq + 1));
+    for (std::string v; std::getline(ss, v, ',');) {
+      check(!v.empty(), "--sweep '{}': empty value", a);
+      if (key == "precision") {
+        check(v == "fp32" || v == "bf16", "--sweep precision: unknown value '{}' (expected fp32 or bf16)", v);
+      } else if (key == "mode") {
+        check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
+      } else {
+        size_t used = 0;
+        long long x = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        check(used == v.size() && x > 0, "--sweep {}: '{}' is not a positive integer", key, v);
+      }
+      values.push_back(v);
+    }
+    axes.emplace_back(key, values);
+  }
+  std::vector<SweepPoint> points{SweepPoint{}};
+  for (const auto& [key, values] : axes) {
+    std::vector<SweepPoint> next;
+    for (const auto& p : points)
+      for (const auto& v : values) {
+        auto q = p;
+        q[key] = v;
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+std::string sweep_csv(const std::vector<SweepEntry>& entries) {
+  std::string out;
+  for (const auto& k : sweep_keys()) out += k + ",";
+  out += "status,step_ms,category,label,ms,share_pct,gflop,mbytes,nodes\n";
+  for (const auto& e : entries) {
+    std::string prefix;
+    for (const auto& k : sweep_keys()) prefix += (e.point.count(k) ? e.point.at(k) : "") + ",";
+    if (!e.profile) {
+      std::string reason = e.skipped;
+      std::replace(reason.begin(), reason.end(), '"', '\'');
+      out += fmt::format("{}\"skipped: {}\",,,,,,,,\n", prefix, reason);
+      continue;
+    }
+    const auto& p = *e.profile;
+    for (const auto& r : p.categories)
+      out += fmt::format("{}ok,{:.4f},{},\"{}\",{:.4f},{:.3f},{:.4f},{:.3f},{}\n", prefix,
+                         p.step_seconds * 1e3, r.key, r.label, r.seconds * 1e3,
+                         100 * r.seconds / p.step_seconds, r.flops / 1e9, r.bytes / 1e6, r.nodes);
+  }
+  return out;
+}
+
+}  // namespace bertlab

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Regenerates every number quoted in docs/profiling.md: calibrates this machine, profiles
+# BERT-base inference (batch 8, seq 128, with the node-timing overhead), and runs the training
+# sweeps of BERT-base and BERT-large at seq 128 and 512 (fp32/bf16, accum 1/4) once the
+# training graph exists. Outputs go to docs/profiling/ (Markdown, CSV, HTML, JSON, trace).
+# Slow on a 2-core machine (minutes; BERT-large training steps take long): run when idle.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${BERTLAB_BIN:-build/bertlab}
+out=${BERTLAB_PROFILE_OUT:-docs/profiling}
+threads=${BERTLAB_THREADS:-$(nproc)}
+mkdir -p "$out"
+
+"$bin" calibrate --out "$out/machine.json" --threads "$threads" | tee "$out/calibrate.txt"
+
+"$bin" profile --config configs/bert-base.json --mode infer --batch 8 --seq 128 --threads "$threads" \
+  --machine "$out/machine.json" --runs 7 --top 15 --overhead \
+  --json "$out/base-infer-b8-s128.json" --trace "$out/base-infer-b8-s128.trace.json" \
+  --markdown "$out/base-infer-b8-s128.md" --html "$out/base-infer-b8-s128.html" \
+  | tee "$out/base-infer-b8-s128.txt"
+
+"$bin" profile --config configs/bert-base.json --mode infer --threads "$threads" \
+  --machine "$out/machine.json" --runs 3 --sweep batch=1,8 --sweep seq=128,512 --sweep precision=fp32,bf16 \
+  --csv "$out/base-infer-sweep.csv" --html "$out/base-infer-sweep.html" --markdown "$out/base-infer-sweep.md" \
+  | tee "$out/base-infer-sweep.txt"
+
+if "$bin" graph --config configs/bert-tiny.json --mode train --batch 1 --seq 8 >/dev/null 2>&1; then
+  for model in base large; do
+    batch=$([ "$model" = base ] && echo 4 || echo 1)
+    "$bin" profile --config "configs/bert-$model.json" --mode train --batch "$batch" --threads "$threads" \
+      --machine "$out/machine.json" --runs 3 --sweep seq=128,512 --sweep precision=fp32,bf16 --sweep accum=1,4 \
+      --csv "$out/$model-train-sweep.csv" --html "$out/$model-train-sweep.html" \
+      --markdown "$out/$model-train-sweep.md" | tee "$out/$model-train-sweep.txt"
+  done
+else
+  msg="Training sweeps not run: \`bertlab graph --mode train\` is not available in this build yet."
+  echo "$msg"
+  for model in base large; do echo "$msg" > "$out/$model-train-sweep.md"; done
+fi
