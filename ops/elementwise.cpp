@@ -1,5 +1,6 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -54,6 +55,78 @@ void mask_bias_forward(float* bias, const int32_t* mask, int64_t n) {
 
 void first_token_forward(float* y, const float* x, int64_t B, int64_t S, int64_t H) {
   for (int64_t b = 0; b < B; ++b) std::memcpy(y + b * H, x + b * S * H, H * sizeof(float));
+}
+
+}  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+void activation_backward_reference(float* dx, const float* dy, const float* v, int64_t n,
+                                   Activation act) {
+  for (int64_t i = 0; i < n; ++i) {
+    double x = v[i], d = 1;
+    if (act == Activation::gelu) {
+      const double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
+      const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+      d = cdf + x * pdf;
+    } else if (act == Activation::tanh) {
+      d = 1.0 - x * x;  // v is the output y
+    }
+    dx[i] = static_cast<float>(dy[i] * d);
+  }
+}
+
+ActivationGrad::ActivationGrad(int64_t n, Activation act) {
+  check(act != Activation::none, "activation gradient needs gelu or tanh");
+  auto& ctx = dnnl_context();
+  memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
+  auto alg = act == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf
+                                     : dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+  dnnl::eltwise_forward::primitive_desc hint(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f),
+      ctx.engine);
+  pd_ = dnnl::eltwise_backward::primitive_desc(
+      dnnl::eltwise_backward::desc(alg, data, data, 0.f, 0.f), ctx.engine, hint);
+  prim_ = dnnl::eltwise_backward(pd_);
+}
+
+void ActivationGrad::forward(float* dx, const float* dy, const float* v) const {
+  auto& ctx = dnnl_context();
+  const bool use_dst = pd_.src_desc().is_zero();
+  prim_.execute(ctx.stream, {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, wrap(pd_.diff_dst_desc(), v)},
+                             {DNNL_ARG_DIFF_DST, wrap(pd_.diff_dst_desc(), dy)},
+                             {DNNL_ARG_DIFF_SRC, wrap(pd_.diff_src_desc(), dx)}});
+  ctx.stream.wait();
+}
+
+namespace {
+// splitmix64 finaliser: a strong 64-bit mix, cheap enough to run per element.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline uint64_t stream_key(uint64_t salt, DropoutKey k) {
+  return mix64(mix64(mix64(mix64(k.seed) ^ k.step) ^ k.micro) ^ salt);
+}
+inline uint32_t keep_threshold(float p) {
+  return static_cast<uint32_t>(std::min(4294967295.0, double(p) * 4294967296.0));
+}
+}  // namespace
+
+bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key) {
+  return static_cast<uint32_t>(mix64(stream_key(salt, key) + uint64_t(i)) >> 32) >= keep_threshold(p);
+}
+
+void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
+  const uint64_t base = stream_key(salt, key);
+  const uint32_t threshold = keep_threshold(p);
+  const float scale = 1.f / (1.f - p);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const bool keep = static_cast<uint32_t>(mix64(base + uint64_t(i)) >> 32) >= threshold;
+    y[i] = keep ? x[i] * scale : 0.f;
+  }
 }
 
 }  // namespace bertlab::ops

@@ -34,3 +34,30 @@ void mask_bias_forward(float* bias, const int32_t* mask, int64_t n);
 void first_token_forward(float* y, const float* x, int64_t B, int64_t S, int64_t H);
 
 }  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+// dx = dy * act'(x) for gelu (from the input x) or tanh (from the output y = tanh(x)).
+void activation_backward_reference(float* dx, const float* dy, const float* x_or_y, int64_t n,
+                                   Activation act);
+class ActivationGrad {
+ public:
+  ActivationGrad(int64_t n, Activation act);
+  void forward(float* dx, const float* dy, const float* x_or_y) const;
+
+ private:
+  dnnl::eltwise_backward::primitive_desc pd_;
+  dnnl::eltwise_backward prim_;
+};
+
+// Counter-based dropout: element i is kept when hash(key, salt, i) >= p * 2^32, where key
+// mixes (seed, step, micro-batch); the same key regenerates the mask in the backward, and the
+// result does not depend on the thread count. Kept elements are scaled by 1 / (1 - p).
+struct DropoutKey {
+  uint64_t seed = 0, step = 0, micro = 0;
+};
+// y (n) = dropout(x); used for the backward too (dx = dropout(dy) with the same key and salt).
+void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key);
+bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key);  // the mask, for tests
+
+}  // namespace bertlab::ops

@@ -67,20 +67,32 @@ Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual)
   // HF weights are (N,K) row-major, i.e. the (K,N) matrix in column-major order: tag "ba".
   memory::desc plain_w({K, N}, dt::f32, tag::ba);
   pack_pd_ = dnnl::reorder::primitive_desc(ctx.engine, plain_w, ctx.engine, pd_.weights_desc());
-  packed_ = memory(pd_.weights_desc(), ctx.engine);
+  pack_ = dnnl::reorder(pack_pd_);
 }
 
 void Linear::pack_weights(const float* w) {
+  if (!packed_) packed_ = memory(pd_.weights_desc(), dnnl_context().engine);
+  pack_weights_into(w, packed_.get_data_handle());
+}
+
+void Linear::pack_weights_into(const float* w, void* packed) const {
   auto& ctx = dnnl_context();
   auto src = wrap(pack_pd_.src_desc(), w);
-  dnnl::reorder(pack_pd_).execute(ctx.stream, src, packed_);
+  auto dst = wrap(pd_.weights_desc(), packed);
+  pack_.execute(ctx.stream, src, dst);
   ctx.stream.wait();
 }
 
 void Linear::forward(float* y, const float* x, const float* b, const float* residual) const {
+  check(static_cast<bool>(packed_), "linear: forward() before pack_weights()");
+  forward_packed(packed_.get_data_handle(), y, x, b, residual);
+}
+
+void Linear::forward_packed(const void* packed, float* y, const float* x, const float* b,
+                            const float* residual) const {
   auto& ctx = dnnl_context();
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)},
-                                       {DNNL_ARG_WEIGHTS, packed_},
+                                       {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), packed)},
                                        {DNNL_ARG_BIAS, wrap(pd_.bias_desc(), b)},
                                        {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)}};
   if (residual_) {
@@ -181,5 +193,187 @@ void AttentionContext::forward(float* out, const float* probs, const float* qkv)
 }
 
 std::string AttentionContext::impl_name() const { return impl_of(pd_); }
+
+}  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+void linear_grad_input_reference(float* dx, const float* dy, const float* w, int64_t M, int64_t N,
+                                 int64_t K) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k) {
+      double acc = 0;
+      for (int64_t j = 0; j < N; ++j) acc += double(dy[i * N + j]) * w[j * K + k];
+      dx[i * K + k] = static_cast<float>(acc);
+    }
+}
+
+void linear_grad_weight_reference(float* dw, float* db, const float* dy, const float* x, int64_t M,
+                                  int64_t N, int64_t K) {
+  for (int64_t j = 0; j < N; ++j) {
+    double bsum = 0;
+    for (int64_t i = 0; i < M; ++i) bsum += dy[i * N + j];
+    db[j] += static_cast<float>(bsum);
+    for (int64_t k = 0; k < K; ++k) {
+      double acc = 0;
+      for (int64_t i = 0; i < M; ++i) acc += double(dy[i * N + j]) * x[i * K + k];
+      dw[j * K + k] += static_cast<float>(acc);
+    }
+  }
+}
+
+LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K) {
+  auto& ctx = dnnl_context();
+  memory::desc dy({M, N}, dt::f32, tag::ab);
+  memory::desc w({N, K}, dt::f32, tag::ab);
+  memory::desc dx({M, K}, dt::f32, tag::ab);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy, w, dx), ctx.engine);
+  prim_ = dnnl::matmul(pd_);
+}
+
+void LinearGradInput::forward(float* dx, const float* dy, const float* w) const {
+  auto& ctx = dnnl_context();
+  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), dy)},
+                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), w)},
+                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dx)}});
+  ctx.stream.wait();
+}
+
+LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K) : M_(M), N_(N) {
+  auto& ctx = dnnl_context();
+  memory::desc dy_t({N, M}, dt::f32, memory::dims{1, N});  // dy^T as a strided view
+  memory::desc x({M, K}, dt::f32, tag::ab);
+  memory::desc dw({N, K}, dt::f32, tag::ab);
+  dnnl::post_ops po;
+  po.append_sum(1.f);  // accumulate into the gradient
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_t, x, dw), attr, ctx.engine);
+  prim_ = dnnl::matmul(pd_);
+}
+
+void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {
+  auto& ctx = dnnl_context();
+  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), dy)},
+                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), x)},
+                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dw)}});
+  ctx.stream.wait();
+  // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
+  const int64_t M = M_, N = N_;
+#pragma omp parallel
+  {
+    std::vector<float> part(N, 0.f);
+#pragma omp for schedule(static) nowait
+    for (int64_t i = 0; i < M; ++i) {
+      const float* row = dy + i * N;
+#pragma omp simd
+      for (int64_t j = 0; j < N; ++j) part[j] += row[j];
+    }
+#pragma omp critical
+    for (int64_t j = 0; j < N; ++j) db[j] += part[j];
+  }
+}
+
+void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,
+                                int64_t S, int64_t heads, int64_t d, float scale, QkvSlot slot) {
+  const int64_t H = heads * d, row = 3 * H;
+  // slot q: dQ[i] = sum_j dS[i,j] K[j];  slot k: dK[j] = sum_i dS[i,j] Q[i]
+  const int64_t other = slot == QkvSlot::q ? H : 0, target = slot == QkvSlot::q ? 0 : H;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < S; ++j) {
+            double ds = slot == QkvSlot::q ? dscores[((b * heads + h) * S + i) * S + j]
+                                           : dscores[((b * heads + h) * S + j) * S + i];
+            acc += ds * qkv[(b * S + j) * row + other + h * d + c];
+          }
+          dqkv[(b * S + i) * row + target + h * d + c] = static_cast<float>(acc * scale);
+        }
+}
+
+void attn_context_grad_probs_reference(float* dprobs, const float* dctx, const float* qkv,
+                                       int64_t B, int64_t S, int64_t heads, int64_t d) {
+  const int64_t H = heads * d, row = 3 * H;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < S; ++i)
+        for (int64_t j = 0; j < S; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < d; ++c)
+            acc += double(dctx[(b * S + i) * H + h * d + c]) * qkv[(b * S + j) * row + 2 * H + h * d + c];
+          dprobs[((b * heads + h) * S + i) * S + j] = static_cast<float>(acc);
+        }
+}
+
+void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* probs, int64_t B,
+                                   int64_t S, int64_t heads, int64_t d) {
+  const int64_t H = heads * d, row = 3 * H;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < S; ++j)
+        for (int64_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int64_t i = 0; i < S; ++i)
+            acc += double(probs[((b * heads + h) * S + i) * S + j]) * dctx[(b * S + i) * H + h * d + c];
+          dqkv[(b * S + j) * row + 2 * H + h * d + c] = static_cast<float>(acc);
+        }
+}
+
+AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale)
+    : kind_(kind), H_(heads * d) {
+  auto& ctx = dnnl_context();
+  const int64_t H = heads * d, row = 3 * H;
+  // Views: a head of qkv/dqkv (B,heads,S,d), its transpose (B,heads,d,S), a head of ctx/dctx,
+  // the scores (B,heads,S,S) and their transpose.
+  memory::desc head({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
+  memory::desc head_t({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row});
+  memory::desc ctx_head({B, heads, S, d}, dt::f32, memory::dims{S * H, d, H, 1});
+  memory::desc scores({B, heads, S, S}, dt::f32, tag::abcd);
+  memory::desc scores_t({B, heads, S, S}, dt::f32, memory::dims{heads * S * S, S * S, 1, S});
+  dnnl::primitive_attr attr;
+  memory::desc src, wei, dst;
+  switch (kind) {
+    case Kind::scores_q:  // dQ = dS K
+    case Kind::scores_k:  // dK = dS^T Q
+      src = kind == Kind::scores_q ? scores : scores_t, wei = head, dst = head;
+      attr.set_output_scales(0, {scale});
+      break;
+    case Kind::context_probs:  // dP = dctx V^T
+      src = ctx_head, wei = head_t, dst = scores;
+      break;
+    case Kind::context_v:  // dV = P^T dctx
+      src = scores_t, wei = ctx_head, dst = head;
+      break;
+  }
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx.engine);
+  prim_ = dnnl::matmul(pd_);
+}
+
+void AttentionGrad::forward(float* out, const float* a, const float* b) const {
+  auto& ctx = dnnl_context();
+  const int64_t H = H_;
+  const float *src = a, *wei = b;
+  float* dst = out;
+  switch (kind_) {
+    case Kind::scores_q:  // out dqkv (Q third), a dscores, b qkv (K third)
+      wei = b + H;
+      break;
+    case Kind::scores_k:  // out dqkv (K third), a dscores, b qkv (Q third)
+      dst = out + H;
+      break;
+    case Kind::context_probs:  // out dprobs, a dctx, b qkv (V third)
+      wei = b + 2 * H;
+      break;
+    case Kind::context_v:  // out dqkv (V third), a dctx, b probs: dV = P^T dctx
+      src = b, wei = a, dst = out + 2 * H;
+      break;
+  }
+  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), src)},
+                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), wei)},
+                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dst)}});
+  ctx.stream.wait();
+}
 
 }  // namespace bertlab::ops

@@ -19,11 +19,16 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
 class Linear {
  public:
   Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual);
-  // Reorders w (N,K) into the packed layout; call again whenever w changes.
+  // Reorders w (N,K) into the packed layout kept by this object; again whenever w changes.
   void pack_weights(const float* w);
-  // y (M,N), x (M,K), b (N), residual (M,N) or null when built without one.
+  // y (M,N), x (M,K), b (N), residual (M,N) or null when built without one; uses the weights
+  // packed by pack_weights().
   void forward(float* y, const float* x, const float* b, const float* residual) const;
-  int64_t packed_bytes() const { return static_cast<int64_t>(packed_.get_desc().get_size()); }
+  // The same with weights packed elsewhere (packed_bytes() bytes, by pack_weights_into()).
+  void pack_weights_into(const float* w, void* packed) const;
+  void forward_packed(const void* packed, float* y, const float* x, const float* b,
+                      const float* residual) const;
+  int64_t packed_bytes() const { return static_cast<int64_t>(pd_.weights_desc().get_size()); }
   std::string impl_name() const;
 
  private:
@@ -32,7 +37,8 @@ class Linear {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   dnnl::reorder::primitive_desc pack_pd_;
-  dnnl::memory packed_;
+  dnnl::reorder pack_;
+  dnnl::memory packed_;  // empty until pack_weights()
 };
 
 // Attention products on the fused qkv activation (B,S,3H), H = heads * d:
@@ -61,6 +67,66 @@ class AttentionContext {
   std::string impl_name() const;
 
  private:
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+};
+
+}  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+// Backward of a linear layer y = x w^T + b (w stored (N,K)):
+// dx (M,K) = dy (M,N) w (N,K)
+void linear_grad_input_reference(float* dx, const float* dy, const float* w, int64_t M, int64_t N,
+                                 int64_t K);
+// dw (N,K) += dy^T x, db (N) += column sums of dy   (gradients accumulate)
+void linear_grad_weight_reference(float* dw, float* db, const float* dy, const float* x, int64_t M,
+                                  int64_t N, int64_t K);
+
+class LinearGradInput {
+ public:
+  LinearGradInput(int64_t M, int64_t N, int64_t K);
+  void forward(float* dx, const float* dy, const float* w) const;
+
+ private:
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+};
+
+class LinearGradWeight {
+ public:
+  LinearGradWeight(int64_t M, int64_t N, int64_t K);
+  void forward(float* dw, float* db, const float* dy, const float* x) const;
+
+ private:
+  int64_t M_, N_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+};
+
+// Attention backward on the fused layouts of the forward (qkv (B,S,3H), dqkv (B,S,3H)).
+enum class QkvSlot { q = 0, k = 1, v = 2 };
+// slot q: dQ = dS K * scale;  slot k: dK = dS^T Q * scale   (written into that third of dqkv)
+void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,
+                                int64_t S, int64_t heads, int64_t d, float scale, QkvSlot slot);
+// dprobs (B,heads,S,S) = dctx V^T
+void attn_context_grad_probs_reference(float* dprobs, const float* dctx, const float* qkv,
+                                       int64_t B, int64_t S, int64_t heads, int64_t d);
+// V third of dqkv = P^T dctx
+void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* probs, int64_t B,
+                                   int64_t S, int64_t heads, int64_t d);
+
+// One batched product of the attention backward, on strided views (no copies).
+class AttentionGrad {
+ public:
+  enum class Kind { scores_q, scores_k, context_probs, context_v };
+  AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale);
+  // scores_q/k: (dqkv, dscores, qkv); context_probs: (dprobs, dctx, qkv); context_v: (dqkv, dctx, probs)
+  void forward(float* out, const float* a, const float* b) const;
+
+ private:
+  Kind kind_;
+  int64_t H_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/dnnl_context.h"
 
@@ -70,6 +71,81 @@ void Softmax::forward(float* y, const float* x) const {
   prim_.execute(ctx.stream,
                 {{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)}, {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)}});
   ctx.stream.wait();
+}
+
+}  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+namespace {
+// One row of the layernorm backward; accumulates dgamma/dbeta into the given partial sums.
+template <typename Acc>
+void layernorm_backward_row(float* dx, Acc* dgamma, Acc* dbeta, const float* dy, const float* x,
+                            const float* gamma, int64_t H, float eps) {
+  Acc mean = 0, var = 0;
+  for (int64_t i = 0; i < H; ++i) mean += x[i];
+  mean /= H;
+  for (int64_t i = 0; i < H; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= H;
+  const Acc rstd = Acc(1) / std::sqrt(var + eps);
+  Acc sum_dxhat = 0, sum_dxhat_xhat = 0;
+  for (int64_t i = 0; i < H; ++i) {
+    Acc xhat = (x[i] - mean) * rstd, dxhat = Acc(dy[i]) * gamma[i];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * xhat;
+    dgamma[i] += Acc(dy[i]) * xhat;
+    dbeta[i] += dy[i];
+  }
+  sum_dxhat /= H;
+  sum_dxhat_xhat /= H;
+  for (int64_t i = 0; i < H; ++i) {
+    Acc xhat = (x[i] - mean) * rstd, dxhat = Acc(dy[i]) * gamma[i];
+    dx[i] = static_cast<float>(rstd * (dxhat - sum_dxhat - xhat * sum_dxhat_xhat));
+  }
+}
+}  // namespace
+
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, int64_t rows, int64_t H, float eps) {
+#pragma omp parallel
+  {
+    std::vector<float> dg(H, 0.f), db(H, 0.f);
+#pragma omp for schedule(static) nowait
+    for (int64_t r = 0; r < rows; ++r)
+      layernorm_backward_row(dx + r * H, dg.data(), db.data(), dy + r * H, x + r * H, gamma, H, eps);
+#pragma omp critical
+    for (int64_t i = 0; i < H; ++i) dgamma[i] += dg[i], dbeta[i] += db[i];
+  }
+}
+
+void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,
+                                  const float* x, const float* gamma, int64_t rows, int64_t H,
+                                  float eps) {
+  std::vector<double> dg(H, 0.0), db(H, 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    layernorm_backward_row(dx + r * H, dg.data(), db.data(), dy + r * H, x + r * H, gamma, H, eps);
+  for (int64_t i = 0; i < H; ++i) dgamma[i] += float(dg[i]), dbeta[i] += float(db[i]);
+}
+
+void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L) {
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *dyr = dy + r * L, *yr = y + r * L;
+    float dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t i = 0; i < L; ++i) dot += dyr[i] * yr[i];
+    float* dxr = dx + r * L;
+#pragma omp simd
+    for (int64_t i = 0; i < L; ++i) dxr[i] = yr[i] * (dyr[i] - dot);
+  }
+}
+
+void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows, int64_t L) {
+  for (int64_t r = 0; r < rows; ++r) {
+    double dot = 0;
+    for (int64_t i = 0; i < L; ++i) dot += double(dy[r * L + i]) * y[r * L + i];
+    for (int64_t i = 0; i < L; ++i) dx[r * L + i] = static_cast<float>(y[r * L + i] * (dy[r * L + i] - dot));
+  }
 }
 
 }  // namespace bertlab::ops

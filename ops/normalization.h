@@ -33,3 +33,19 @@ class Softmax {
 };
 
 }  // namespace bertlab::ops
+
+namespace bertlab::ops {
+
+// Layernorm backward, recomputing mean and rstd from x (no saved statistics):
+// dx (rows,H); dgamma (H) += sum dy * xhat; dbeta (H) += sum dy
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, int64_t rows, int64_t H, float eps);
+void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,
+                                  const float* x, const float* gamma, int64_t rows, int64_t H,
+                                  float eps);
+
+// dx (rows,L) = y * (dy - sum(dy * y)) from the softmax output y
+void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L);
+void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows, int64_t L);
+
+}  // namespace bertlab::ops

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "runtime/autodiff.h"
 #include "runtime/error.h"
 
 namespace bertlab {
@@ -16,7 +17,11 @@ namespace {
 
 struct Builder {
   const BertConfig& c;
+  const RunSpec& run;
   Graph g;
+  int dropout_salt = 0;
+
+  bool training() const { return run.mode == "train"; }
 
   int weight(const std::string& name, Shape shape) {
     return g.add_tensor(name, std::move(shape), DType::f32, Role::weight);
@@ -32,6 +37,11 @@ struct Builder {
     int beta = weight(param + ".bias", {c.hidden_size});
     return g.apply(OpKind::layernorm, node, {x, gamma, beta}, {{"eps", c.layer_norm_eps}});
   }
+  // Dropout in training graphs (when enabled and p > 0); identity otherwise.
+  int dropout(const std::string& node, int x, double p) {
+    if (!training() || !run.dropout || p <= 0) return x;
+    return g.apply(OpKind::dropout, node, {x}, {{"p", p}, {"salt", ++dropout_salt}});
+  }
 
   int encoder_layer(int64_t i, int x, int mask_bias) {
     const int64_t H = c.hidden_size;
@@ -46,8 +56,10 @@ struct Builder {
     score_attrs["scale"] = 1.0 / std::sqrt(static_cast<double>(c.head_size()));
     int scores = g.apply(OpKind::attn_scores, node + "attention.scores", {qkv, mask_bias}, score_attrs);
     int probs = g.apply(OpKind::softmax, node + "attention.softmax", {scores});
+    probs = dropout(node + "attention.dropout", probs, c.attention_probs_dropout_prob);
     int ctx = g.apply(OpKind::attn_context, node + "attention.context", {probs, qkv}, heads);
     int attn = linear(node + "attention.output", hf + "attention.output.dense", ctx, H, H);
+    attn = dropout(node + "attention.output.dropout", attn, c.hidden_dropout_prob);
     int res1 = g.apply(OpKind::add, node + "attention.residual", {attn, x});
     int h1 = layernorm(node + "attention.layernorm", hf + "attention.output.LayerNorm", res1);
 
@@ -55,6 +67,7 @@ struct Builder {
                        c.intermediate_size, H);
     int act = g.apply(OpKind::gelu, node + "ffn.gelu", {inter});
     int out = linear(node + "ffn.output", hf + "output.dense", act, H, c.intermediate_size);
+    out = dropout(node + "ffn.output.dropout", out, c.hidden_dropout_prob);
     int res2 = g.apply(OpKind::add, node + "ffn.residual", {out, h1});
     return layernorm(node + "ffn.layernorm", hf + "output.LayerNorm", res2);
   }
@@ -68,37 +81,54 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   check(run.seq <= c.max_position_embeddings,
         "sequence length {} exceeds max_position_embeddings {} of the config", run.seq,
         c.max_position_embeddings);
-  Builder b{c, {}};
+  check(run.mode == "infer" || run.mode == "train", "mode '{}' is not infer or train", run.mode);
+  const bool train = run.mode == "train";
+  check(!train || run.heads == Heads::pretraining, "training needs the pretraining heads");
+  Builder b{c, run, {}};
   Graph& g = b.g;
-  const int64_t H = c.hidden_size;
-  int ids = g.add_tensor("input_ids", {run.batch, run.seq}, DType::i32, Role::input);
-  int types = g.add_tensor("token_type_ids", {run.batch, run.seq}, DType::i32, Role::input);
-  int mask = g.add_tensor("attention_mask", {run.batch, run.seq}, DType::i32, Role::input);
+  const int64_t H = c.hidden_size, B = run.batch, S = run.seq, P = run.predictions();
+  int ids = g.add_tensor("input_ids", {B, S}, DType::i32, Role::input);
+  int types = g.add_tensor("token_type_ids", {B, S}, DType::i32, Role::input);
+  int mask = g.add_tensor("attention_mask", {B, S}, DType::i32, Role::input);
 
   int word = b.weight("bert.embeddings.word_embeddings.weight", {c.vocab_size, H});
   int pos = b.weight("bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, H});
   int type = b.weight("bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, H});
   int emb = g.apply(OpKind::embedding, "embeddings", {ids, types, word, pos, type});
   int x = b.layernorm("embeddings.layernorm", "bert.embeddings.LayerNorm", emb);
+  x = b.dropout("embeddings.dropout", x, c.hidden_dropout_prob);
   int mask_bias = g.apply(OpKind::mask_bias, "attention.mask_bias", {mask});
 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = b.encoder_layer(i, x, mask_bias);
-  g.mark_output(x, "last_hidden_state");
+  if (!train) g.mark_output(x, "last_hidden_state");
 
   int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
   int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
   int pooled = g.apply(OpKind::tanh, "pooler.tanh", {pooled_pre});
-  g.mark_output(pooled, "pooler_output");
+  if (!train) g.mark_output(pooled, "pooler_output");
 
   if (run.heads == Heads::pretraining) {
-    int t = b.linear("mlm.transform", "cls.predictions.transform.dense", x, H, H);
+    // Training runs the MLM head on the masked positions only.
+    int mlm_in = x;
+    if (train) {
+      int positions = g.add_tensor("masked_lm_positions", {B, P}, DType::i32, Role::input);
+      mlm_in = g.apply(OpKind::gather_rows, "mlm.gather", {x, positions});
+    }
+    int t = b.linear("mlm.transform", "cls.predictions.transform.dense", mlm_in, H, H);
     t = g.apply(OpKind::gelu, "mlm.gelu", {t});
     t = b.layernorm("mlm.layernorm", "cls.predictions.transform.LayerNorm", t);
     int decoder_bias = b.weight("cls.predictions.bias", {c.vocab_size});
     int logits = g.apply(OpKind::linear, "mlm.decoder", {t, word, decoder_bias});
-    g.mark_output(logits, "mlm_logits");
     int nsp = b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
-    g.mark_output(nsp, "nsp_logits");
+    if (train) {
+      int labels = g.add_tensor("masked_lm_labels", {B * P}, DType::i32, Role::input);
+      int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
+      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}), "mlm_loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}), "nsp_loss");
+    } else {
+      g.mark_output(logits, "mlm_logits");
+      g.mark_output(nsp, "nsp_logits");
+    }
   }
   g.meta = {{"config", config_to_json(c)},
             {"run",
@@ -106,6 +136,13 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
               {"seq", run.seq},
               {"mode", run.mode},
               {"heads", run.heads == Heads::pretraining ? "pretraining" : "none"}}}};
+  if (train) {
+    g.meta["run"]["max_predictions"] = P;
+    g.meta["run"]["dropout"] = run.dropout;
+    g.meta["run"]["optimizer"] = run.optimizer;
+    append_backward(g, {"mlm.loss", "nsp.loss"});
+    append_optimizer(g, run.optimizer);
+  }
   return g;
 }
 

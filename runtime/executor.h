@@ -1,6 +1,8 @@
 #pragma once
 // Runs a graph: every kernel (oneDNN primitive, packed weights) is made once at construction;
-// run() only executes them, in graph order, on buffers planned once.
+// run() only executes them, in graph order, on buffers planned once. Training graphs also need
+// a TrainingState (gradients and optimizer moments, flat arenas laid out like the parameters)
+// and a StepContext (step counters, loss denominators, optimizer hyper-parameters).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -14,36 +16,78 @@
 
 namespace bertlab {
 
+// Gradients and AdamW/LAMB moments: one flat arena each, with the parameters' layout, so the
+// optimizer, the checkpoint and an allreduce each touch one buffer.
+struct TrainingState {
+  ParamStore grads, exp_avg, exp_avg_sq;
+  explicit TrainingState(const ParamStore& params)
+      : grads(ParamStore::like(params)), exp_avg(ParamStore::like(params)),
+        exp_avg_sq(ParamStore::like(params)) {}
+};
+
+// What changes between runs of a training graph.
+struct StepContext {
+  uint64_t seed = 0;          // dropout stream
+  int64_t step = 1;           // optimizer step, 1-based (bias corrections, dropout stream)
+  int64_t micro = 0;          // micro-batch within the step (dropout stream)
+  float mlm_denominator = 1;  // masked tokens in the whole (accumulated) batch
+  float nsp_denominator = 1;  // sequences in the whole (accumulated) batch
+  float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
+  float max_grad_norm = 1.0f;  // <= 0: no clipping
+  double grad_norm = 0;        // written by the grad_norm node
+};
+
+enum PhaseMask : unsigned {
+  kForward = 1u << 0,
+  kBackward = 1u << 1,
+  kOptimizer = 1u << 2,
+  kAllPhases = kForward | kBackward | kOptimizer | (1u << 3),
+};
+
 class Executor {
  public:
-  // `params` must outlive the executor; weights are packed from it now and by repack_weights().
-  Executor(Graph graph, const ParamStore& params);
+  // `params` (and `state`) must outlive the executor. Inference graphs pack their weights once
+  // (and again on repack_weights()); training graphs pack each weight just before its GEMM into
+  // one shared scratch buffer, since the weights change every step.
+  Executor(Graph graph, ParamStore& params, TrainingState* state = nullptr);
+  // Inference only: the parameters are read, never written.
+  Executor(Graph graph, const ParamStore& params)
+      : Executor(std::move(graph), const_cast<ParamStore&>(params), nullptr) {}
   ~Executor();
 
   const Graph& graph() const { return graph_; }
   const MemoryPlan& plan() const { return plan_; }
   int64_t packed_weight_bytes() const { return packed_weight_bytes_; }
+  StepContext& context() { return context_; }
+  bool training() const { return state_ != nullptr; }
 
-  // Graph input buffer (input_ids, token_type_ids, attention_mask), int32, planned in the arena.
+  // Graph input buffer (input_ids, token_type_ids, attention_mask, ...), int32, in the arena.
   int32_t* input(const std::string& name);
-  // Graph output by public name (last_hidden_state, ...), valid until the next run().
+  // Graph output by public name (last_hidden_state, mlm_loss, ...), valid until the next run().
   const float* output(const std::string& name) const;
   Shape output_shape(const std::string& name) const;
   const float* tensor_data(int tensor_id) const;
 
-  // Executes every node once. With `node_seconds`, times each node (resized to nodes().size()).
-  void run(std::vector<double>* node_seconds = nullptr);
-  // Re-reads the weights from the parameter store (after they changed).
+  // Executes the nodes of the selected phases once, in order. With `node_seconds`, times each
+  // node (resized to nodes().size(); nodes not run get 0).
+  void run(std::vector<double>* node_seconds = nullptr, unsigned phases = kAllPhases);
+  // Re-reads the weights from the parameter store (inference graphs, after they changed).
   void repack_weights();
 
  private:
   void* buffer(int tensor_id) const;
-  std::function<void()> make_step(const Node& n);
+  float* f32(int tensor_id) const { return static_cast<float*>(buffer(tensor_id)); }
+  const int32_t* i32(int tensor_id) const { return static_cast<const int32_t*>(buffer(tensor_id)); }
+  std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
+  std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
 
   Graph graph_;
-  const ParamStore& params_;
+  ParamStore& params_;
+  TrainingState* state_;
   MemoryPlan plan_;
   AlignedBuffer<std::byte> arena_;
+  AlignedBuffer<std::byte> pack_scratch_;  // training: packed weights of the GEMM running now
+  StepContext context_;
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;
   int64_t packed_weight_bytes_ = 0;

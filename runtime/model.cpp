@@ -109,14 +109,50 @@ void validate_inputs(const BertInputs& in, const BertConfig& c, const std::strin
   }
 }
 
+int64_t BertInputs::masked_count() const {
+  return std::count_if(masked_lm_labels.begin(), masked_lm_labels.end(),
+                       [](int32_t l) { return l != -100; });
+}
+
+void set_dense_mlm_labels(BertInputs& in, const std::vector<int32_t>& dense, int64_t P,
+                          const std::string& origin) {
+  check(static_cast<int64_t>(dense.size()) == in.batch * in.seq,
+        "{}: masked_lm_labels has {} values, expected {} x {}", origin, dense.size(), in.batch, in.seq);
+  in.max_predictions = P;
+  in.masked_lm_positions.assign(in.batch * P, 0);
+  in.masked_lm_labels.assign(in.batch * P, -100);
+  for (int64_t b = 0; b < in.batch; ++b) {
+    int64_t slot = 0;
+    for (int64_t s = 0; s < in.seq; ++s) {
+      const int32_t label = dense[b * in.seq + s];
+      if (label == -100) continue;
+      check(slot < P, "{}: sequence {} has more than {} masked positions", origin, b, P);
+      in.masked_lm_positions[b * P + slot] = static_cast<int32_t>(s);
+      in.masked_lm_labels[b * P + slot] = label;
+      ++slot;
+    }
+  }
+}
+
 void set_inputs(Executor& ex, const BertInputs& in) {
   const auto& g = ex.graph();
   const auto& shape = g.tensor(g.tensor_id("input_ids")).shape;
   check(shape == Shape{in.batch, in.seq}, "inputs are [{}, {}], the graph was built for {}",
         in.batch, in.seq, shape_str(shape));
-  std::copy(in.input_ids.begin(), in.input_ids.end(), ex.input("input_ids"));
-  std::copy(in.token_type_ids.begin(), in.token_type_ids.end(), ex.input("token_type_ids"));
-  std::copy(in.attention_mask.begin(), in.attention_mask.end(), ex.input("attention_mask"));
+  auto copy = [&](const std::string& name, const std::vector<int32_t>& values) {
+    auto id = g.find_tensor(name);
+    if (!id) return;
+    check(static_cast<int64_t>(values.size()) == g.tensor(*id).numel(),
+          "input '{}' has {} values, the graph expects {}", name, values.size(),
+          shape_str(g.tensor(*id).shape));
+    std::copy(values.begin(), values.end(), ex.input(name));
+  };
+  copy("input_ids", in.input_ids);
+  copy("token_type_ids", in.token_type_ids);
+  copy("attention_mask", in.attention_mask);
+  copy("masked_lm_positions", in.masked_lm_positions);
+  copy("masked_lm_labels", in.masked_lm_labels);
+  copy("next_sentence_labels", in.next_sentence_labels);
 }
 
 }  // namespace bertlab

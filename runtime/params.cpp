@@ -22,6 +22,22 @@ ParamStore ParamStore::for_graph(const Graph& g) {
   return p;
 }
 
+ParamStore ParamStore::like(const ParamStore& other) {
+  ParamStore p;
+  p.params_ = other.params_;
+  p.index_ = other.index_;
+  p.arena_ = AlignedBuffer<float>(other.arena_.size());
+  p.zero();
+  return p;
+}
+
+void ParamStore::zero() {
+  float* d = arena_.data();
+  const int64_t n = static_cast<int64_t>(arena_.size());
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) d[i] = 0.f;
+}
+
 const ParamInfo& ParamStore::info(const std::string& name) const {
   auto it = index_.find(name);
   check(it != index_.end(), "model has no parameter named '{}'", name);

@@ -23,6 +23,9 @@ class ParamStore {
   ParamStore() = default;
   // One slice per weight tensor of the graph, in graph order.
   static ParamStore for_graph(const Graph& g);
+  // Another arena with the same layout, zeroed (gradients, optimizer moments).
+  static ParamStore like(const ParamStore& other);
+  void zero();
 
   const std::vector<ParamInfo>& params() const { return params_; }
   const ParamInfo& info(const std::string& name) const;

@@ -1,0 +1,93 @@
+#include "ops/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+
+namespace bertlab::ops {
+
+namespace {
+void check_label(int32_t label, int64_t row, int64_t C) {
+  check(label == kIgnoreLabel || (label >= 0 && label < C),
+        "cross-entropy label {} at row {} is outside [0, {}) and is not {}", label, row, C,
+        kIgnoreLabel);
+}
+}  // namespace
+
+CrossEntropyStats cross_entropy_forward(const float* logits, const int32_t* labels, int64_t N,
+                                        int64_t C) {
+  for (int64_t r = 0; r < N; ++r) check_label(labels[r], r, C);
+  double loss = 0, correct = 0, count = 0;
+#pragma omp parallel for schedule(static) reduction(+ : loss, correct, count)
+  for (int64_t r = 0; r < N; ++r) {
+    if (labels[r] == kIgnoreLabel) continue;
+    const float* x = logits + r * C;
+    float mx = x[0];
+    int64_t arg = 0;
+    for (int64_t i = 1; i < C; ++i)
+      if (x[i] > mx) mx = x[i], arg = i;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < C; ++i) sum += std::exp(x[i] - mx);
+    loss += std::log(double(sum)) + mx - x[labels[r]];
+    correct += arg == labels[r];
+    count += 1;
+  }
+  return {loss, correct, count};
+}
+
+CrossEntropyStats cross_entropy_forward_reference(const float* logits, const int32_t* labels,
+                                                  int64_t N, int64_t C) {
+  CrossEntropyStats s;
+  for (int64_t r = 0; r < N; ++r) {
+    check_label(labels[r], r, C);
+    if (labels[r] == kIgnoreLabel) continue;
+    const float* x = logits + r * C;
+    const int64_t arg = std::max_element(x, x + C) - x;
+    const double mx = x[arg];
+    double sum = 0;
+    for (int64_t i = 0; i < C; ++i) sum += std::exp(double(x[i]) - mx);
+    s.loss_sum += std::log(sum) + mx - x[labels[r]];
+    s.correct += arg == labels[r];
+    s.count += 1;
+  }
+  return s;
+}
+
+void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* labels, int64_t N,
+                            int64_t C, float denominator) {
+  const float inv = 1.f / denominator;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < N; ++r) {
+    const float* x = logits + r * C;
+    float* d = dlogits + r * C;
+    if (labels[r] == kIgnoreLabel) {
+      std::fill_n(d, C, 0.f);
+      continue;
+    }
+    float mx = *std::max_element(x, x + C), sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < C; ++i) sum += (d[i] = std::exp(x[i] - mx));
+    const float scale = inv / sum;
+#pragma omp simd
+    for (int64_t i = 0; i < C; ++i) d[i] *= scale;
+    d[labels[r]] -= inv;
+  }
+}
+
+void cross_entropy_backward_reference(float* dlogits, const float* logits, const int32_t* labels,
+                                      int64_t N, int64_t C, float denominator) {
+  for (int64_t r = 0; r < N; ++r) {
+    const float* x = logits + r * C;
+    for (int64_t i = 0; i < C; ++i) dlogits[r * C + i] = 0.f;
+    if (labels[r] == kIgnoreLabel) continue;
+    const double mx = *std::max_element(x, x + C);
+    double sum = 0;
+    for (int64_t i = 0; i < C; ++i) sum += std::exp(double(x[i]) - mx);
+    for (int64_t i = 0; i < C; ++i)
+      dlogits[r * C + i] = static_cast<float>((std::exp(double(x[i]) - mx) / sum - (i == labels[r])) / denominator);
+  }
+}
+
+}  // namespace bertlab::ops

@@ -1,0 +1,107 @@
+#include "ops/optimizer.h"
+
+#include <cmath>
+#include <vector>
+
+namespace bertlab::ops {
+
+double sum_of_squares(const float* g, int64_t n) {
+  double total = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : total)
+  for (int64_t i = 0; i < n; ++i) total += double(g[i]) * g[i];
+  return total;
+}
+
+namespace {
+struct Corrections {
+  float c1, c2;  // 1 / (1 - beta^t)
+};
+Corrections corrections(const AdamHyper& h) {
+  return {static_cast<float>(1.0 / (1.0 - std::pow(double(h.beta1), double(h.step)))),
+          static_cast<float>(1.0 / (1.0 - std::pow(double(h.beta2), double(h.step))))};
+}
+}  // namespace
+
+void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
+                  bool decay) {
+  const auto [c1, c2] = corrections(h);
+  const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, lr = h.lr, eps = h.eps;
+  const float keep = decay ? 1.f - h.lr * h.weight_decay : 1.f;
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * s;
+    m[i] = b1 * m[i] + (1.f - b1) * gi;
+    v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+    p[i] = p[i] * keep - lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
+  }
+}
+
+void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_t n,
+                            const AdamHyper& h, bool decay) {
+  const double c1 = 1.0 - std::pow(double(h.beta1), double(h.step));
+  const double c2 = 1.0 - std::pow(double(h.beta2), double(h.step));
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = double(g[i]) * h.grad_scale;
+    m[i] = float(h.beta1 * double(m[i]) + (1.0 - h.beta1) * gi);
+    v[i] = float(h.beta2 * double(v[i]) + (1.0 - h.beta2) * gi * gi);
+    double pi = p[i];
+    if (decay) pi *= 1.0 - double(h.lr) * h.weight_decay;
+    p[i] = float(pi - h.lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + h.eps));
+  }
+}
+
+namespace {
+void lamb_update_tensor(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
+                        bool decay) {
+  const auto [c1, c2] = corrections(h);
+  const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, eps = h.eps;
+  const float wd = decay ? h.weight_decay : 0.f;
+  // Pass 1: moments, and the norms of the parameter and of the update direction.
+  double p_norm2 = 0, u_norm2 = 0;
+#pragma omp parallel for simd schedule(static) reduction(+ : p_norm2, u_norm2)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * s;
+    m[i] = b1 * m[i] + (1.f - b1) * gi;
+    v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
+    p_norm2 += double(p[i]) * p[i];
+    u_norm2 += double(u) * u;
+  }
+  const double pn = std::sqrt(p_norm2), un = std::sqrt(u_norm2);
+  const float step = h.lr * static_cast<float>(pn > 0 && un > 0 ? pn / un : 1.0);
+  // Pass 2: the update, recomputed from the new moments (no temporary buffer).
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
+    p[i] -= step * u;
+  }
+}
+}  // namespace
+
+void lamb_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
+                 bool decay, int segments) {
+  const int64_t part = n / segments;
+  for (int s = 0; s < segments; ++s)
+    lamb_update_tensor(p + s * part, m + s * part, v + s * part, g + s * part, part, h, decay);
+}
+
+void lamb_update_reference(float* p, float* m, float* v, const float* g, int64_t n,
+                           const AdamHyper& h, bool decay) {
+  const double c1 = 1.0 - std::pow(double(h.beta1), double(h.step));
+  const double c2 = 1.0 - std::pow(double(h.beta2), double(h.step));
+  std::vector<double> u(n);
+  double pn = 0, un = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = double(g[i]) * h.grad_scale;
+    m[i] = float(h.beta1 * double(m[i]) + (1.0 - h.beta1) * gi);
+    v[i] = float(h.beta2 * double(v[i]) + (1.0 - h.beta2) * gi * gi);
+    u[i] = (m[i] / c1) / (std::sqrt(v[i] / c2) + h.eps) + (decay ? h.weight_decay * double(p[i]) : 0.0);
+    pn += double(p[i]) * p[i];
+    un += u[i] * u[i];
+  }
+  pn = std::sqrt(pn), un = std::sqrt(un);
+  const double trust = pn > 0 && un > 0 ? pn / un : 1.0;
+  for (int64_t i = 0; i < n; ++i) p[i] = float(p[i] - h.lr * trust * u[i]);
+}
+
+}  // namespace bertlab::ops

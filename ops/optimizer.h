@@ -1,0 +1,30 @@
+#pragma once
+// Optimizer updates on one parameter tensor (a slice of the flat arenas): AdamW (decoupled
+// weight decay, as torch.optim.AdamW) and LAMB (per-tensor trust ratio, as NVIDIA's BERT
+// recipe). Both bias-correct the moments; the gradient is first multiplied by grad_scale
+// (global-norm clipping).
+#include <cstdint>
+
+namespace bertlab::ops {
+
+struct AdamHyper {
+  float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
+  int64_t step = 1;        // 1-based optimizer step, for the bias corrections
+  float grad_scale = 1.f;  // clipping factor applied to the gradient
+};
+
+// Sum of squares of g (n), accumulated in double.
+double sum_of_squares(const float* g, int64_t n);
+
+// param p, first and second moments m and v, gradient g; decay: apply weight decay to this tensor.
+void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay);
+void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
+                            bool decay);
+// LAMB computes one trust ratio per tensor; a fused tensor made of `segments` equal contiguous
+// parts (the stacked query/key/value) gets one per part, as the separate tensors would.
+void lamb_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay,
+                 int segments = 1);
+void lamb_update_reference(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
+                           bool decay);
+
+}  // namespace bertlab::ops

@@ -1,0 +1,225 @@
+#include "runtime/autodiff.h"
+
+#include <map>
+
+#include "runtime/error.h"
+#include "runtime/op_rules.h"
+
+namespace bertlab {
+
+std::string grad_name(const std::string& p) { return "grad:" + p; }
+std::string exp_avg_name(const std::string& p) { return "exp_avg:" + p; }
+std::string exp_avg_sq_name(const std::string& p) { return "exp_avg_sq:" + p; }
+std::string param_of(const std::string& t) {
+  auto colon = t.find(':');
+  return colon == std::string::npos ? t : t.substr(colon + 1);
+}
+
+bool decays(const std::string& p) {
+  return p.find("bias") == std::string::npos && p.find("LayerNorm") == std::string::npos;
+}
+
+namespace {
+
+class Differentiator {
+ public:
+  explicit Differentiator(Graph& g) : g_(g) {}
+
+  void run(const std::vector<std::string>& loss_nodes) {
+    const int forward_count = static_cast<int>(g_.nodes().size());
+    std::vector<bool> is_loss(forward_count, false);
+    for (const auto& name : loss_nodes) {
+      auto id = g_.find_node(name);
+      check(id.has_value(), "loss node '{}' is not in the graph", name);
+      is_loss[*id] = true;
+    }
+    for (int id = forward_count - 1; id >= 0; --id) {
+      const Node n = g_.node(id);  // copy: emitting nodes reallocates the node list
+      if (is_loss[id]) {
+        seed_loss(n);
+      } else if (n.kind != OpKind::cross_entropy) {
+        backward(n);
+      }
+    }
+  }
+
+ private:
+  // Emits a backward node; outputs[i] >= 0 names an existing tensor, -1 asks for a new one.
+  std::vector<int> emit(OpKind kind, const std::string& name, std::vector<int> inputs,
+                        std::vector<int> outputs, nlohmann::json attrs = nlohmann::json::object(),
+                        Phase phase = Phase::backward) {
+    Node n;
+    n.name = name;
+    n.kind = kind;
+    n.inputs = std::move(inputs);
+    n.attrs = std::move(attrs);
+    n.phase = phase;
+    auto shapes = infer_outputs(g_, n);
+    outputs.resize(shapes.size(), -1);
+    for (size_t i = 0; i < shapes.size(); ++i)
+      if (outputs[i] < 0)
+        outputs[i] = g_.add_tensor(shapes.size() == 1 ? name + ".out" : fmt::format("{}.out{}", name, i),
+                                   shapes[i].first, shapes[i].second, Role::activation);
+    n.outputs = outputs;
+    g_.append_node(std::move(n));
+    return outputs;
+  }
+  int emit1(OpKind kind, const std::string& name, std::vector<int> inputs,
+            nlohmann::json attrs = nlohmann::json::object()) {
+    return emit(kind, name, std::move(inputs), {}, std::move(attrs))[0];
+  }
+
+  int param_grad(int weight) {
+    auto it = param_grads_.find(weight);
+    if (it != param_grads_.end()) return it->second;
+    const auto& w = g_.tensor(weight);
+    check(w.role == Role::weight, "tensor '{}' is not a parameter", w.name);
+    int id = g_.add_tensor(grad_name(w.name), w.shape, DType::f32, Role::gradient);
+    param_grads_[weight] = id;
+    return id;
+  }
+
+  // Adds a gradient contribution to an activation (summing when one already exists).
+  void contribute(int tensor, int grad) {
+    const auto role = g_.tensor(tensor).role;
+    if (role == Role::input || role == Role::weight) return;
+    auto it = grads_.find(tensor);
+    if (it == grads_.end()) {
+      grads_[tensor] = grad;
+      return;
+    }
+    it->second = emit1(OpKind::add, g_.tensor(tensor).name + ".grad_sum", {it->second, grad});
+  }
+
+  int grad_of(int tensor) const {
+    auto it = grads_.find(tensor);
+    return it == grads_.end() ? -1 : it->second;
+  }
+
+  void seed_loss(const Node& n) {
+    const std::string loss = n.name.substr(0, n.name.find('.'));  // mlm | nsp
+    int dlogits = emit1(OpKind::cross_entropy_grad, n.name + ".grad", {n.inputs[0], n.inputs[1]},
+                        {{"loss", loss}});
+    contribute(n.inputs[0], dlogits);
+  }
+
+  void backward(const Node& n) {
+    const int dy = grad_of(n.outputs[0]);
+    if (dy < 0) return;  // nothing downstream needs this node
+    const auto& in = n.inputs;
+    const std::string& name = n.name;
+    switch (n.kind) {
+      case OpKind::linear: {
+        check(n.attrs.value("activation", "none") == "none",
+              "node '{}': a linear with a fused activation has no backward rule; differentiate "
+              "before fusing", name);
+        contribute(in[0], emit1(OpKind::linear_grad_input, name + ".grad_input", {dy, in[1]}));
+        emit(OpKind::linear_grad_weight, name + ".grad_weight", {dy, in[0]},
+             {param_grad(in[1]), param_grad(in[2])});
+        if (in.size() > 3) contribute(in[3], dy);  // fused residual
+        return;
+      }
+      case OpKind::add:
+        contribute(in[0], dy);
+        contribute(in[1], dy);
+        return;
+      case OpKind::layernorm: {
+        auto outs = emit(OpKind::layernorm_grad, name + ".grad", {dy, in[0], in[1]},
+                         {-1, param_grad(in[1]), param_grad(in[2])}, n.attrs);
+        contribute(in[0], outs[0]);
+        return;
+      }
+      case OpKind::gelu:
+        contribute(in[0], emit1(OpKind::gelu_grad, name + ".grad", {dy, in[0]}));
+        return;
+      case OpKind::tanh:
+        contribute(in[0], emit1(OpKind::tanh_grad, name + ".grad", {dy, n.outputs[0]}));
+        return;
+      case OpKind::dropout:
+        contribute(in[0], emit1(OpKind::dropout_grad, name + ".grad", {dy}, n.attrs));
+        return;
+      case OpKind::softmax:
+        contribute(in[0], emit1(OpKind::softmax_grad, name + ".grad", {dy, n.outputs[0]}));
+        return;
+      case OpKind::attn_context: {
+        // The V third of dqkv now; attn_scores' backward fills the Q and K thirds.
+        int dprobs = emit1(OpKind::attn_context_grad_probs, name + ".grad_probs", {dy, in[1]}, n.attrs);
+        pending_qkv_[in[1]] = emit1(OpKind::attn_context_grad_v, name + ".grad_v", {dy, in[0]}, n.attrs);
+        contribute(in[0], dprobs);
+        return;
+      }
+      case OpKind::attn_scores: {
+        auto it = pending_qkv_.find(in[0]);
+        check(it != pending_qkv_.end(), "node '{}': its qkv feeds no attn_context", name);
+        const int dqkv = it->second;
+        emit(OpKind::attn_scores_grad_q, name + ".grad_q", {dy, in[0]}, {dqkv}, n.attrs);
+        emit(OpKind::attn_scores_grad_k, name + ".grad_k", {dy, in[0]}, {dqkv}, n.attrs);
+        contribute(in[0], dqkv);
+        return;
+      }
+      case OpKind::first_token: {
+        int64_t seq = g_.tensor(in[0]).shape[1];
+        contribute(in[0], emit1(OpKind::first_token_grad, name + ".grad", {dy}, {{"seq", seq}}));
+        return;
+      }
+      case OpKind::gather_rows: {
+        int64_t seq = g_.tensor(in[0]).shape[1];
+        contribute(in[0], emit1(OpKind::gather_rows_grad, name + ".grad", {dy, in[1]}, {{"seq", seq}}));
+        return;
+      }
+      case OpKind::embedding:
+        emit(OpKind::embedding_grad, name + ".grad", {dy, in[0], in[1]},
+             {param_grad(in[2]), param_grad(in[3]), param_grad(in[4])},
+             {{"vocab", g_.tensor(in[2]).shape[0]},
+              {"positions", g_.tensor(in[3]).shape[0]},
+              {"types", g_.tensor(in[4]).shape[0]}});
+        return;
+      case OpKind::mask_bias:
+        return;  // depends on inputs only
+      default:
+        fail("node '{}': op kind {} has no backward rule", name, to_string(n.kind));
+    }
+  }
+
+  Graph& g_;
+  std::map<int, int> grads_;        // activation -> its gradient
+  std::map<int, int> param_grads_;  // weight -> its gradient tensor
+  std::map<int, int> pending_qkv_;  // qkv -> the dqkv whose V third is written
+};
+
+}  // namespace
+
+void append_backward(Graph& g, const std::vector<std::string>& loss_nodes) {
+  Differentiator(g).run(loss_nodes);
+}
+
+void append_optimizer(Graph& g, const std::string& optimizer) {
+  check(optimizer == "adamw" || optimizer == "lamb", "unknown optimizer '{}' (expected adamw or lamb)",
+        optimizer);
+  std::vector<int> grads;
+  for (const auto& t : g.tensors())
+    if (t.role == Role::gradient) grads.push_back(t.id);
+  check(!grads.empty(), "the graph has no parameter gradients to optimise");
+  int norm = g.node(g.add_node(OpKind::grad_norm, "optimizer.grad_norm", grads, {}, Phase::optimizer))
+                 .outputs[0];
+  const OpKind kind = optimizer == "adamw" ? OpKind::adamw_update : OpKind::lamb_update;
+  for (int grad : grads) {
+    const std::string param = param_of(g.tensor(grad).name);
+    const int p = g.tensor_id(param);
+    const Shape shape = g.tensor(p).shape;
+    int m = g.add_tensor(exp_avg_name(param), shape, DType::f32, Role::optimizer_state);
+    int v = g.add_tensor(exp_avg_sq_name(param), shape, DType::f32, Role::optimizer_state);
+    Node n;
+    n.name = "optimizer." + param;
+    n.kind = kind;
+    n.inputs = {p, grad, m, v, norm};
+    n.outputs = {p, m, v};
+    // LAMB's trust ratio is per Hugging Face tensor: the fused QKV counts as three.
+    const int segments = param.find("attention.self.qkv.") != std::string::npos ? 3 : 1;
+    n.attrs = {{"decay", decays(param)}, {"segments", segments}};
+    n.phase = Phase::optimizer;
+    g.append_node(std::move(n));
+  }
+}
+
+}  // namespace bertlab

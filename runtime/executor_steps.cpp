@@ -1,0 +1,245 @@
+// The kernel of every op kind, bound once to its buffers: Executor::make_step.
+#include <cmath>
+
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/normalization.h"
+#include "ops/optimizer.h"
+#include "runtime/error.h"
+#include "runtime/executor.h"
+
+namespace bertlab {
+
+std::function<void()> Executor::make_linear_step(const Node& n) {
+  auto gm = *node_gemm(graph_, n);
+  const bool residual = n.inputs.size() > 3;
+  auto act = ops::activation_from_string(n.attrs.value("activation", "none"));
+  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual);
+  float *y = f32(n.outputs[0]), *x = f32(n.inputs[0]), *w = f32(n.inputs[1]), *b = f32(n.inputs[2]);
+  float* r = residual ? f32(n.inputs[3]) : nullptr;
+  if (!training()) {
+    packed_weight_bytes_ += lin->packed_bytes();
+    repackers_.push_back([lin, w] { lin->pack_weights(w); });
+    return [=] { lin->forward(y, x, b, r); };
+  }
+  // Weights change every step: pack just before the GEMM into the shared scratch.
+  if (static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
+    pack_scratch_ = AlignedBuffer<std::byte>(static_cast<size_t>(lin->packed_bytes()));
+    packed_weight_bytes_ = lin->packed_bytes();
+  }
+  return [=, this] {
+    void* scratch = pack_scratch_.data();
+    lin->pack_weights_into(w, scratch);
+    lin->forward_packed(scratch, y, x, b, r);
+  };
+}
+
+std::function<void()> Executor::make_step(const Node& n) {
+  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
+  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
+  auto out_at = [&](size_t i) { return f32(n.outputs.at(i)); };
+  float* out = out_at(0);
+  const int64_t out_numel = graph_.tensor(n.outputs.at(0)).numel();
+  StepContext* ctx = &context_;
+  auto heads_and_d = [&](const Shape& qkv) {
+    int64_t heads = n.attrs.at("heads");
+    return std::pair{heads, qkv[2] / 3 / heads};
+  };
+
+  switch (n.kind) {
+    case OpKind::embedding: {
+      auto s = shape(0);
+      int64_t H = shape(2)[1];
+      const int32_t *ids = i32(n.inputs[0]), *types = i32(n.inputs[1]);
+      const float *word = in(2), *pos = in(3), *type = in(4);
+      return [=] { ops::embedding_forward(out, ids, types, word, pos, type, s[0], s[1], H); };
+    }
+    case OpKind::mask_bias: {
+      const int32_t* mask = i32(n.inputs[0]);
+      return [=] { ops::mask_bias_forward(out, mask, out_numel); };
+    }
+    case OpKind::linear:
+      return make_linear_step(n);
+    case OpKind::attn_scores: {
+      auto q = shape(0);
+      auto [heads, d] = heads_and_d(q);
+      auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>());
+      const float *qkv = in(0), *bias = in(1);
+      return [=] { op->forward(out, qkv, bias); };
+    }
+    case OpKind::softmax: {
+      auto s = shape(0);
+      auto op = std::make_shared<ops::Softmax>(numel(s) / s.back(), s.back());
+      const float* x = in(0);
+      return [=] { op->forward(out, x); };
+    }
+    case OpKind::attn_context: {
+      auto q = shape(1);
+      auto [heads, d] = heads_and_d(q);
+      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d);
+      const float *p = in(0), *qkv = in(1);
+      return [=] { op->forward(out, p, qkv); };
+    }
+    case OpKind::add: {
+      const float *a = in(0), *b = in(1);
+      return [=] { ops::add_forward(out, a, b, out_numel); };
+    }
+    case OpKind::layernorm: {
+      auto s = shape(0);
+      auto op = std::make_shared<ops::LayerNorm>(numel(s) / s.back(), s.back(), n.attrs.at("eps").get<float>());
+      const float *x = in(0), *gamma = in(1), *beta = in(2);
+      return [=] { op->forward(out, x, gamma, beta); };
+    }
+    case OpKind::gelu:
+    case OpKind::tanh: {
+      auto op = std::make_shared<ops::ActivationOp>(
+          out_numel, n.kind == OpKind::gelu ? ops::Activation::gelu : ops::Activation::tanh);
+      const float* x = in(0);
+      return [=] { op->forward(out, x); };
+    }
+    case OpKind::first_token: {
+      auto s = shape(0);
+      const float* x = in(0);
+      return [=] { ops::first_token_forward(out, x, s[0], s[1], s[2]); };
+    }
+    case OpKind::dropout:
+    case OpKind::dropout_grad: {
+      const float* x = in(0);
+      const float p = n.attrs.at("p").get<float>();
+      const uint64_t salt = n.attrs.at("salt").get<uint64_t>();
+      return [=] { ops::dropout_forward(out, x, out_numel, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)}); };
+    }
+    case OpKind::gather_rows: {
+      auto s = shape(0), pos = shape(1);
+      const float* x = in(0);
+      const int32_t* positions = i32(n.inputs[1]);
+      return [=] { ops::gather_rows_forward(out, x, positions, s[0], s[1], pos[1], s[2]); };
+    }
+    case OpKind::cross_entropy: {
+      auto s = shape(0);
+      const float* logits = in(0);
+      const int32_t* labels = i32(n.inputs[1]);
+      return [=] {
+        auto st = ops::cross_entropy_forward(logits, labels, s[0], s[1]);
+        out[0] = static_cast<float>(st.loss_sum), out[1] = static_cast<float>(st.correct),
+        out[2] = static_cast<float>(st.count);
+      };
+    }
+    case OpKind::cross_entropy_grad: {
+      auto s = shape(0);
+      const float* logits = in(0);
+      const int32_t* labels = i32(n.inputs[1]);
+      const bool mlm = n.attrs.at("loss") == "mlm";
+      return [=] {
+        ops::cross_entropy_backward(out, logits, labels, s[0], s[1],
+                                    mlm ? ctx->mlm_denominator : ctx->nsp_denominator);
+      };
+    }
+    case OpKind::linear_grad_input: {
+      auto gm = *node_gemm(graph_, n);
+      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n);
+      const float *dy = in(0), *w = in(1);
+      return [=] { op->forward(out, dy, w); };
+    }
+    case OpKind::linear_grad_weight: {
+      auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
+      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n);
+      const float *dy = in(0), *x = in(1);
+      float* db = out_at(1);
+      return [=] { op->forward(out, db, dy, x); };
+    }
+    case OpKind::attn_scores_grad_q:
+    case OpKind::attn_scores_grad_k:
+    case OpKind::attn_context_grad_probs:
+    case OpKind::attn_context_grad_v: {
+      using K = ops::AttentionGrad::Kind;
+      K kind = n.kind == OpKind::attn_scores_grad_q   ? K::scores_q
+               : n.kind == OpKind::attn_scores_grad_k ? K::scores_k
+               : n.kind == OpKind::attn_context_grad_probs ? K::context_probs
+                                                            : K::context_v;
+      Shape qkv = n.kind == OpKind::attn_context_grad_v
+                      ? Shape{shape(0)[0], shape(0)[1], 3 * shape(0)[2]}
+                      : shape(1);
+      auto [heads, d] = heads_and_d(qkv);
+      float scale = n.attrs.value("scale", 1.0f);
+      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale);
+      const float *a = in(0), *b = in(1);
+      return [=] { op->forward(out, a, b); };
+    }
+    case OpKind::softmax_grad: {
+      auto s = shape(0);
+      const float *dy = in(0), *y = in(1);
+      return [=] { ops::softmax_backward(out, dy, y, numel(s) / s.back(), s.back()); };
+    }
+    case OpKind::layernorm_grad: {
+      auto s = shape(1);
+      const float *dy = in(0), *x = in(1), *gamma = in(2);
+      float *dgamma = out_at(1), *dbeta = out_at(2);
+      const float eps = n.attrs.at("eps").get<float>();
+      return [=] { ops::layernorm_backward(out, dgamma, dbeta, dy, x, gamma, numel(s) / s.back(), s.back(), eps); };
+    }
+    case OpKind::gelu_grad:
+    case OpKind::tanh_grad: {
+      auto op = std::make_shared<ops::ActivationGrad>(
+          out_numel, n.kind == OpKind::gelu_grad ? ops::Activation::gelu : ops::Activation::tanh);
+      const float *dy = in(0), *v = in(1);
+      return [=] { op->forward(out, dy, v); };
+    }
+    case OpKind::embedding_grad: {
+      auto s = shape(0);
+      const float* dy = in(0);
+      const int32_t *ids = i32(n.inputs[1]), *types = i32(n.inputs[2]);
+      float *dpos = out_at(1), *dtype = out_at(2);
+      return [=] { ops::embedding_backward(out, dpos, dtype, dy, ids, types, s[0], s[1], s[2]); };
+    }
+    case OpKind::gather_rows_grad: {
+      auto dy_s = shape(0), pos = shape(1);
+      const float* dy = in(0);
+      const int32_t* positions = i32(n.inputs[1]);
+      const int64_t S = n.attrs.at("seq");
+      return [=] { ops::gather_rows_backward(out, dy, positions, pos[0], S, pos[1], dy_s[1]); };
+    }
+    case OpKind::first_token_grad: {
+      auto s = shape(0);
+      const float* dy = in(0);
+      const int64_t S = n.attrs.at("seq");
+      return [=] { ops::first_token_backward(out, dy, s[0], S, s[1]); };
+    }
+    case OpKind::grad_norm: {
+      std::vector<std::pair<const float*, int64_t>> grads;
+      for (int t : n.inputs) grads.emplace_back(f32(t), graph_.tensor(t).numel());
+      return [=] {
+        double total = 0;
+        for (const auto& [g, count] : grads) total += ops::sum_of_squares(g, count);
+        ctx->grad_norm = std::sqrt(total);
+        out[0] = static_cast<float>(ctx->grad_norm);
+      };
+    }
+    case OpKind::adamw_update:
+    case OpKind::lamb_update: {
+      float *p = in(0), *g = in(1), *m = in(2), *v = in(3);
+      const int64_t count = graph_.tensor(n.inputs[0]).numel();
+      const bool decay = n.attrs.at("decay").get<bool>();
+      const bool adamw = n.kind == OpKind::adamw_update;
+      const int segments = n.attrs.value("segments", 1);
+      return [=] {
+        if (!std::isfinite(ctx->grad_norm)) return;  // diverged: leave the parameters as they are
+        ops::AdamHyper h{ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->weight_decay, ctx->step, 1.f};
+        // Global-norm clipping as torch.nn.utils.clip_grad_norm_.
+        if (ctx->max_grad_norm > 0) {
+          const double coef = ctx->max_grad_norm / (ctx->grad_norm + 1e-6);
+          if (coef < 1) h.grad_scale = static_cast<float>(coef);
+        }
+        if (adamw)
+          ops::adamw_update(p, m, v, g, count, h, decay);
+        else
+          ops::lamb_update(p, m, v, g, count, h, decay, segments);
+      };
+    }
+  }
+  fail("node '{}': op kind {} has no kernel", n.name, to_string(n.kind));
+}
+
+}  // namespace bertlab

@@ -1,0 +1,106 @@
+#include "runtime/train_step.h"
+
+#include <cmath>
+
+#include "ops/optimizer.h"
+#include "runtime/bert_builder.h"
+#include "runtime/error.h"
+#include "runtime/fusion.h"
+
+namespace bertlab {
+
+namespace {
+Graph training_graph(const BertConfig& c, RunSpec run) {
+  run.mode = "train";
+  run.heads = Heads::pretraining;
+  Graph g = build_bert(c, run);
+  apply_fusions(g);
+  return g;
+}
+}  // namespace
+
+TrainStepper::TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed)
+    : model_(model),
+      run_([&] {
+        run.mode = "train";
+        run.optimizer = opt.name;
+        return run;
+      }()),
+      state_(model.params),
+      train_(training_graph(model.config, run_), model.params, &state_) {
+  auto& ctx = train_.context();
+  ctx.seed = seed;
+  ctx.beta1 = opt.beta1, ctx.beta2 = opt.beta2, ctx.eps = opt.eps;
+  ctx.weight_decay = opt.weight_decay, ctx.max_grad_norm = opt.max_grad_norm;
+}
+
+StepStats TrainStepper::collect(Executor& ex, StepStats acc) const {
+  const float* mlm = ex.output("mlm_loss");
+  const float* nsp = ex.output("nsp_loss");
+  acc.mlm_loss += mlm[0];
+  acc.mlm_accuracy += mlm[1];
+  acc.masked += static_cast<int64_t>(mlm[2]);
+  acc.nsp_loss += nsp[0];
+  acc.sequences += static_cast<int64_t>(nsp[2]);
+  return acc;
+}
+
+namespace {
+StepStats finish(StepStats s) {
+  s.mlm_loss = s.masked ? s.mlm_loss / s.masked : 0;
+  s.mlm_accuracy = s.masked ? s.mlm_accuracy / s.masked : 0;
+  s.nsp_loss = s.sequences ? s.nsp_loss / s.sequences : 0;
+  return s;
+}
+
+// The first parameter whose gradient holds a NaN or an infinity.
+std::string first_non_finite(const ParamStore& grads) {
+  for (const auto& p : grads.params()) {
+    const float* g = grads.data(p.name);
+    for (int64_t i = 0; i < p.numel(); ++i)
+      if (!std::isfinite(g[i])) return p.name;
+  }
+  return "(none)";
+}
+}  // namespace
+
+StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr) {
+  check(!micro.empty(), "a training step needs at least one micro-batch");
+  auto& ctx = train_.context();
+  int64_t masked = 0, sequences = 0;
+  for (const auto& mb : micro) masked += mb.masked_count(), sequences += mb.batch;
+  ctx.step = step;
+  ctx.lr = lr;
+  ctx.mlm_denominator = static_cast<float>(std::max<int64_t>(masked, 1));
+  ctx.nsp_denominator = static_cast<float>(sequences);
+  state_.grads.zero();
+  StepStats stats;
+  for (size_t k = 0; k < micro.size(); ++k) {
+    ctx.micro = static_cast<int64_t>(k);
+    set_inputs(train_, micro[k]);
+    train_.run(nullptr, kForward | kBackward);
+    stats = collect(train_, stats);
+  }
+  stats = finish(stats);
+  check(std::isfinite(stats.loss()), "step {}: the loss is not finite (masked LM {}, NSP {})",
+        step, stats.mlm_loss, stats.nsp_loss);
+  train_.run(nullptr, kOptimizer);
+  stats.grad_norm = ctx.grad_norm;
+  check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite; first: grad of '{}'",
+        step, first_non_finite(state_.grads));
+  return stats;
+}
+
+StepStats TrainStepper::evaluate(const BertInputs& batch) {
+  if (!eval_) {
+    RunSpec r = run_;
+    r.dropout = false;
+    r.batch = batch.batch;
+    eval_ = std::make_unique<Executor>(training_graph(model_.config, r), model_.params, &state_);
+  }
+  set_inputs(*eval_, batch);
+  eval_->run(nullptr, kForward);
+  return finish(collect(*eval_, {}));
+}
+
+}  // namespace bertlab

@@ -1,0 +1,52 @@
+#pragma once
+// One optimizer step over K micro-batches on a training graph: zero the gradients once, run
+// forward + backward per micro-batch (gradients accumulate), then the optimizer once.
+#include <span>
+#include <string>
+
+#include "runtime/executor.h"
+#include "runtime/model.h"
+
+namespace bertlab {
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | lamb
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
+  float max_grad_norm = 1.0f;  // <= 0: no clipping
+};
+
+struct StepStats {
+  double mlm_loss = 0, nsp_loss = 0;  // means over the whole accumulated batch
+  double mlm_accuracy = 0;
+  int64_t masked = 0, sequences = 0;
+  double grad_norm = 0;  // before clipping
+  double loss() const { return mlm_loss + nsp_loss; }
+};
+
+class TrainStepper {
+ public:
+  // Builds the training graph for micro-batches of `run.batch` x `run.seq` (run.mode = train).
+  TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed);
+
+  // One optimizer step (1-based `step`) with learning rate `lr`. Throws Error naming the step
+  // and the first non-finite tensor when the loss or a gradient is not finite; the parameters
+  // are then left as they were before the step.
+  StepStats step(std::span<const BertInputs> micro_batches, int64_t step, float lr);
+  // Losses of a batch without updating anything (no dropout).
+  StepStats evaluate(const BertInputs& batch);
+
+  Executor& executor() { return train_; }
+  TrainingState& state() { return state_; }
+  const RunSpec& run() const { return run_; }
+
+ private:
+  StepStats collect(Executor& ex, StepStats acc) const;
+
+  Model& model_;
+  RunSpec run_;
+  TrainingState state_;
+  Executor train_;
+  std::unique_ptr<Executor> eval_;  // built on first evaluate()
+};
+
+}  // namespace bertlab
