@@ -268,3 +268,24 @@ TEST_CASE("prepare rejects a corpus too small and leaves no partial output", "[p
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path)) ++entries;
   CHECK(entries == 1);
 }
+
+TEST_CASE("the random streams are pinned: prepared data must not change between builds", "[prepare]") {
+  // Values of this implementation (xoshiro256** seeded through SplitMix64) when the test was
+  // written; a change here changes every prepared dataset for a given seed.
+  Rng r(12345, {1, 2, 3});
+  CHECK(r.next() == 0x4f5aef45ad26ec0bull);
+  CHECK(r.next() == 0x8e3dbbf55724669aull);
+  CHECK(r.next() == 0x4a53e077674c2745ull);
+  Rng q(7);
+  CHECK(q.randint(0, 9) == 7);
+  CHECK(q.randint(-5, 5) == -2);
+  CHECK(Rng(1, {2}).next() != Rng(1, {3}).next());
+  Rng u(3);
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 40000; ++i) {
+    double x = u.uniform();
+    REQUIRE((x >= 0 && x < 1));
+    ++counts[static_cast<std::size_t>(u.randint(0, 3))];
+  }
+  for (int c : counts) CHECK(std::abs(c - 10000) < 400);
+}

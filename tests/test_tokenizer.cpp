@@ -150,3 +150,12 @@ TEST_CASE("basic tokenizer matches the reference on seeded random Unicode text",
   }
   CHECK(checked == 800);
 }
+
+TEST_CASE("truncation shorter than the special tokens is an error", "[tokenizer]") {
+  BertTokenizer tok(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
+  EncodeOptions o;
+  o.truncation = true;
+  o.max_length = 2;
+  CHECK_THROWS_WITH(tok.encode("a", std::string_view("b"), o), Catch::Contains("max_length 2 is shorter than the 3 special tokens"));
+  CHECK(tok.encode("a b c", std::nullopt, o).ids == std::vector<std::int32_t>{tok.cls_id(), tok.sep_id()});
+}
