@@ -1,0 +1,204 @@
+// The memory planner on real BERT graphs: no two tensors that are alive at the same time share
+// a byte, offsets are aligned, reuse never costs memory; and the executor, which runs on that
+// plan, gives identical outputs when it runs twice (graph inputs survive between runs).
+#include <catch2/catch.hpp>
+#include <fmt/core.h>
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/bert_builder.h"
+#include "runtime/executor.h"
+#include "runtime/fusion.h"
+#include "runtime/memory_plan.h"
+#include "runtime/model.h"
+
+using namespace bertlab;
+
+namespace {
+
+BertConfig small_config() {
+  BertConfig c;
+  c.vocab_size = 97;
+  c.hidden_size = 36;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 3;
+  c.intermediate_size = 52;
+  c.max_position_embeddings = 24;
+  return c;
+}
+
+Graph small_graph(int64_t batch, int64_t seq, bool fused) {
+  RunSpec run;
+  run.batch = batch;
+  run.seq = seq;
+  Graph g = build_bert(small_config(), run);
+  if (fused) apply_fusions(g);
+  return g;
+}
+
+// Lifetimes recomputed from the graph, independently of the planner: [first, last] node ids,
+// inclusive, so a node's inputs and outputs always overlap (kernels may not alias them).
+// Graph inputs live through the whole run (written before it, reused by the next) and graph
+// outputs until its end (read after it).
+struct Lifetime {
+  int first = 0, last = -1;
+};
+
+std::vector<Lifetime> lifetimes(const Graph& g) {
+  const int end = static_cast<int>(g.nodes().size());
+  std::vector<Lifetime> life(g.tensors().size(), Lifetime{end + 1, -1});
+  for (const auto& t : g.tensors())
+    if (t.role == Role::input) life[t.id] = {-1, end};
+  for (const auto& n : g.nodes()) {
+    for (int t : n.outputs) life[t].first = std::min(life[t].first, n.id), life[t].last = std::max(life[t].last, n.id);
+    for (int t : n.inputs) life[t].last = std::max(life[t].last, n.id);
+  }
+  for (const auto& [name, t] : g.outputs()) life[t].last = end;
+  return life;
+}
+
+void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment, const std::string& label) {
+  const auto life = lifetimes(g);
+  REQUIRE(plan.offset.size() == g.tensors().size());
+  std::vector<int> placed;
+  for (const auto& t : g.tensors()) {
+    const bool arena_role = t.role == Role::input || t.role == Role::activation;
+    if (!arena_role) {
+      CHECK(plan.offset[t.id] == -1);  // weights live in the parameter store
+      continue;
+    }
+    INFO(label << ": tensor " << t.name);
+    REQUIRE(plan.offset[t.id] >= 0);
+    CHECK(plan.offset[t.id] % alignment == 0);
+    CHECK(plan.offset[t.id] + t.bytes() <= plan.arena_bytes);
+    placed.push_back(t.id);
+  }
+  int64_t overlapping_pairs = 0, shared_pairs = 0;
+  for (size_t i = 0; i < placed.size(); ++i)
+    for (size_t j = i + 1; j < placed.size(); ++j) {
+      const auto &a = g.tensor(placed[i]), &b = g.tensor(placed[j]);
+      const bool alive_together = life[a.id].first <= life[b.id].last && life[b.id].first <= life[a.id].last;
+      const int64_t a0 = plan.offset[a.id], a1 = a0 + a.bytes();
+      const int64_t b0 = plan.offset[b.id], b1 = b0 + b.bytes();
+      const bool share_bytes = a0 < b1 && b0 < a1;
+      overlapping_pairs += alive_together;
+      shared_pairs += share_bytes;
+      if (alive_together && share_bytes)
+        FAIL_CHECK(label << ": " << a.name << " [" << a0 << ", " << a1 << ") and " << b.name
+                         << " [" << b0 << ", " << b1 << ") are alive together (nodes "
+                         << life[a.id].first << ".." << life[a.id].last << " and "
+                         << life[b.id].first << ".." << life[b.id].last << ") but share bytes");
+    }
+  CHECK(plan.arena_bytes <= plan.unshared_bytes);
+  CHECK(shared_pairs > 0);  // a BERT graph has plenty of dead activations to reuse
+  fmt::print("  {:<34} {:>3} tensors, {:>5} pairs alive together, {:>4} pairs sharing bytes, "
+             "arena {} B of {} B unshared\n",
+             label, placed.size(), overlapping_pairs, shared_pairs, plan.arena_bytes,
+             plan.unshared_bytes);
+}
+
+}  // namespace
+
+TEST_CASE("Memory plan: tensors alive together never share bytes", "[runtime]") {
+  for (bool fused : {true, false})
+    for (auto [batch, seq] : {std::pair<int64_t, int64_t>{2, 13}, {1, 1}})
+      for (int64_t alignment : {int64_t{64}, int64_t{256}}) {
+        Graph g = small_graph(batch, seq, fused);
+        MemoryPlan plan = plan_memory(g, alignment);
+        check_plan(g, plan,  alignment,
+                   fmt::format("{} B{} S{} align {}", fused ? "fused" : "unfused", batch, seq,
+                               alignment));
+      }
+}
+
+TEST_CASE("Memory plan: graph inputs and outputs live through the whole run", "[runtime]") {
+  Graph g = small_graph(2, 13, true);
+  MemoryPlan plan = plan_memory(g);
+  auto producer = [&](int tensor) {
+    for (const auto& n : g.nodes())
+      for (int t : n.outputs)
+        if (t == tensor) return n.id;
+    return -1;  // a graph input
+  };
+  auto overlaps = [&](int a, int b) {
+    const int64_t a0 = plan.offset[a], a1 = a0 + g.tensor(a).bytes();
+    const int64_t b0 = plan.offset[b], b1 = b0 + g.tensor(b).bytes();
+    return a0 < b1 && b0 < a1;
+  };
+  // Inputs are written before run() and read again by the next run: nothing may overlap them.
+  for (const char* name : {"input_ids", "token_type_ids", "attention_mask"}) {
+    const int in = g.tensor_id(name);
+    for (const auto& t : g.tensors()) {
+      if (t.id == in || plan.offset[t.id] < 0) continue;
+      INFO(name << " vs " << t.name);
+      CHECK_FALSE(overlaps(in, t.id));
+    }
+  }
+  // An output is read after run(): nothing written after it may overlap it.
+  for (const auto& [name, out] : g.outputs()) {
+    const int written = producer(out);
+    for (const auto& t : g.tensors()) {
+      if (t.id == out || plan.offset[t.id] < 0 || producer(t.id) <= written) continue;
+      INFO(name << " vs " << t.name << ", written later");
+      CHECK_FALSE(overlaps(out, t.id));
+    }
+  }
+}
+
+TEST_CASE("Executor: running twice gives identical outputs", "[runtime]") {
+  const BertConfig c = small_config();
+  Model m = init_model(c, Heads::pretraining, 7);
+  // Non-zero biases and layernorm parameters, so every term of every op matters.
+  for (const auto& p : m.params.params()) {
+    float* d = m.params.data(p.name);
+    if (p.shape.size() == 1)
+      for (int64_t i = 0; i < p.numel(); ++i) d[i] += 0.01f * float((i * 13) % 7 - 3);
+  }
+  BertInputs in;
+  in.batch = 2;
+  in.seq = 13;
+  for (int64_t i = 0; i < in.batch * in.seq; ++i) {
+    in.input_ids.push_back(static_cast<int32_t>((i * 31 + 5) % c.vocab_size));
+    in.token_type_ids.push_back(i % in.seq >= 7);
+    in.attention_mask.push_back(i < in.seq + 9);  // second sequence padded after 9 tokens
+  }
+  validate_inputs(in, c, "test batch");
+  RunSpec run;
+  run.batch = in.batch;
+  run.seq = in.seq;
+  Graph g = build_bert(c, run);
+  apply_fusions(g);
+  Executor ex(std::move(g), m.params);
+  set_inputs(ex, in);
+
+  const char* names[] = {"last_hidden_state", "pooler_output", "mlm_logits", "nsp_logits"};
+  auto snapshot = [&] {
+    std::vector<std::vector<float>> out;
+    for (const char* name : names) {
+      const float* p = ex.output(name);
+      out.emplace_back(p, p + numel(ex.output_shape(name)));
+    }
+    return out;
+  };
+  ex.run();
+  const auto first = snapshot();
+  ex.run();  // no set_inputs in between: the input buffers must not have been overwritten
+  const auto second = snapshot();
+  for (size_t i = 0; i < first.size(); ++i) {
+    INFO(names[i]);
+    CHECK(first[i] == second[i]);  // bit-identical: same kernels, same data
+  }
+  CHECK(std::equal(in.input_ids.begin(), in.input_ids.end(), ex.input("input_ids")));
+  CHECK(std::equal(in.attention_mask.begin(), in.attention_mask.end(), ex.input("attention_mask")));
+  CHECK(std::equal(in.token_type_ids.begin(), in.token_type_ids.end(), ex.input("token_type_ids")));
+
+  // The padding mask takes effect: changing a padded token leaves the first sequence and every
+  // unpadded position of the second unchanged.
+  in.input_ids[in.seq + 11] = 1;
+  set_inputs(ex, in);
+  ex.run();
+  const auto third = snapshot();
+  const int64_t H = c.hidden_size;
+  CHECK(std::equal(first[0].begin(), first[0].begin() + (in.seq + 9) * H, third[0].begin()));
+}
