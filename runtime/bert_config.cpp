@@ -1,6 +1,7 @@
 #include "runtime/bert_config.h"
 
 #include <fstream>
+#include <type_traits>
 
 #include "runtime/error.h"
 
@@ -11,6 +12,17 @@ namespace {
 template <typename T>
 void read_field(const nlohmann::json& j, const char* key, T& out, const std::string& origin) {
   if (!j.contains(key) || j.at(key).is_null()) return;
+  // nlohmann converts 48.5 and true to an integer silently; a size must be written as one.
+  if constexpr (std::is_integral_v<T>)
+    check(j.at(key).is_number_integer(),
+          "{}: field '{}' has the wrong type (expected an integer, got {})", origin, key,
+          j.at(key).dump());
+  if constexpr (std::is_floating_point_v<T>)
+    check(j.at(key).is_number(), "{}: field '{}' has the wrong type (expected a number, got {})",
+          origin, key, j.at(key).dump());
+  if constexpr (std::is_same_v<T, std::string>)
+    check(j.at(key).is_string(), "{}: field '{}' has the wrong type (expected a string, got {})",
+          origin, key, j.at(key).dump());
   try {
     out = j.at(key).get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -87,6 +99,9 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
 }
 
 BertConfig load_config(const std::filesystem::path& file) {
+  // Reading a directory throws std::ios_base::failure from inside the JSON parser.
+  check(!std::filesystem::is_directory(file), "{} is a directory, expected a config.json file",
+        file.string());
   std::ifstream in(file);
   check(in.good(), "cannot open config file {}", file.string());
   nlohmann::json j;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
@@ -92,10 +94,20 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
             file, name, offsets[0], offsets[1], data_size);
       int64_t eb = dtype_bytes(t.dtype);
       check(eb > 0, "{}: tensor '{}': unknown dtype '{}'", file, name, t.dtype);
-      for (auto d : t.shape) check(d >= 0, "{}: tensor '{}': negative dimension", file, name);
-      check(static_cast<uint64_t>(numel(t.shape) * eb) == offsets[1] - offsets[0],
+      // Huge dimensions must not overflow into a small byte count that matches the offsets.
+      const bool empty = std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end();
+      uint64_t need = empty ? 0 : static_cast<uint64_t>(eb);
+      for (auto d : t.shape) {
+        check(d >= 0, "{}: tensor '{}': negative dimension", file, name);
+        if (empty) continue;
+        check(need <= std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d),
+              "{}: tensor '{}': shape {} is too large (its byte count overflows)", file, name,
+              shape_str(t.shape));
+        need *= static_cast<uint64_t>(d);
+      }
+      check(need == offsets[1] - offsets[0],
             "{}: tensor '{}': shape {} of {} needs {} bytes, data_offsets give {}", file, name,
-            shape_str(t.shape), t.dtype, numel(t.shape) * eb, offsets[1] - offsets[0]);
+            shape_str(t.shape), t.dtype, need, offsets[1] - offsets[0]);
       t.data = bytes_.data() + data_start + offsets[0];
       t.nbytes = offsets[1] - offsets[0];
     } catch (const nlohmann::json::exception& e) {
