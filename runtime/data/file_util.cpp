@@ -25,6 +25,17 @@ std::string read_file(const std::filesystem::path& file) {
   return bytes;
 }
 
+std::string read_file_prefix(const std::filesystem::path& file, std::size_t bytes) {
+  std::error_code ec;
+  check(std::filesystem::is_regular_file(file, ec), "{}: no such file", file.string());
+  std::ifstream in(file, std::ios::binary);
+  check(in.good(), "{}: cannot open for reading: {}", file.string(), std::strerror(errno));
+  std::string out(bytes, '\0');
+  in.read(out.data(), static_cast<std::streamsize>(bytes));
+  out.resize(static_cast<std::size_t>(in.gcount()));
+  return out;
+}
+
 std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
   static std::atomic<unsigned> counter{0};
   auto name = target.filename().string();

@@ -7,6 +7,8 @@
 namespace bertlab::data {
 
 std::string read_file(const std::filesystem::path& file);
+// At most the first `bytes` bytes of a file.
+std::string read_file_prefix(const std::filesystem::path& file, std::size_t bytes);
 
 // Writes `bytes` to file.tmp-<pid> and renames it over `file`, so readers never see a
 // partial file.

@@ -92,12 +92,15 @@ void write_shard(const fs::path& file, const ShardInfo& info, const Instance* in
 Shard Shard::open(const fs::path& file) {
   Shard s;
   s.path_ = file;
+  const std::string name = file.string();
+  {  // look at the magic before reading what may be a large foreign file
+    std::string head = read_file_prefix(file, kShardHeaderBytes);
+    check(head.size() >= 8 && std::memcmp(head.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
+  }
   s.bytes_ = read_file(file);
   const auto& b = s.bytes_;
-  const std::string name = file.string();
   check(b.size() >= kShardHeaderBytes, "{}: not a bertlab shard: {} bytes, shorter than the {}-byte header",
         name, b.size(), kShardHeaderBytes);
-  check(std::memcmp(b.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
   auto version = get_at<std::uint32_t>(b, 8);
   check(version == kShardVersion, "{}: shard version {} is not supported (expected {})", name, version, kShardVersion);
   auto header = get_at<std::uint32_t>(b, 12);
