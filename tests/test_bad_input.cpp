@@ -34,7 +34,8 @@ class TempDir {
  public:
   TempDir() {
     static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() / fmt::format("bertlab_bad_input_{}_{}", ::getpid(), counter++);
+    path_ =
+        fs::temp_directory_path() / fmt::format("bertlab_bad_input_{}_{}", ::getpid(), counter++);
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -64,10 +65,13 @@ std::string read_text(const fs::path& file) {
 
 // --- config.json ---------------------------------------------------------------------------
 
-nlohmann::json fixture_config_json() { return nlohmann::json::parse(read_text(kFixture / "config.json")); }
+nlohmann::json fixture_config_json() {
+  return nlohmann::json::parse(read_text(kFixture / "config.json"));
+}
 
 // Writes the fixture config with one field changed and loads it.
-BertConfig load_config_with(const TempDir& dir, const std::string& key, const nlohmann::json& value) {
+BertConfig load_config_with(const TempDir& dir, const std::string& key,
+                            const nlohmann::json& value) {
   auto j = fixture_config_json();
   j[key] = value;
   const fs::path file = dir / "config.json";
@@ -99,7 +103,8 @@ void write_all(const fs::path& file, const std::vector<OwnedTensor>& tensors) {
 }
 
 OwnedTensor& find(std::vector<OwnedTensor>& tensors, const std::string& name) {
-  auto it = std::find_if(tensors.begin(), tensors.end(), [&](const OwnedTensor& t) { return t.name == name; });
+  auto it = std::find_if(tensors.begin(), tensors.end(),
+                         [&](const OwnedTensor& t) { return t.name == name; });
   REQUIRE(it != tensors.end());
   return *it;
 }
@@ -107,7 +112,8 @@ OwnedTensor& find(std::vector<OwnedTensor>& tensors, const std::string& name) {
 // A model directory with the fixture config and the given weights.
 void write_model_dir(const fs::path& dir, const std::vector<OwnedTensor>& tensors) {
   fs::create_directories(dir);
-  fs::copy_file(kFixture / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  fs::copy_file(kFixture / "config.json", dir / "config.json",
+                fs::copy_options::overwrite_existing);
   write_all(dir / "model.safetensors", tensors);
 }
 
@@ -173,15 +179,15 @@ TEST_CASE("Bad config.json: each problem is named with the file and field", "[er
                     Contains(file) && Contains("'vocab_size'") && Contains("got -1"));
   CHECK_THROWS_WITH(load_config_with(dir, "max_position_embeddings", -512),
                     Contains("'max_position_embeddings'") && Contains("got -512"));
-  CHECK_THROWS_WITH(load_config_with(dir, "hidden_size", "48"),
-                    Contains(file) && Contains("'hidden_size'") && Contains("wrong type") &&
-                        Contains("\"48\""));
+  CHECK_THROWS_WITH(
+      load_config_with(dir, "hidden_size", "48"),
+      Contains(file) && Contains("'hidden_size'") && Contains("wrong type") && Contains("\"48\""));
   CHECK_THROWS_WITH(load_config_with(dir, "num_hidden_layers", nlohmann::json::array({2})),
                     Contains("'num_hidden_layers'") && Contains("wrong type"));
   // A float or a boolean where an integer belongs is not silently truncated or converted.
   CHECK_THROWS_WITH(load_config_with(dir, "hidden_size", 48.5),
-                    Contains(file) && Contains("'hidden_size'") && Contains("expected an integer") &&
-                        Contains("48.5"));
+                    Contains(file) && Contains("'hidden_size'") &&
+                        Contains("expected an integer") && Contains("48.5"));
   CHECK_THROWS_WITH(load_config_with(dir, "num_attention_heads", true),
                     Contains("'num_attention_heads'") && Contains("expected an integer"));
   CHECK_THROWS_WITH(load_config_with(dir, "layer_norm_eps", "1e-12"),
@@ -204,8 +210,9 @@ TEST_CASE("Bad config.json: each problem is named with the file and field", "[er
                     Contains(file) && Contains("expected a JSON object"));
   write_text(dir / "config.json", "");
   CHECK_THROWS_WITH(load_config(dir / "config.json"), Contains(file) && Contains("not valid JSON"));
-  CHECK_THROWS_WITH(load_config(dir / "missing.json"),
-                    Contains("cannot open config file") && Contains((dir / "missing.json").string()));
+  CHECK_THROWS_WITH(
+      load_config(dir / "missing.json"),
+      Contains("cannot open config file") && Contains((dir / "missing.json").string()));
   // A directory where a file belongs.
   CHECK_THROWS_WITH(load_config(dir.path()),
                     Contains(dir.path().string()) && Contains("is a directory"));
@@ -238,7 +245,8 @@ TEST_CASE("Malformed safetensors files are rejected with the file and tensor nam
   write_raw(file, 9, "not json!");
   CHECK_THROWS_WITH(SafetensorsFile(file), Contains(name) && Contains("header is not valid JSON"));
   write_raw(file, 3, "[1]");
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains(name) && Contains("header must be a JSON object"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains(name) && Contains("header must be a JSON object"));
 
   auto header = [&](const std::string& entry, const std::string& data) {
     const std::string h = "{\"w\": " + entry + "}";
@@ -249,22 +257,29 @@ TEST_CASE("Malformed safetensors files are rejected with the file and tensor nam
                                                Contains("data_offsets [0, 8]") &&
                                                Contains("4 data bytes"));
   header(R"({"dtype": "F32", "shape": [3], "data_offsets": [0, 8]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("shape [3] of F32 needs 12 bytes") &&
+  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") &&
+                                               Contains("shape [3] of F32 needs 12 bytes") &&
                                                Contains("give 8"));
   header(R"({"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("unknown dtype 'Q4'"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("unknown dtype 'Q4'"));
   header(R"({"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("negative dimension"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("negative dimension"));
   header(R"({"dtype": "F32", "shape": [2], "data_offsets": [8, 0]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("data_offsets [8, 0]"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("data_offsets [8, 0]"));
   header(R"({"dtype": "F32", "shape": [2], "data_offsets": [0]})", std::string(8, 'x'));
   CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("two entries"));
   header(R"({"shape": [2], "data_offsets": [0, 8]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("malformed header entry"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("malformed header entry"));
   header(R"(42)", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("malformed header entry"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("malformed header entry"));
   header(R"({"dtype": "F32", "shape": "2", "data_offsets": [0, 8]})", std::string(8, 'x'));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("malformed header entry"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains("tensor 'w'") && Contains("malformed header entry"));
   // Dimensions whose product overflows int64 must not wrap around to a size that "fits".
   header(R"({"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 0]})", "");
   CHECK_THROWS_WITH(SafetensorsFile(file), Contains("tensor 'w'") && Contains("too large"));
@@ -272,8 +287,8 @@ TEST_CASE("Malformed safetensors files are rejected with the file and tensor nam
   // The fixture with its last bytes cut off: data shorter than the offsets.
   std::string good = read_text(kFixture / "model.safetensors");
   write_text(file, good.substr(0, good.size() - 100));
-  CHECK_THROWS_WITH(SafetensorsFile(file), Contains(name) && Contains("beyond the") &&
-                                               Contains("truncated file?"));
+  CHECK_THROWS_WITH(SafetensorsFile(file),
+                    Contains(name) && Contains("beyond the") && Contains("truncated file?"));
   // Cut inside the header.
   write_text(file, good.substr(0, 200));
   CHECK_THROWS_WITH(SafetensorsFile(file), Contains(name) && Contains("exceeds the file size 200"));
@@ -312,7 +327,9 @@ TEST_CASE("Checkpoints with a wrong dtype, shape or a missing tensor name it", "
   }
   SECTION("missing tensor") {
     auto t = original;
-    std::erase_if(t, [](const OwnedTensor& x) { return x.name == "bert.encoder.layer.1.attention.self.key.weight"; });
+    std::erase_if(t, [](const OwnedTensor& x) {
+      return x.name == "bert.encoder.layer.1.attention.self.key.weight";
+    });
     write_model_dir(dir.path(), t);
     CHECK_THROWS_WITH(load_model(dir.path(), Heads::pretraining),
                       Contains("model.safetensors") && Contains("missing tensor") &&
@@ -329,8 +346,9 @@ TEST_CASE("Checkpoints with a wrong dtype, shape or a missing tensor name it", "
     CHECK(m.from_checkpoint);
   }
   SECTION("missing model directory and config") {
-    CHECK_THROWS_WITH(load_model(dir / "nope", Heads::pretraining),
-                      Contains("model directory") && Contains("nope") && Contains("does not exist"));
+    CHECK_THROWS_WITH(load_model(dir / "nope", Heads::pretraining), Contains("model directory") &&
+                                                                        Contains("nope") &&
+                                                                        Contains("does not exist"));
     CHECK_THROWS_WITH(load_model(dir.path(), Heads::pretraining),
                       Contains("cannot open config file") && Contains("config.json"));
   }
@@ -344,8 +362,9 @@ TEST_CASE("Legacy tensor names load to the same parameters", "[errors]") {
 
   auto legacy_layernorm = [](std::vector<OwnedTensor> t) {
     for (auto& x : t) {
-      for (auto [from, to] : {std::pair<std::string, std::string>{"LayerNorm.weight", "LayerNorm.gamma"},
-                              {"LayerNorm.bias", "LayerNorm.beta"}})
+      for (auto [from, to] :
+           {std::pair<std::string, std::string>{"LayerNorm.weight", "LayerNorm.gamma"},
+            {"LayerNorm.bias", "LayerNorm.beta"}})
         if (x.name.ends_with(from)) x.name = x.name.substr(0, x.name.size() - from.size()) + to;
     }
     return t;
@@ -367,7 +386,8 @@ TEST_CASE("Legacy tensor names load to the same parameters", "[errors]") {
     return t;
   };
   auto no_decoder_weight = [](std::vector<OwnedTensor> t) {
-    std::erase_if(t, [](const OwnedTensor& x) { return x.name == "cls.predictions.decoder.weight"; });
+    std::erase_if(t,
+                  [](const OwnedTensor& x) { return x.name == "cls.predictions.decoder.weight"; });
     return t;
   };
 
@@ -507,10 +527,12 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
   }
   SECTION("checkpoint missing a tensor") {
     auto t = read_all(kFixture / "model.safetensors");
-    std::erase_if(t, [](const OwnedTensor& x) { return x.name == "bert.encoder.layer.0.output.dense.bias"; });
+    std::erase_if(
+        t, [](const OwnedTensor& x) { return x.name == "bert.encoder.layer.0.output.dense.bias"; });
     write_model_dir(dir / "model", t);
-    auto r = run_bertlab(fmt::format("infer --model {} --input {} --output {}", quote(dir / "model"),
-                                     quote(kFixture / "input.json"), quote(out)));
+    auto r =
+        run_bertlab(fmt::format("infer --model {} --input {} --output {}", quote(dir / "model"),
+                                quote(kFixture / "input.json"), quote(out)));
     INFO(r.output);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.output, Contains("bertlab: error:") && Contains("model.safetensors") &&
@@ -523,8 +545,8 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
                                      quote(dir / "config.json"), quote(dir / "graph.json")));
     INFO(r.output);
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Contains("bertlab: error:") && Contains("config.json") &&
-                             Contains("not divisible"));
+    CHECK_THAT(r.output,
+               Contains("bertlab: error:") && Contains("config.json") && Contains("not divisible"));
     CHECK_FALSE(fs::exists(dir / "graph.json"));
     write_text(dir / "config.json", "hidden_size = 48");
     r = run_bertlab(fmt::format("graph --config {}", quote(dir / "config.json")));
@@ -565,7 +587,8 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
     CHECK(graph_to_json(g) == j);
     CHECK(g.tensor(g.tensor_id("input_ids")).shape == Shape{2, 5});
     bool has_mlm = false;
-    for (const auto& [name, t] : g.outputs()) has_mlm |= name == "mlm_logits" && g.tensor(t).shape == Shape{2, 5, 211};
+    for (const auto& [name, t] : g.outputs())
+      has_mlm |= name == "mlm_logits" && g.tensor(t).shape == Shape{2, 5, 211};
     CHECK(has_mlm);
   }
 }

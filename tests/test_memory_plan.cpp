@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/core.h>
 
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "runtime/bert_builder.h"
@@ -51,14 +51,16 @@ std::vector<Lifetime> lifetimes(const Graph& g) {
   for (const auto& t : g.tensors())
     if (t.role == Role::input) life[t.id] = {-1, end};
   for (const auto& n : g.nodes()) {
-    for (int t : n.outputs) life[t].first = std::min(life[t].first, n.id), life[t].last = std::max(life[t].last, n.id);
+    for (int t : n.outputs)
+      life[t].first = std::min(life[t].first, n.id), life[t].last = std::max(life[t].last, n.id);
     for (int t : n.inputs) life[t].last = std::max(life[t].last, n.id);
   }
   for (const auto& [name, t] : g.outputs()) life[t].last = end;
   return life;
 }
 
-void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment, const std::string& label) {
+void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment,
+                const std::string& label) {
   const auto life = lifetimes(g);
   REQUIRE(plan.offset.size() == g.tensors().size());
   std::vector<int> placed;
@@ -78,24 +80,25 @@ void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment, const
   for (size_t i = 0; i < placed.size(); ++i)
     for (size_t j = i + 1; j < placed.size(); ++j) {
       const auto &a = g.tensor(placed[i]), &b = g.tensor(placed[j]);
-      const bool alive_together = life[a.id].first <= life[b.id].last && life[b.id].first <= life[a.id].last;
+      const bool alive_together =
+          life[a.id].first <= life[b.id].last && life[b.id].first <= life[a.id].last;
       const int64_t a0 = plan.offset[a.id], a1 = a0 + a.bytes();
       const int64_t b0 = plan.offset[b.id], b1 = b0 + b.bytes();
       const bool share_bytes = a0 < b1 && b0 < a1;
       overlapping_pairs += alive_together;
       shared_pairs += share_bytes;
       if (alive_together && share_bytes)
-        FAIL_CHECK(label << ": " << a.name << " [" << a0 << ", " << a1 << ") and " << b.name
-                         << " [" << b0 << ", " << b1 << ") are alive together (nodes "
-                         << life[a.id].first << ".." << life[a.id].last << " and "
-                         << life[b.id].first << ".." << life[b.id].last << ") but share bytes");
+        FAIL_CHECK(label << ": " << a.name << " [" << a0 << ", " << a1 << ") and " << b.name << " ["
+                         << b0 << ", " << b1 << ") are alive together (nodes " << life[a.id].first
+                         << ".." << life[a.id].last << " and " << life[b.id].first << ".."
+                         << life[b.id].last << ") but share bytes");
     }
   CHECK(plan.arena_bytes <= plan.unshared_bytes);
   CHECK(shared_pairs > 0);  // a BERT graph has plenty of dead activations to reuse
-  fmt::print("  {:<34} {:>3} tensors, {:>5} pairs alive together, {:>4} pairs sharing bytes, "
-             "arena {} B of {} B unshared\n",
-             label, placed.size(), overlapping_pairs, shared_pairs, plan.arena_bytes,
-             plan.unshared_bytes);
+  fmt::print(
+      "  {:<34} {:>3} tensors, {:>5} pairs alive together, {:>4} pairs sharing bytes, "
+      "arena {} B of {} B unshared\n",
+      label, placed.size(), overlapping_pairs, shared_pairs, plan.arena_bytes, plan.unshared_bytes);
 }
 
 }  // namespace
@@ -106,9 +109,9 @@ TEST_CASE("Memory plan: tensors alive together never share bytes", "[runtime]") 
       for (int64_t alignment : {int64_t{64}, int64_t{256}}) {
         Graph g = small_graph(batch, seq, fused);
         MemoryPlan plan = plan_memory(g, alignment);
-        check_plan(g, plan,  alignment,
-                   fmt::format("{} B{} S{} align {}", fused ? "fused" : "unfused", batch, seq,
-                               alignment));
+        check_plan(
+            g, plan, alignment,
+            fmt::format("{} B{} S{} align {}", fused ? "fused" : "unfused", batch, seq, alignment));
       }
 }
 

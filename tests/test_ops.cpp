@@ -120,8 +120,8 @@ TEST_CASE("Linear: oneDNN matmul with epilogues equals the reference", "[ops]") 
         double scale = 0;
         if (act == Activation::gelu) {
           std::vector<float> pre(s.M * s.N);
-          ops::linear_forward_reference(pre.data(), x.data(), w.data(), b.data(), nullptr, s.M,
-                                        s.N, s.K, Activation::none);
+          ops::linear_forward_reference(pre.data(), x.data(), w.data(), b.data(), nullptr, s.M, s.N,
+                                        s.K, Activation::none);
           scale = max_abs(pre);
         }
         compare(fmt::format("linear M{} N{} K{} {}{}", s.M, s.N, s.K, act_name(act),
@@ -203,8 +203,8 @@ TEST_CASE("Attention scores and context equal the references", "[ops]") {
     ops::AttentionContext context(s.B, s.S, s.heads, s.d);
     context.forward(ctx.data(), probs.data(), qkv.data());
     ops::attn_context_reference(ctx_ref.data(), probs.data(), qkv.data(), s.B, s.S, s.heads, s.d);
-    compare(fmt::format("attn_context B{} S{} heads{} d{}", s.B, s.S, s.heads, s.d), ctx,
-            ctx_ref, kGemmTol);
+    compare(fmt::format("attn_context B{} S{} heads{} d{}", s.B, s.S, s.heads, s.d), ctx, ctx_ref,
+            kGemmTol);
   }
 }
 
@@ -293,8 +293,8 @@ TEST_CASE("LayerNorm: oneDNN equals the reference", "[ops]") {
       auto gamma = random_vector(s.H, 52, 0.5f, 1.5f), beta = random_vector(s.H, 53);
       std::vector<float> got(s.rows * s.H), ref(s.rows * s.H);
       ops::LayerNorm(s.rows, s.H, eps).forward(got.data(), x.data(), gamma.data(), beta.data());
-      ops::layernorm_forward_reference(ref.data(), x.data(), gamma.data(), beta.data(), s.rows,
-                                       s.H, eps);
+      ops::layernorm_forward_reference(ref.data(), x.data(), gamma.data(), beta.data(), s.rows, s.H,
+                                       eps);
       compare(fmt::format("layernorm rows{} H{} eps {:g}", s.rows, s.H, eps), got, ref,
               kElementTol);
     }
@@ -402,7 +402,8 @@ TEST_CASE("add_forward equals the reference bit for bit", "[ops]") {
 
 TEST_CASE("embedding_forward equals the reference bit for bit", "[ops]") {
   const int64_t V = 29, P = 17, T = 3, H = 53;
-  auto word = random_vector(V * H, 91), pos = random_vector(P * H, 92), type = random_vector(T * H, 93);
+  auto word = random_vector(V * H, 91), pos = random_vector(P * H, 92),
+       type = random_vector(T * H, 93);
   struct Dims {
     int64_t B, S;
   };
@@ -419,7 +420,8 @@ TEST_CASE("embedding_forward equals the reference bit for bit", "[ops]") {
 
 TEST_CASE("Embedding reference matches a hand-computed sum", "[ops]") {
   // V=3, P=2, T=2, H=2; one sequence of two tokens.
-  const float word[] = {0, 0, 1, 2, 10, 20}, pos[] = {100, 200, 300, 400}, type[] = {0.5f, 0.25f, -1, -2};
+  const float word[] = {0, 0, 1, 2, 10, 20}, pos[] = {100, 200, 300, 400},
+              type[] = {0.5f, 0.25f, -1, -2};
   const int32_t ids[] = {2, 1}, types[] = {0, 1};
   float y[4];
   ops::embedding_forward_reference(y, ids, types, word, pos, type, 1, 2, 2);
