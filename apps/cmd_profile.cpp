@@ -5,7 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -33,16 +33,6 @@ struct ProfileCliOptions {
 void check_precision_supported(const std::string& precision) {
   check(precision == "fp32", "--precision {}: bf16 execution is not supported yet by the executor "
         "(only fp32 runs); the bf16 GEMM peak is in machine.json already", precision);
-}
-
-// The graph's inputs besides the token batch (training labels, masked positions): zeros are
-// valid for all of them and the timing does not depend on the values.
-void zero_other_inputs(Executor& ex) {
-  for (const auto& t : ex.graph().tensors()) {
-    if (t.role != Role::input) continue;
-    if (t.name == "input_ids" || t.name == "token_type_ids" || t.name == "attention_mask") continue;
-    std::memset(ex.input(t.name), 0, static_cast<size_t>(t.bytes()));
-  }
 }
 
 struct ModelCache {
@@ -75,17 +65,19 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
   std::optional<TrainingState> state;
   if (s.mode == "train") state.emplace(model.params);
   Executor ex(std::move(g), model.params, state ? &*state : nullptr);
-  set_inputs(ex, synthetic_inputs(c, s.batch, s.seq));
-  zero_other_inputs(ex);
+  set_inputs(ex, synthetic_inputs(c, ex.graph()));
   ProfileOptions po;
   po.runs = o.runs;
   po.warmup = o.warmup;
   po.accum = accum;
-  Profile prof = profile_executor(ex, roofline_for(machine, p.at("precision")), po);
+  // A training step starts by zeroing the gradient arena: timed, outside any node.
+  std::function<void()> start_step;
+  if (state) start_step = [&state] { state->grads.zero(); };
+  Profile prof = profile_executor(ex, roofline_for(machine, p.at("precision")), po, start_step);
   prof.run["config"] = s.config;
   prof.run["precision"] = p.at("precision");
   prof.run["threads"] = omp_threads();
-  if (overhead) *overhead = measure_timing_overhead(ex, std::max(o.runs, 5), accum);
+  if (overhead) *overhead = measure_timing_overhead(ex, std::max(o.runs, 5), accum, start_step);
   return prof;
 }
 
@@ -122,10 +114,10 @@ void print_profile(const Profile& p, const ProfileCliOptions& o, bool full) {
   for (const auto& n : p.nodes) top.push_back(&n);
   std::sort(top.begin(), top.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
   top.resize(std::min<size_t>(top.size(), static_cast<size_t>(o.top)));
-  fmt::print("\n  top {} nodes {:<28} {:<18} {:>8} {:>6} {:>8} {:>7} {:>7} {:>7} {:>6}\n", top.size(), "",
+  fmt::print("\n  top {} nodes {:<44} {:<18} {:>8} {:>6} {:>8} {:>7} {:>7} {:>7} {:>6}\n", top.size(), "",
              "op", "ms", "%", "GFLOP/s", "GB/s", "FLOP/B", "bound", "eff");
   for (auto* n : top)
-    fmt::print("  {:<42} {:<18} {:>8.3f} {:>5.1f}% {:>8.1f} {:>7.1f} {:>7.2f} {:>7} {:>5.0f}%\n", n->name,
+    fmt::print("  {:<58} {:<18} {:>8.3f} {:>5.1f}% {:>8.1f} {:>7.1f} {:>7.2f} {:>7} {:>5.0f}%\n", n->name,
                to_string(n->kind), n->seconds * 1e3, pct(n->seconds, step), n->gflops(), n->gbs(),
                n->intensity(), n->compute_bound ? "compute" : "memory", 100 * n->efficiency());
   fmt::print("  (eff = roofline bound / measured; the memory roof is DRAM triad bandwidth, so ops whose\n"

@@ -23,17 +23,30 @@ inline void check_output_writable(const std::string& path, const char* option) {
   std::filesystem::remove(probe);
 }
 
-// Random in-vocabulary ids, two segments, no padding: the timing does not depend on values.
-inline BertInputs synthetic_inputs(const BertConfig& c, int64_t batch, int64_t seq) {
+// A batch shaped for graph `g`: random in-vocabulary ids, two segments, no padding and, when
+// the graph is a training graph, P evenly spread masked positions per sequence with random
+// labels and alternating next-sentence labels. Timing does not depend on the values.
+inline BertInputs synthetic_inputs(const BertConfig& c, const Graph& g) {
+  const Shape& ids = g.tensor(g.tensor_id("input_ids")).shape;
   BertInputs in;
-  in.batch = batch;
-  in.seq = seq;
+  in.batch = ids.at(0);
+  in.seq = ids.at(1);
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(c.vocab_size - 1));
-  for (int64_t i = 0; i < batch * seq; ++i) {
+  for (int64_t i = 0; i < in.batch * in.seq; ++i) {
     in.input_ids.push_back(id(rng));
-    in.token_type_ids.push_back(i % seq >= seq / 2 ? 1 : 0);
+    in.token_type_ids.push_back(i % in.seq >= in.seq / 2 ? 1 : 0);
     in.attention_mask.push_back(1);
+  }
+  if (auto pos = g.find_tensor("masked_lm_positions")) {
+    const int64_t P = g.tensor(*pos).shape.at(1);
+    in.max_predictions = P;
+    for (int64_t b = 0; b < in.batch; ++b)
+      for (int64_t k = 0; k < P; ++k) {
+        in.masked_lm_positions.push_back(static_cast<int32_t>(k * in.seq / P));
+        in.masked_lm_labels.push_back(id(rng));
+      }
+    for (int64_t b = 0; b < in.batch; ++b) in.next_sentence_labels.push_back(static_cast<int32_t>(b % 2));
   }
   return in;
 }

@@ -194,7 +194,9 @@ double median_of(std::vector<double> v) {
 }
 // One step: inference runs the graph once; training runs forward and backward `accum` times,
 // then the optimizer (and communication) once. Node times add up over the micro-batches.
-void run_step(Executor& ex, int accum, std::vector<double>* node_seconds) {
+void run_step(Executor& ex, int accum, const std::function<void()>& start_step,
+              std::vector<double>* node_seconds) {
+  if (start_step) start_step();
   if (!ex.training()) {
     check(accum == 1, "accum {}: gradient accumulation needs a training graph", accum);
     ex.run(node_seconds);
@@ -216,15 +218,16 @@ void run_step(Executor& ex, int accum, std::vector<double>* node_seconds) {
 }
 }  // namespace
 
-Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOptions& o) {
+Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOptions& o,
+                         const std::function<void()>& start_step) {
   check(o.runs >= 1, "profile: at least one timed run needed, got {}", o.runs);
-  for (int i = 0; i < o.warmup; ++i) run_step(ex, o.accum, nullptr);
+  for (int i = 0; i < o.warmup; ++i) run_step(ex, o.accum, start_step, nullptr);
   std::vector<double> steps;
   std::vector<std::vector<double>> per_run;
   std::vector<double> node_secs;
   for (int i = 0; i < o.runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    run_step(ex, o.accum, &node_secs);
+    run_step(ex, o.accum, start_step, &node_secs);
     steps.push_back(seconds_since(t0));
     per_run.push_back(node_secs);
   }
@@ -249,16 +252,17 @@ Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOption
   return p;
 }
 
-TimingOverhead measure_timing_overhead(Executor& ex, int runs, int accum) {
+TimingOverhead measure_timing_overhead(Executor& ex, int runs, int accum,
+                                      const std::function<void()>& start_step) {
   check(runs >= 1, "timing overhead: at least one run needed, got {}", runs);
-  run_step(ex, accum, nullptr);
+  run_step(ex, accum, start_step, nullptr);
   std::vector<double> off, on, node_secs;
   for (int i = 0; i < runs; ++i) {
     // Alternate which goes first so slow drift does not favour one side.
     for (int pass = 0; pass < 2; ++pass) {
       bool timed = (pass == 0) == (i % 2 == 0);
       auto t0 = std::chrono::steady_clock::now();
-      run_step(ex, accum, timed ? &node_secs : nullptr);
+      run_step(ex, accum, start_step, timed ? &node_secs : nullptr);
       (timed ? on : off).push_back(seconds_since(t0));
     }
   }

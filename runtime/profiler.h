@@ -5,6 +5,7 @@
 // "unattributed" row), per layer and per phase. Also exports Chrome traces, sweep CSV and a
 // self-contained HTML report (runtime/report_html.cpp). Nothing here prints.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -107,8 +108,11 @@ struct ProfileOptions {
 };
 // Runs `warmup` + `runs` steps, timing every node with the executor's node timing; step and
 // node times are the mean over the runs whose step time is not above the median (interference
-// from other processes on a shared machine only ever slows runs down).
-Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOptions& o);
+// from other processes on a shared machine only ever slows runs down). `start_step` (e.g.
+// zeroing the gradients of a training step) runs at the start of each step, inside the timed
+// step and outside every node, so it shows as unattributed.
+Profile profile_executor(Executor& ex, const Roofline& roof, const ProfileOptions& o,
+                         const std::function<void()>& start_step = {});
 
 // Cost of node timing: interleaved runs with and without it, medians of each.
 struct TimingOverhead {
@@ -116,7 +120,8 @@ struct TimingOverhead {
   int runs = 0;
   double fraction() const { return timed_seconds / untimed_seconds - 1; }
 };
-TimingOverhead measure_timing_overhead(Executor& ex, int runs, int accum = 1);
+TimingOverhead measure_timing_overhead(Executor& ex, int runs, int accum = 1,
+                                      const std::function<void()>& start_step = {});
 
 // Per node, per category, per layer and per phase, with the step time and the roofline.
 nlohmann::json profile_to_json(const Profile& p);

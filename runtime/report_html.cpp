@@ -170,6 +170,40 @@ std::vector<const BreakdownRow*> memory_bound_rows(const Profile& p) {
   return rows;
 }
 
+// For each pair of profiled points that differ in one sweep key only, the shares that key moves:
+// GEMMs, the optimizer update, and the largest memory-bound category.
+std::string comparisons(const std::vector<const SweepEntry*>& done) {
+  std::string s;
+  auto share = [](const Profile& p, ProfileCategory c) {
+    return 100 * p.categories[static_cast<size_t>(c)].seconds / p.step_seconds;
+  };
+  for (size_t i = 0; i < done.size(); ++i)
+    for (size_t j = i + 1; j < done.size(); ++j) {
+      std::string differing;
+      int n = 0;
+      for (const auto& k : sweep_keys())
+        if (done[i]->point.count(k) && done[i]->point.at(k) != done[j]->point.at(k)) differing = k, ++n;
+      if (n != 1) continue;
+      const auto &a = *done[i]->profile, &b = *done[j]->profile;
+      SweepPoint common = done[i]->point;
+      common.erase(differing);
+      s += fmt::format("- {} {} -> {} ({}): step {:.1f} -> {:.1f} ms; GEMMs {:.1f}% -> {:.1f}%",
+                       differing, done[i]->point.at(differing), done[j]->point.at(differing),
+                       point_label(common), a.step_seconds * 1e3, b.step_seconds * 1e3,
+                       100 * a.gemm_seconds() / a.step_seconds, 100 * b.gemm_seconds() / b.step_seconds);
+      if (a.categories[static_cast<size_t>(ProfileCategory::optimizer)].nodes > 0)
+        s += fmt::format("; optimizer update {:.1f}% -> {:.1f}%", share(a, ProfileCategory::optimizer),
+                         share(b, ProfileCategory::optimizer));
+      auto rows = memory_bound_rows(b);
+      if (!rows.empty()) {
+        auto cat = static_cast<ProfileCategory>(rows[0] - b.categories.data());
+        s += fmt::format("; {} {:.1f}% -> {:.1f}%", rows[0]->label, share(a, cat), share(b, cat));
+      }
+      s += "\n";
+    }
+  return s.empty() ? s : "\nWhat each swept key changes (pairs differing in that key only):\n\n" + s;
+}
+
 }  // namespace
 
 std::string html_report(const std::vector<SweepEntry>& entries, const MachineInfo& m,
@@ -263,6 +297,7 @@ std::string markdown_report(const std::vector<SweepEntry>& entries, const Machin
   for (const auto& e : entries)
     if (e.profile) done.push_back(&e);
   if (done.empty()) return s;
+  s += comparisons(done);
   s += "\n| category (% of step) |";
   std::string rule = "|---|";
   for (auto* e : done) {

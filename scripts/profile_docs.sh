@@ -24,11 +24,12 @@ mkdir -p "$out"
   --csv "$out/base-infer-sweep.csv" --html "$out/base-infer-sweep.html" --markdown "$out/base-infer-sweep.md" \
   | tee "$out/base-infer-sweep.txt"
 
+# Training: micro-batch size BERTLAB_TRAIN_BATCH (default 1: a 2-core machine), accum 1 and 4.
 if "$bin" graph --config configs/bert-tiny.json --mode train --batch 1 --seq 8 >/dev/null 2>&1; then
   for model in base large; do
-    batch=$([ "$model" = base ] && echo 4 || echo 1)
+    batch=${BERTLAB_TRAIN_BATCH:-1}
     "$bin" profile --config "configs/bert-$model.json" --mode train --batch "$batch" --threads "$threads" \
-      --machine "$out/machine.json" --runs 3 --sweep seq=128,512 --sweep precision=fp32,bf16 --sweep accum=1,4 \
+      --machine "$out/machine.json" --runs "${BERTLAB_TRAIN_RUNS:-3}" --sweep seq=128,512 --sweep precision=fp32,bf16 --sweep accum=1,4 \
       --csv "$out/$model-train-sweep.csv" --html "$out/$model-train-sweep.html" \
       --markdown "$out/$model-train-sweep.md" | tee "$out/$model-train-sweep.txt"
   done
@@ -37,3 +38,20 @@ else
   echo "$msg"
   for model in base large; do echo "$msg" > "$out/$model-train-sweep.md"; done
 fi
+
+# One file with every generated table, linked from docs/profiling.md.
+{
+  echo "# Generated profiling results"
+  echo
+  echo "Written by scripts/profile_docs.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ); do not edit by hand."
+  for f in base-infer-b8-s128 base-infer-sweep base-train-sweep large-train-sweep; do
+    echo
+    echo "## $f"
+    echo
+    cat "$out/$f.md"
+  done
+  echo
+  echo "## Node-timing overhead (BERT-base inference, batch 8, seq 128)"
+  echo
+  grep "node timing overhead" "$out/base-infer-b8-s128.txt" || true
+} > "$out/results.md"
