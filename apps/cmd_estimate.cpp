@@ -20,7 +20,7 @@ namespace {
 struct EstimateOptions {
   std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
   int64_t batch = 1, seq = 128;
-  bool train = false, training_proxy = false;
+  bool train = false;
   std::vector<int64_t> kernels, cores;
   int bench = 0;
 };
@@ -41,35 +41,14 @@ Graph load_graph_file(const std::string& path) {
   }
 }
 
-// Backward-shaped GEMMs appended to an inference graph (dX = dY W and dW = dY^T X per
-// linear node) so the benchmark has the GEMM count and sizes of a training step until the
-// training graph exists. Benchmark use only.
-void add_training_proxy(Graph& g) {
-  const size_t n = g.nodes().size();
-  for (size_t i = 0; i < n; ++i) {
-    const Node node = g.node(static_cast<int>(i));
-    if (node.kind != OpKind::linear) continue;
-    const auto gm = *node_gemm(g, node);
-    const std::string p = node.name + ".proxy_backward";
-    int dy = g.add_tensor(p + ".dy", {gm.m, gm.n}, DType::f32, Role::gradient);
-    int w = g.add_tensor(p + ".w", {gm.k, gm.n}, DType::f32, Role::weight);
-    int b = g.add_tensor(p + ".b", {gm.k}, DType::f32, Role::weight);
-    g.add_node(OpKind::linear, p + ".dx", {dy, w, b}, nlohmann::json::object(), Phase::backward);
-    int dyt = g.add_tensor(p + ".dyt", {gm.n, gm.m}, DType::f32, Role::gradient);
-    int x = g.add_tensor(p + ".xt", {gm.k, gm.m}, DType::f32, Role::weight);
-    int b2 = g.add_tensor(p + ".b2", {gm.k}, DType::f32, Role::weight);
-    g.add_node(OpKind::linear, p + ".dw", {dyt, x, b2}, nlohmann::json::object(), Phase::backward);
-  }
-}
-
 Graph make_graph(const EstimateOptions& o) {
   check(o.graph.empty() != o.config.empty(), "give exactly one of --graph FILE or --config CONFIG");
+  check(!(o.train && !o.graph.empty()), "--train builds the training graph from --config; a --graph file "
+                                        "already says which graph it is");
   Graph g;
   if (!o.graph.empty()) {
     g = load_graph_file(o.graph);
   } else {
-    check(!o.train, "--train: the training graph (backward and optimizer nodes) is not built yet; "
-                    "use --training-proxy for backward-shaped GEMMs appended to the inference graph");
     ModelShapeOptions m;
     m.config = o.config;
     m.batch = o.batch;
@@ -77,7 +56,6 @@ Graph make_graph(const EstimateOptions& o) {
     m.mode = o.train ? "train" : "infer";
     g = build_graph(m);
   }
-  if (o.training_proxy) add_training_proxy(g);
   if (!o.nodes.empty()) {
     std::vector<bool> dead(g.nodes().size());
     bool any = false;
@@ -138,28 +116,40 @@ void run(const EstimateOptions& o) {
   const auto arrs = base.kind == "cpu" ? std::vector<hw::Arrangement>{hw::Arrangement::rwma} : arrangements(o.arrangement);
 
   if (o.bench > 0) {
-    // The analytic model over `bench` system configurations (kernel x cores x LLC size x
-    // arrangement), timed end to end.
-    std::vector<hw::SystemDesc> configs;
+    // The analytic model over `bench` distinct system configurations (kernel x cores x LLC
+    // size x DRAM bandwidth, each under one arrangement), timed end to end including the
+    // node classification; every configuration estimates every node from scratch.
+    std::vector<std::pair<hw::SystemDesc, hw::Arrangement>> configs;
     for (int64_t i = 0; static_cast<int>(configs.size()) < o.bench; ++i) {
       hw::SystemDesc s = base;
       s.array.kernel = int64_t{4} << (i % 4);
       s.cores = int64_t{1} << ((i / 4) % 3);
-      s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 4);
+      s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 5);
+      s.dram.peak_gbps = base.dram.peak_gbps * (1 + (i / 60) % 4);
       hw::validate(s, o.system);
-      configs.push_back(s);
+      // Both arrangements at every kernel size.
+      configs.emplace_back(s, ((i / 4) + i) % 2 ? hw::Arrangement::rwma : hw::Arrangement::bwma);
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const hw::NodeClasses classes = hw::classify_nodes(g);
+    hw::EstimateOptions eo;
+    eo.classes = &classes;
     double checksum = 0;
-    for (size_t i = 0; i < configs.size(); ++i)
-      checksum += hw::estimate_graph(g, configs[i], i % 2 ? hw::Arrangement::bwma : hw::Arrangement::rwma).seconds();
+    size_t estimates = 0;
+    for (const auto& [s, a] : configs) {
+      const auto e = hw::estimate_graph(g, s, a, eo);
+      checksum += e.seconds();
+      estimates += e.nodes.size();
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("benchmark: {} nodes x {} system configurations in {:.3f} s ({:.1f} us per node estimate; sum of "
-               "estimates {:.4f} s)\n",
-               g.nodes().size(), configs.size(), secs, 1e6 * secs / (g.nodes().size() * configs.size()), checksum);
+    fmt::print("benchmark: {} nodes ({} distinct shapes) x {} system configurations in {:.3f} s ({:.2f} us per "
+               "node estimate, {} node results; sum of estimated times {:.4f} s)\n",
+               g.nodes().size(), classes.first.size(), configs.size(), secs,
+               1e6 * secs / (g.nodes().size() * configs.size()), estimates, checksum);
     return;
   }
 
+  const hw::NodeClasses classes = hw::classify_nodes(g);
   std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
                     "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles\n";
   nlohmann::json all = nlohmann::json::array();
@@ -175,7 +165,11 @@ void run(const EstimateOptions& o) {
       hw::validate(s, o.system);
       std::map<hw::Arrangement, hw::GraphEstimate> est;
       for (auto a : arrs) {
-        est[a] = hw::estimate_graph(g, s, a);
+        hw::EstimateOptions eo;
+        eo.classes = &classes;
+        eo.terms = !o.json.empty();  // the JSON carries every node's terms
+        eo.explain = o.explain;
+        est[a] = hw::estimate_graph(g, s, a, eo);
         csv += csv_rows(est[a]);
         all.push_back(to_json(est[a]));
         if (!o.explain.empty()) {
@@ -239,7 +233,6 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--nodes", o->nodes, "Only nodes whose name starts with this prefix (e.g. encoder.0.)");
   cmd->add_option("--paper-table", o->paper_table, "Write the BWMA-over-RWMA table (markdown) to this file");
   cmd->add_option("--bench", o->bench, "Time the model over this many system configurations");
-  cmd->add_flag("--training-proxy", o->training_proxy, "Append backward-shaped GEMMs per linear (benchmark)");
   cmd->callback([o] { run(*o); });
 }
 

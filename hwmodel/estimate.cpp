@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "hwmodel/analytic.h"
 #include "hwmodel/compute.h"
@@ -100,6 +101,11 @@ class Lowering {
     return m.batch * view_bytes(a_, m.rows, m.cols, e_, S_);
   }
 
+  void reset() {
+    next_ = 1 << 20;
+    base_.clear();
+  }
+
   const Graph& g_;
   const SystemDesc& s_;
   Arrangement a_;
@@ -107,6 +113,12 @@ class Lowering {
   uint64_t next_ = 1 << 20;
   std::map<std::string, uint64_t> base_;
 };
+
+// One term of the estimate in words (--explain); formatted only when asked for.
+template <class... Args>
+void term_if(bool on, NodeEstimate& n, fmt::format_string<Args...> f, Args&&... args) {
+  if (on) n.terms.push_back(fmt::format(f, std::forward<Args>(args)...));
+}
 
 double dram_latency_cycles(const SystemDesc& s, const Traffic& t) {
   const double lines = std::max<int64_t>(1, t.read_lines() + t.write_lines());
@@ -116,7 +128,7 @@ double dram_latency_cycles(const SystemDesc& s, const Traffic& t) {
 
 // Time from compute, memory stalls and their overlap on the busiest core, and the DRAM
 // bandwidth all cores share.
-void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core) {
+void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core, bool terms) {
   const int64_t P = s.cores;
   const double lat = dram_latency_cycles(s, n.traffic);
   double busiest = 0;
@@ -137,30 +149,31 @@ void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>
   n.dram_cycles = n.traffic.dram_bytes() / s.dram_bytes_per_cycle();
   n.cycles = std::max(busiest, n.dram_cycles);
   n.seconds = n.cycles / (s.clock_ghz * 1e9);
-  n.terms.push_back(fmt::format(
+  term_if(terms, n, 
       "time: busiest core {:.0f} cycles = max(compute {:.0f}, memory stalls {:.0f}) + {:.0f}% of the "
       "smaller (overlap {}); DRAM bandwidth floor {:.0f} cycles ({} bytes at {} GB/s shared by {} "
       "core(s)); node {:.0f} cycles = {:.3f} us",
       busiest, n.compute_cycles, n.memory_cycles, 100 * (1 - s.overlap), s.overlap, n.dram_cycles,
-      n.traffic.dram_bytes(), s.dram.peak_gbps, P, n.cycles, n.seconds * 1e6));
+      n.traffic.dram_bytes(), s.dram.peak_gbps, P, n.cycles, n.seconds * 1e6);
 }
 
-void describe_traffic(NodeEstimate& n, const SystemDesc& s) {
+void describe_traffic(NodeEstimate& n, const SystemDesc& s, bool terms) {
+  if (!terms) return;
   const Traffic& t = n.traffic;
   for (const auto& [name, o] : t.operands)
-    n.terms.push_back(fmt::format(
+    term_if(terms, n, 
         "operand {}: {} DRAM line reads, {} line writes, {} row-buffer misses; fetched {}x: {}", name,
-        o.read_lines, o.write_lines, o.row_misses, o.refetch, o.why));
-  n.terms.push_back(fmt::format(
+        o.read_lines, o.write_lines, o.row_misses, o.refetch, o.why);
+  term_if(terms, n, 
       "off-chip: {} bytes = {} lines of {} B = {} bursts of {} B; row buffer: {} hits, {} misses "
       "(rows of {} B)",
       t.dram_bytes(), t.read_lines() + t.write_lines(), t.line_bytes, t.bursts(), t.burst_bytes,
-      t.row_hits(), t.row_misses(), s.dram.row_bytes));
+      t.row_hits(), t.row_misses(), s.dram.row_bytes);
 }
 
 // Roofline of a CPU described by measured peaks (machine.json): per-node times to compare
 // with the profiler.
-NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s) {
+NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, bool terms) {
   NodeEstimate n;
   n.model = "cpu-roofline";
   n.flops = node_flops(g, node);
@@ -170,8 +183,8 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s) {
   const double t_mem = bytes / (s.dram.peak_gbps * 1e9);
   n.seconds = std::max(t_comp, t_mem);
   n.cycles = n.seconds * s.clock_ghz * 1e9;
-  n.terms.push_back(fmt::format("roofline: max(FLOPs {:.3g} / peak {:.3g} GFLOP/s, bytes {:.3g} / {} GB/s) = {:.3f} us",
-                                n.flops, peak / 1e9, bytes, s.dram.peak_gbps, n.seconds * 1e6));
+  term_if(terms, n, "roofline: max(FLOPs {:.3g} / peak {:.3g} GFLOP/s, bytes {:.3g} / {} GB/s) = {:.3f} us",
+                                n.flops, peak / 1e9, bytes, s.dram.peak_gbps, n.seconds * 1e6);
   return n;
 }
 
@@ -179,7 +192,10 @@ class NodeModel {
  public:
   NodeModel(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a), low_(g, s, a) {}
 
-  std::vector<NodeEstimate> run(const Node& node) {
+  // `terms`: also write the estimate in words (slow: formatting); off in sweeps.
+  std::vector<NodeEstimate> run(const Node& node, bool terms) {
+    terms_ = terms;
+    low_.reset();  // operands placed per node: the estimate depends on shapes only
     std::vector<NodeEstimate> out;
     const auto gemm = node_gemm(g_, node);
     if (node.category == Category::gemm && gemm) {
@@ -188,10 +204,25 @@ class NodeModel {
       switch (node.kind) {
         case OpKind::softmax: out.push_back(rows(node, {node.inputs[0]}, 3)); break;
         case OpKind::layernorm: out.push_back(rows(node, {node.inputs[0]}, 2, {node.inputs[1], node.inputs[2]})); break;
+        // dx = y * (dy - sum(dy * y)): one pass for the row sum, one for dx.
+        case OpKind::softmax_grad: out.push_back(rows(node, {node.inputs[0], node.inputs[1]}, 2)); break;
+        // Recompute mean and rstd (x), the two row sums (dy, x), then dx: three passes over
+        // the row; gamma read and dgamma, dbeta accumulated as vectors.
+        case OpKind::layernorm_grad:
+          out.push_back(rows(node, {node.inputs[0], node.inputs[1]}, 3, {node.inputs[2]}, {node.outputs[1], node.outputs[2]}));
+          break;
         case OpKind::add:
         case OpKind::gelu:
-        case OpKind::tanh: out.push_back(elementwise(node)); break;
+        case OpKind::tanh:
+        case OpKind::dropout:
+        case OpKind::dropout_grad:
+        case OpKind::gelu_grad:
+        case OpKind::tanh_grad: out.push_back(elementwise(node)); break;
         case OpKind::embedding: out.push_back(embedding(node)); break;
+        case OpKind::embedding_grad: out.push_back(embedding_grad(node)); break;
+        case OpKind::grad_norm:
+        case OpKind::adamw_update:
+        case OpKind::lamb_update: out.push_back(optimizer(node)); break;
         default: out.push_back(fallback(node)); break;
       }
     }
@@ -203,6 +234,11 @@ class NodeModel {
   }
 
  private:
+  template <class... Args>
+  void term(NodeEstimate& n, fmt::format_string<Args...> f, Args&&... args) {
+    term_if(terms_, n, f, std::forward<Args>(args)...);
+  }
+
   NodeEstimate base(const Node& node, const std::string& model) {
     NodeEstimate n;
     n.name = node.name;
@@ -279,8 +315,10 @@ class NodeModel {
                                "arrangement), heads concatenated in place ({})",
                                B * heads, a_ == Arrangement::bwma ? "free: panels" : "strided rows");
       }
+    } else if (backward_gemm(node, gm, w, lowering)) {
+      converted = !extra_conv_.accesses.empty();
     } else {
-      // A GEMM kind this model does not know (backward GEMMs, ...): fresh operand matrices
+      // A GEMM kind this model does not know: fresh operand matrices
       // in the arrangement; a transposed activation operand is converted first.
       for (int64_t i = 0; i < gm.batch; ++i)
         w.instances.push_back({low_.fresh(node.name + "#a", gm.m, gm.k, i, gm.batch),
@@ -299,34 +337,36 @@ class NodeModel {
       conv.op = "convert";
       conv.flops = 0;
       conv.traffic = analytic_traffic(extra_conv_, s_, s_.cores);
-      conv.terms.push_back(fmt::format("layout conversion for '{}' under {}: transposed operand read once and "
+      term(conv, "layout conversion for '{}' under {}: transposed operand read once and "
                                        "written once ({})",
                                        node.name, to_string(a_),
-                                       a_ == Arrangement::bwma ? "S x S tiles moved whole" : "row-major transpose"));
-      describe_traffic(conv, s_);
-      finish_time(conv, s_, scalar_compute(0));
+                                       a_ == Arrangement::bwma ? "S x S tiles moved whole" : "row-major transpose");
+      describe_traffic(conv, s_, terms_);
+      finish_time(conv, s_, scalar_compute(0), terms_);
       out.push_back(conv);
       extra_conv_.accesses.clear();
     }
 
     NodeEstimate n = base(node, "gemm");
     n.traffic = analytic_traffic(w, s_, s_.cores);
+    for (auto& acc : extra_stream_.accesses) extra.accesses.push_back(acc);
+    extra_stream_.accesses.clear();
     n.traffic.add(analytic_traffic(extra, s_, s_.cores));
     // Compute: tiles per core under the schedule; each tile streams its rows (all M under
     // BWMA, one sequence block under RWMA) with 2S-1 rows of fill and drain.
     const int64_t KT = w.k / S, NT = w.n / S, P = s_.cores, inst = static_cast<int64_t>(w.instances.size());
     std::vector<double> per_core(P, 0);
-    n.terms.push_back(fmt::format("{}: GEMM batch {} x (M {} x N {} x K {}), {} x {} tiles of {}x{} per product{}",
+    term(n, "{}: GEMM batch {} x (M {} x N {} x K {}), {} x {} tiles of {}x{} per product{}",
                                   lowering, inst, gm.m, gm.n, gm.k, KT, NT, S, S,
-                                  (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : ""));
+                                  (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : "");
     if (s_.array.compute_model == "scalesim") {
       const auto sc = scalesim_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow);
       for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(sc.cycles) * ceil_div(inst, P);
       n.tiles = sc.folds * inst;
-      n.terms.push_back(fmt::format("compute (SCALE-Sim {}): {} folds x per-fold cycles = {} cycles per product; "
+      term(n, "compute (SCALE-Sim {}): {} folds x per-fold cycles = {} cycles per product; "
                                     "SRAM reads A {} B {}, writes {}",
                                     to_string(s_.array.dataflow), sc.folds, sc.cycles, sc.ifmap_reads,
-                                    sc.filter_reads, sc.ofmap_writes));
+                                    sc.filter_reads, sc.ofmap_writes);
     } else if (a_ == Arrangement::bwma) {
       const TileCost tc = tile_cost(s_, gm.m);
       for (int64_t c = 0; c < P; ++c) {
@@ -335,10 +375,10 @@ class NodeModel {
       }
       n.tiles = inst * NT * KT;
       n.issues = static_cast<int64_t>(n.tiles * (tc.weight_issues + tc.stream_issues + tc.output_issues));
-      n.terms.push_back(fmt::format(
+      term(n, 
           "compute: output panels split over {} core(s); per tile {:.0f} weight issues + {:.0f} stream issues "
           "({} rows + {} fill/drain) + {:.0f} output issues",
-          P, tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues));
+          P, tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues);
     } else {
       const int64_t Mb = w.block_rows, MB = ceil_div(gm.m, Mb);
       for (int64_t blk = 0; blk < MB; ++blk) {
@@ -347,17 +387,105 @@ class NodeModel {
         n.issues += static_cast<int64_t>(inst * NT * KT * (tc.weight_issues + tc.stream_issues + tc.output_issues));
       }
       n.tiles = inst * NT * KT * MB;
-      n.terms.push_back(fmt::format(
+      term(n, 
           "compute: {} sequence block(s) of {} rows split over {} core(s); every block reloads all {} "
           "weight tiles and pays {} rows of fill/drain per tile",
-          MB, Mb, P, NT * KT, 2 * S - 1));
+          MB, Mb, P, NT * KT, 2 * S - 1);
     }
-    describe_traffic(n, s_);
-    finish_time(n, s_, per_core);
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, per_core, terms_);
     out.push_back(n);
   }
 
-  NodeEstimate rows(const Node& node, std::vector<int> ins, int passes, std::vector<int> vectors = {}) {
+
+  // The A operand of product i when it is the transpose of a stored activation `src`
+  // (dY^T for dW, dS^T for dK, P^T for dV).
+  // RWMA: a row-major transpose first (a conversion node reads src once and writes the
+  //   transposed copy once), then the GEMM streams rows of the copy.
+  // BWMA: no conversion: A's panel kb is the row of S x S tiles of src at rows kb*S..; each
+  //   tile is read whole and fed to the array transposed, so A streams the same lines as a
+  //   panel of a matrix stored in the B arrangement (stand-in: a matrix of A's extent).
+  MatrixView transposed_a(const Node& node, const GemmShape& gm, const MatrixView& src, int64_t i) {
+    if (a_ == Arrangement::bwma) return low_.fresh(node.name + "#a_tiles", gm.m, gm.k, i, gm.batch);
+    for (const auto& sw : block_sweeps(src, 0, src.rows, 0, src.cols)) extra_conv_.accesses.push_back({"a_src", sw, false});
+    const MatrixView t = low_.fresh(node.name + "#a_t", gm.m, gm.k, i, gm.batch, true);
+    extra_conv_.accesses.push_back({"a_transposed", Sweep{t.base, 1, gm.m * gm.k * s_.elem_bytes, gm.m * gm.k * s_.elem_bytes}, true});
+    return t;
+  }
+
+  // Backward GEMMs of the training graph: operands read in place where their storage is
+  // already the arrangement the schedule needs, transposed operands as transposed_a().
+  bool backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w, std::string& lowering) {
+    const bool bw = a_ == Arrangement::bwma;
+    switch (node.kind) {
+      case OpKind::linear_grad_input: {  // dx(M,K) = dy(M,N) w(N,K)
+        // The weight's forward packing read tile by tile in transposed order, each S x S
+        // tile transposed as it is loaded: the same bytes per tile as the forward GEMM.
+        const TensorDesc& wt = g_.tensor(node.inputs[1]);
+        w.instances.push_back({low_.matrix(node.inputs[0], 0), low_.fresh(wt.name + "#packed", gm.k, gm.n),
+                               low_.matrix(node.outputs[0], 0)});
+        lowering = "dx(M,K) = dy(M,N) w(N,K): dy streamed as the A operand, the packed weight's tiles loaded transposed";
+        return true;
+      }
+      case OpKind::linear_grad_weight: {  // dw(N,K) = dy^T(N,M) x(M,K)
+        const MatrixView dy = low_.matrix(node.inputs[0], 0);
+        w.instances.push_back({transposed_a(node, gm, dy, 0), low_.matrix(node.inputs[1], 0),
+                               low_.matrix(node.outputs[0], 0)});
+        extra_stream_.accesses.push_back({"db", low_.whole(g_.tensor(node.outputs[1]).name, gm.m * s_.elem_bytes), true});
+        lowering = fmt::format("dw(N,K) = dy^T(N,M) x(M,K): x read in place (already the B arrangement); dy^T {}",
+                               bw ? "read as S x S tiles of dy's panels, transposed on the way into the array"
+                                  : "from a row-major transposed copy (conversion node)");
+        return true;
+      }
+      case OpKind::attn_scores_grad_q:   // dQ = dS K
+      case OpKind::attn_scores_grad_k:   // dK = dS^T Q
+      case OpKind::attn_context_grad_v:  // dV = P^T dctx
+      case OpKind::attn_context_grad_probs: {  // dP = dctx V^T
+        const int64_t heads = node.attrs.at("heads").get<int64_t>();
+        const int qkv_or_ctx = node.inputs[1];
+        const bool probs = node.kind == OpKind::attn_context_grad_probs, dv = node.kind == OpKind::attn_context_grad_v;
+        const TensorDesc& seqt = g_.tensor(dv ? node.inputs[0] : node.inputs[1]);
+        const int64_t B = seqt.shape[0], L = seqt.shape[1], H = dv ? seqt.shape[2] : seqt.shape[2] / 3, d = H / heads;
+        const MatrixView out = low_.matrix(node.outputs[0], 0);
+        if (probs) {
+          // V^T for dP: converted like K^T in the forward scores (RWMA transpose, BWMA tiles).
+          const MatrixView qkv = low_.matrix(qkv_or_ctx, 0);
+          for (int64_t b = 0; b < B; ++b)
+            for (const auto& sw : block_sweeps(qkv, b * L, L, 2 * H, H)) extra_conv_.accesses.push_back({"v", sw, false});
+          extra_conv_.accesses.push_back({"v_transposed", low_.whole(node.name + "#v_t", B * heads * view_bytes(a_, d, L, s_.elem_bytes, S_())), true});
+          const MatrixView dctx = low_.matrix(node.inputs[0], 0);
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < heads; ++h)
+              w.instances.push_back({sub_view(dctx, b * L, L, h * d, d), low_.fresh(node.name + "#v_t", d, L, b * heads + h, B * heads),
+                                     low_.matrix(node.outputs[0], b * heads + h)});
+          lowering = "dP = dctx V^T per head: dctx read in place, V^T from a converted copy";
+          return true;
+        }
+        const int scores = dv ? node.inputs[1] : node.inputs[0];
+        const MatrixView seq = low_.matrix(dv ? node.inputs[0] : node.inputs[1], 0);
+        const int64_t b_col = node.kind == OpKind::attn_scores_grad_q ? H : 0;  // K for dQ, Q for dK
+        const int64_t y_col = node.kind == OpKind::attn_scores_grad_q ? 0 : node.kind == OpKind::attn_scores_grad_k ? H : 2 * H;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t i = b * heads + h;
+            const MatrixView sc = low_.matrix(scores, i);
+            const MatrixView a = node.kind == OpKind::attn_scores_grad_q ? sc : transposed_a(node, gm, sc, i);
+            w.instances.push_back({a, sub_view(seq, b * L, L, b_col + h * d, d), sub_view(out, b * L, L, y_col + h * d, d)});
+          }
+        lowering = fmt::format("{} products per head, the (L,d) operand read in place from {} ({}), the result "
+                               "written into its third of dqkv; {}",
+                               B * heads, dv ? "dctx" : "qkv", bw ? "a head owns its panels" : "strided rows",
+                               node.kind == OpKind::attn_scores_grad_q ? "dS streamed as A"
+                               : bw ? "the (L,L) operand transposed tile by tile"
+                                    : "the (L,L) operand transposed into a row-major copy first");
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+  NodeEstimate rows(const Node& node, std::vector<int> ins, int passes, std::vector<int> vectors = {},
+                    std::vector<int> vector_outputs = {}) {
     NodeEstimate n = base(node, "rows");
     const Mats m = mats_of(g_.tensor(node.outputs[0]));
     RowWork w;
@@ -374,13 +502,14 @@ class NodeModel {
     n.traffic = analytic_traffic(w, s_, s_.cores);
     StreamWork v;
     for (int t : vectors) v.accesses.push_back({g_.tensor(t).name, low_.whole(g_.tensor(t).name, g_.tensor(t).numel() * s_.elem_bytes), false});
+    for (int t : vector_outputs) v.accesses.push_back({g_.tensor(t).name, low_.whole(g_.tensor(t).name, g_.tensor(t).numel() * s_.elem_bytes), true});
     n.traffic.add(analytic_traffic(v, s_, s_.cores));
-    n.terms.push_back(fmt::format("row op over {} matrix(es) of {} rows x {} ({} pass(es) over each row): {}",
+    term(n, "row op over {} matrix(es) of {} rows x {} ({} pass(es) over each row): {}",
                                   m.batch, m.rows, m.cols, passes,
                                   a_ == Arrangement::bwma ? "each row gathered from its column panels (strided)"
-                                                          : "each row contiguous"));
-    describe_traffic(n, s_);
-    finish_time(n, s_, scalar_compute(n.flops));
+                                                          : "each row contiguous");
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
     return n;
   }
 
@@ -393,9 +522,63 @@ class NodeModel {
     }
     w.accesses.push_back({"out", low_.whole(g_.tensor(node.outputs[0]).name, low_.tensor_bytes(node.outputs[0])), true});
     n.traffic = analytic_traffic(w, s_, s_.cores);
-    n.terms.push_back("elementwise: layout-independent, every operand streamed once in storage order");
-    describe_traffic(n, s_);
-    finish_time(n, s_, scalar_compute(n.flops));
+    term(n, "{}", "elementwise: layout-independent, every operand streamed once in storage order");
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
+    return n;
+  }
+
+  // Embedding backward: each token's gradient row (in the arrangement: gathered from the
+  // panels under BWMA) is added into one row of each table (row-major tables,
+  // read-modify-write of a contiguous row); the ids are streamed.
+  NodeEstimate embedding_grad(const Node& node) {
+    NodeEstimate n = base(node, "rows");
+    const Mats m = mats_of(g_.tensor(node.inputs[0]));
+    RowWork w;
+    w.rows = m.rows;
+    w.len = m.cols;
+    w.input_names = {"dout"};
+    w.output_name = "word_rows";
+    RowMatrix rm;
+    rm.inputs.push_back(low_.matrix(node.inputs[0], 0));
+    rm.output = low_.fresh(node.name + "#word_rows", m.rows, m.cols, 0, 1, true);
+    w.matrices.push_back(rm);
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    StreamWork other;
+    const int64_t rows_bytes = m.rows * m.cols * s_.elem_bytes;
+    for (const char* t : {"position_rows", "type_rows"}) {
+      other.accesses.push_back({t, low_.whole(node.name + "#" + t, rows_bytes), false});
+      other.accesses.push_back({t, low_.whole(node.name + "#" + t, rows_bytes), true});
+    }
+    for (int i = 1; i < 3; ++i)
+      other.accesses.push_back({fmt::format("ids{}", i), low_.whole(g_.tensor(node.inputs[i]).name, g_.tensor(node.inputs[i]).numel() * 4), false});
+    n.traffic.add(analytic_traffic(other, s_, s_.cores));
+    term(n, "embedding backward: {} gradient rows {} added into a row of each row-major table", m.rows,
+         a_ == Arrangement::bwma ? "gathered from the column panels" : "read contiguously");
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
+    return n;
+  }
+
+  // Optimizer (AdamW, LAMB) and the gradient norm: pure streams over the fp32 master
+  // parameters, gradients and moments (their graph dtypes, whatever the accelerator's
+  // element size), each read once and each updated tensor written once; layout-independent.
+  NodeEstimate optimizer(const Node& node) {
+    NodeEstimate n = base(node, "stream");
+    StreamWork w;
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorDesc& t = g_.tensor(node.inputs[i]);
+      w.accesses.push_back({node.kind == OpKind::grad_norm ? "grads" : fmt::format("in{}", i), low_.whole(t.name, t.bytes()), false});
+    }
+    if (node.kind != OpKind::grad_norm)
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        const TensorDesc& t = g_.tensor(node.outputs[i]);
+        w.accesses.push_back({fmt::format("out{}", i), low_.whole(t.name, t.bytes()), true});
+      }
+    n.traffic = analytic_traffic(w, s_, s_.cores);
+    term(n, "{}: every operand streamed once in storage order at its graph dtype (fp32 state)", n.op);
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
     return n;
   }
 
@@ -417,10 +600,10 @@ class NodeModel {
     for (int i = 0; i < 2; ++i)
       ids.accesses.push_back({fmt::format("ids{}", i), low_.whole(g_.tensor(node.inputs[i]).name, g_.tensor(node.inputs[i]).numel() * 4), false});
     n.traffic.add(analytic_traffic(ids, s_, s_.cores));
-    n.terms.push_back(fmt::format("embedding: {} tokens gather a row of each table (row-major) and write the sum {}",
-                                  m.rows, a_ == Arrangement::bwma ? "scattered into the column panels" : "as a contiguous row"));
-    describe_traffic(n, s_);
-    finish_time(n, s_, scalar_compute(n.flops));
+    term(n, "embedding: {} tokens gather a row of each table (row-major) and write the sum {}",
+                                  m.rows, a_ == Arrangement::bwma ? "scattered into the column panels" : "as a contiguous row");
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
     return n;
   }
 
@@ -442,12 +625,12 @@ class NodeModel {
     if (total - write > 0) w.accesses.push_back({"reads", low_.whole(node.name + "#reads", total - write), false});
     if (write > 0) w.accesses.push_back({"writes", low_.whole(node.name + "#writes", write), true});
     n.traffic = analytic_traffic(w, s_, s_.cores);
-    n.terms.push_back(fmt::format(
+    term(n, 
         "fallback: no specific model for op '{}', generic streaming model: node_min_bytes {} x element size "
         "{} / graph dtype = {} bytes, outputs {} bytes",
-        n.op, min_bytes, s_.elem_bytes, total, write));
-    describe_traffic(n, s_);
-    finish_time(n, s_, scalar_compute(n.flops));
+        n.op, min_bytes, s_.elem_bytes, total, write);
+    describe_traffic(n, s_, terms_);
+    finish_time(n, s_, scalar_compute(n.flops), terms_);
     return n;
   }
 
@@ -455,27 +638,91 @@ class NodeModel {
   const SystemDesc& s_;
   Arrangement a_;
   Lowering low_;
-  StreamWork extra_conv_;
+  int64_t S_() const { return s_.array.kernel; }
+
+  StreamWork extra_conv_, extra_stream_;
+  bool terms_ = false;
 };
 
 }  // namespace
 
-GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a) {
+NodeClasses classify_nodes(const Graph& g) {
+  NodeClasses c;
+  std::unordered_map<std::string, int> ids;
+  std::string key;
+  for (const auto& node : g.nodes()) {
+    key.clear();
+    key += to_string(node.kind);
+    auto add_tensors = [&](const std::vector<int>& ts) {
+      for (size_t i = 0; i < ts.size(); ++i) {
+        const TensorDesc& t = g.tensor(ts[i]);
+        key += '|';
+        for (int64_t d : t.shape) key += std::to_string(d) + ',';
+        key += to_string(t.dtype);
+        // Operands that alias one tensor share their addresses: part of the signature.
+        for (size_t k = 0; k < i; ++k)
+          if (ts[k] == ts[i]) key += "=" + std::to_string(k);
+      }
+      key += ';';
+    };
+    add_tensors(node.inputs);
+    add_tensors(node.outputs);
+    for (const char* a : {"heads", "activation"})
+      if (node.attrs.is_object() && node.attrs.contains(a)) key += std::string(a) + node.attrs.at(a).dump();
+    auto [it, fresh] = ids.emplace(key, static_cast<int>(c.first.size()));
+    if (fresh) c.first.push_back(node.id);
+    c.class_of.push_back(it->second);
+  }
+  return c;
+}
+
+GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a, const EstimateOptions& o) {
   GraphEstimate ge;
   ge.system = s;
   ge.arrangement = a;
-  NodeModel model(g, s, a);
-  for (const auto& node : g.nodes()) {
-    if (s.kind == "cpu") {
-      NodeEstimate n = cpu_node(g, node, s);
+  ge.nodes.reserve(g.nodes().size() + g.nodes().size() / 8);
+  if (s.kind == "cpu") {
+    for (const auto& node : g.nodes()) {
+      NodeEstimate n = cpu_node(g, node, s, o.terms || node.name == o.explain);
       n.name = node.name;
       n.op = to_string(node.kind);
       n.region = region_of(node.name);
       n.phase = to_string(node.phase);
-      ge.nodes.push_back(n);
+      ge.nodes.push_back(std::move(n));
+    }
+    return ge;
+  }
+  NodeClasses local;
+  const NodeClasses* classes = o.classes;
+  if (!classes && !o.terms) {
+    local = classify_nodes(g);
+    classes = &local;
+  }
+  NodeModel model(g, s, a);
+  // Estimates of each class, computed at its first node and copied to the others (24
+  // identical encoder layers share them); nodes whose terms are asked for are computed on
+  // their own, since the terms name the node.
+  std::vector<std::vector<NodeEstimate>> done(classes ? classes->first.size() : 0);
+  std::vector<uint8_t> have(done.size(), 0);
+  for (const auto& node : g.nodes()) {
+    const bool terms = o.terms || node.name == o.explain;
+    if (terms || !classes) {
+      for (auto& n : model.run(node, terms)) ge.nodes.push_back(std::move(n));
       continue;
     }
-    for (auto& n : model.run(node)) ge.nodes.push_back(std::move(n));
+    const int c = classes->class_of.at(node.id);
+    if (!have[c]) {
+      done[c] = model.run(node, false);
+      have[c] = 1;
+    }
+    const std::string region = region_of(node.name), phase = to_string(node.phase);
+    for (const auto& proto : done[c]) {
+      NodeEstimate n = proto;
+      n.name = n.op == "convert" ? node.name + ".convert" : node.name;
+      n.region = region;
+      n.phase = phase;
+      ge.nodes.push_back(std::move(n));
+    }
   }
   return ge;
 }

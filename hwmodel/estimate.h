@@ -35,6 +35,22 @@ struct GraphEstimate {
   int64_t dram_bytes_in(const std::string& region) const;
 };
 
-GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a);
+// Nodes with one signature (op kind, operand shapes, dtypes and aliasing, the heads and
+// activation attributes) have one estimate on any system: classify once per graph, then
+// each system estimates every class once.
+struct NodeClasses {
+  std::vector<int> class_of;  // per node id
+  std::vector<int> first;     // per class: the node estimated for it
+};
+NodeClasses classify_nodes(const Graph& g);
+
+struct EstimateOptions {
+  const NodeClasses* classes = nullptr;  // from classify_nodes(g); computed when null
+  bool terms = false;                    // the estimate in words for every node (slower)
+  std::string explain;                   // ... or for this node only
+};
+
+GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
+                             const EstimateOptions& o = {});
 
 }  // namespace bertlab::hw

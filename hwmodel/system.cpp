@@ -1,8 +1,12 @@
 #include "hwmodel/system.h"
 
+#include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
+#include <optional>
 
 #include "runtime/error.h"
+#include "runtime/machine.h"
 
 namespace bertlab::hw {
 
@@ -79,24 +83,36 @@ void validate_cache(const CacheDesc& c, const std::string& what, const std::stri
   check(c.hit_cycles >= 0, "{}: '{}.hit_cycles' must not be negative", origin, what);
 }
 
-// machine.json (written by `bertlab calibrate`): measured peaks of this CPU.
+// A CPU described by what `bertlab calibrate` measured (runtime/machine.h): the GEMM
+// peaks per precision, the triad bandwidth (reads and writes mixed, as node_min_bytes
+// counts them) and the thread count. Caches are not measured; typical values stand in.
+void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origin) {
+  s.kind = "cpu";
+  s.name = fmt::format("this CPU: {} ({} threads, calibrated {}, from {})", m.cpu_model, m.threads, m.date, origin);
+  s.cores = m.threads;
+  s.gemm_peak_gflops = json{{"f32", m.gemm_peak_f32}};
+  if (m.gemm_peak_bf16) s.gemm_peak_gflops["bf16"] = *m.gemm_peak_bf16;
+  s.dram.peak_gbps = m.bandwidth_triad;
+}
+
 SystemDesc from_machine(const json& j, const std::string& origin) {
   SystemDesc s;
-  s.kind = "cpu";
-  s.name = field_or<std::string>(j, "name", "this-cpu", "", origin);
-  s.cores = field<int64_t>(j, "cores", "", origin);
-  s.clock_ghz = field_or<double>(j, "clock_ghz", 1.0, "", origin);
-  s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
-  s.dram.peak_gbps = field<double>(j, "memory_bandwidth_gbps", "", origin);
-  s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
-  const json caches = field_or<json>(j, "caches", json::object(), "", origin);
-  s.l1 = {field_or<int64_t>(caches, "l1d_bytes", 32768, "caches", origin), 8,
-          field_or<int64_t>(caches, "line_bytes", 64, "caches", origin), 4, false};
-  int64_t llc = field_or<int64_t>(caches, "l3_bytes", 0, "caches", origin);
-  if (llc == 0) llc = field_or<int64_t>(caches, "l2_bytes", 1 << 20, "caches", origin);
-  s.llc = {llc, 16, s.l1.line_bytes, 40, false};
+  s.clock_ghz = 1.0;
+  s.l1 = {32768, 8, 64, 4, false};
+  s.llc = {1 << 20, 16, 64, 40, false};
   s.elem_bytes = 4;
+  apply_machine(s, machine_from_json(j, origin), origin);
   return s;
+}
+
+// A "machine" field of a cpu description names the machine.json to read: as given (relative
+// to the working directory), else beside the description.
+std::optional<std::filesystem::path> find_machine(const std::string& name, const std::string& origin) {
+  const std::filesystem::path p(name);
+  if (std::filesystem::exists(p)) return p;
+  const auto beside = std::filesystem::path(origin).parent_path() / p;
+  if (p.is_relative() && std::filesystem::exists(beside)) return beside;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -150,6 +166,13 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.dram.banks = field_or<int64_t>(d, "banks", 16, "dram", origin);
   s.dram.row_hit_ns = field_or<double>(d, "row_hit_ns", 15, "dram", origin);
   s.dram.row_miss_ns = field_or<double>(d, "row_miss_ns", 45, "dram", origin);
+  if (s.kind == "cpu" && j.contains("machine")) {
+    const std::string name = field<std::string>(j, "machine", "", origin);
+    if (const auto path = find_machine(name, origin))
+      apply_machine(s, load_machine(*path), path->string());
+    else
+      s.name += fmt::format(" [{} not found: run `bertlab calibrate`; placeholder values]", name);
+  }
   validate(s, origin);
   return s;
 }

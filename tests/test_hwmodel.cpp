@@ -1,6 +1,7 @@
 // hwmodel: SCALE-Sim closed forms, system validation, estimate of a graph, bad input.
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "hwmodel/system.h"
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
+#include "runtime/machine.h"
 
 using namespace bertlab;
 using namespace bertlab::hw;
@@ -88,9 +90,34 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
   j = system_to_json(s);
   j["array"].erase("kernel");
   CHECK_THROWS_WITH(system_from_json(j, "x.json"), Catch::Contains("array.kernel"));
-  nlohmann::json m{{"format", "bertlab-machine"}, {"version", 1}, {"cores", 2},
-                   {"gemm_peak_gflops", {{"f32", 225}}}, {"memory_bandwidth_gbps", 33}};
-  CHECK(system_from_json(m, "machine.json").kind == "cpu");
+  // machine.json as `bertlab calibrate` writes it, directly and through this-cpu.json.
+  MachineInfo mi;
+  mi.cpu_model = "test cpu";
+  mi.isa = "avx2";
+  mi.logical_cpus = 2;
+  mi.threads = 2;
+  mi.date = "2026-01-01T00:00:00Z";
+  mi.gemm_peak_f32 = 80;
+  mi.bandwidth_read = mi.bandwidth_write = 20;
+  mi.bandwidth_triad = 25;
+  mi.bandwidth_array_bytes = 1 << 28;
+  mi.seconds_per_measurement = 1;
+  const nlohmann::json m = machine_to_json(mi);
+  const SystemDesc cpu = system_from_json(m, "machine.json");
+  CHECK(cpu.kind == "cpu");
+  CHECK(cpu.cores == 2);
+  CHECK(cpu.dram.peak_gbps == 25);
+  const std::string dir = "/tmp/bertlab_hw_cpu";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/machine.json") << m.dump();
+  auto desc = nlohmann::json::parse(std::ifstream(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/this-cpu.json"));
+  std::ofstream(dir + "/this-cpu.json") << desc.dump();
+  const SystemDesc here = load_system(dir + "/this-cpu.json");
+  CHECK(here.gemm_peak_gflops.at("f32").get<double>() == 80);
+  CHECK(here.dram.peak_gbps == 25);
+  CHECK(here.name.find("test cpu") != std::string::npos);
+  desc["machine"] = "no-such-machine.json";
+  CHECK(system_from_json(desc, "x.json").name.find("placeholder") != std::string::npos);
 }
 
 TEST_CASE("estimate a BERT graph under both arrangements", "[hwmodel]") {
