@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <tuple>
 
@@ -23,48 +24,29 @@ class DramStreams {
   void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
     const int64_t lines = distinct_blocks(sw, L_);
-    auto& o = t_.operands[op];
+    Stream& st = stream(op, core);
+    OperandTraffic& o = *st.traffic;
     (write ? o.write_lines : o.read_lines) += lines;
     if (!write) {
       if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-      open_rows(op, write, core, sw);
+      open_rows(st, write, sw);
       return;
     }
-    auto& p = pending_[{op, core}];
+    auto& p = st.pending;
     const bool parallel = sw.count > 1 && !p.empty() && p.front().count == sw.count &&
                           p.front().stride == sw.stride && sw.start >= p.front().start &&
                           sw.start < p.front().start + sw.stride &&
-                          pending_lines_[{op, core}] + lines <= kWriteQueueLines;
-    if (!parallel) flush(op, core);
+                          st.pending_lines + lines <= kWriteQueueLines;
+    if (!parallel) flush(st);
     if (sw.count > 1 && lines < kWriteQueueLines) {
-      pending_[{op, core}].push_back(sw);
-      pending_lines_[{op, core}] += lines;
+      st.pending.push_back(sw);
+      st.pending_lines += lines;
     } else {
-      open_rows(op, true, core, sw);
+      open_rows(st, true, sw);
     }
   }
   void flush_all() {
-    for (auto& [key, v] : pending_) flush(key.first, key.second);
-  }
-  void open_rows(const std::string& op, bool write, int64_t core, const Sweep& sw) {
-    // Row misses: the rows a monotone sweep enters, less the one still open from the
-    // previous sweep of this stream.
-    int64_t rows = distinct_blocks(sw, R_);
-    auto& last = last_row_[{op, write, core}];
-    if (last == first_block(sw, R_) + 1) rows -= 1;
-    last = last_block(sw, R_) + 1;  // 0 = nothing open yet
-    t_.operands[op].row_misses += rows;
-  }
-  void flush(const std::string& op, int64_t core) {
-    auto& p = pending_[{op, core}];
-    if (p.empty()) return;
-    Sweep hull = p.front();
-    uint64_t end = hull.start + hull.width;
-    for (const auto& s : p) end = std::max<uint64_t>(end, s.start + s.width);
-    hull.width = static_cast<int64_t>(end - hull.start);
-    open_rows(op, true, core, hull);
-    p.clear();
-    pending_lines_[{op, core}] = 0;
+    for (auto& st : streams_) flush(st);
   }
   void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
     for (const auto& s : v) sweep(op, write, core, s);
@@ -74,14 +56,15 @@ class DramStreams {
   void repeat(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
               int64_t times) {
     if (times <= 0) return;
+    Stream& st = stream(op, core);
     sweeps(op, write, core, v);
-    if (write) flush(op, core);
+    if (write) flush(st);
     if (times == 1) return;
-    auto& o = t_.operands[op];
+    auto& o = *st.traffic;
     const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
                                    core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
     sweeps(op, write, core, v);
-    if (write) flush(op, core);
+    if (write) flush(st);
     const int64_t k = times - 2;
     o.read_lines += (o.read_lines - std::get<0>(before)) * k;
     o.write_lines += (o.write_lines - std::get<1>(before)) * k;
@@ -91,11 +74,50 @@ class DramStreams {
   }
 
  private:
+  // Per operand and core: the last row each direction left open (0: none) and the
+  // write-backs waiting in the write queue. Found by a short linear scan (a node has a
+  // handful of operands), no string-keyed tree in the hot path.
+  struct Stream {
+    std::string op;
+    int64_t core = 0;
+    OperandTraffic* traffic = nullptr;
+    int64_t last_row[2] = {0, 0};
+    std::vector<Sweep> pending;
+    int64_t pending_lines = 0;
+  };
+  Stream& stream(const std::string& op, int64_t core) {
+    for (auto& st : streams_)
+      if (st.core == core && st.op == op) return st;
+    Stream& st = streams_.emplace_back();
+    st.op = op;
+    st.core = core;
+    st.traffic = &t_.operands[op];  // std::map: the pointer stays valid
+    return st;
+  }
+  void open_rows(Stream& st, bool write, const Sweep& sw) {
+    // Row misses: the rows a monotone sweep enters, less the one still open from the
+    // previous sweep of this stream.
+    int64_t rows = distinct_blocks(sw, R_);
+    auto& last = st.last_row[write ? 1 : 0];
+    if (last == first_block(sw, R_) + 1) rows -= 1;
+    last = last_block(sw, R_) + 1;  // 0 = nothing open yet
+    st.traffic->row_misses += rows;
+  }
+  void flush(Stream& st) {
+    auto& p = st.pending;
+    if (p.empty()) return;
+    Sweep hull = p.front();
+    uint64_t end = hull.start + hull.width;
+    for (const auto& s : p) end = std::max<uint64_t>(end, s.start + s.width);
+    hull.width = static_cast<int64_t>(end - hull.start);
+    open_rows(st, true, hull);
+    p.clear();
+    st.pending_lines = 0;
+  }
+
   int64_t L_, R_;
   Traffic& t_;
-  std::map<std::tuple<std::string, bool, int64_t>, int64_t> last_row_;
-  std::map<std::pair<std::string, int64_t>, std::vector<Sweep>> pending_;
-  std::map<std::pair<std::string, int64_t>, int64_t> pending_lines_;
+  std::deque<Stream> streams_;  // stable addresses
 };
 
 Traffic empty_traffic(const SystemDesc& s, int64_t cores) {
