@@ -13,13 +13,14 @@ using namespace bertlab::hw;
 namespace {
 
 // Small caches so that reuse decisions flip within small shapes.
-SystemDesc small_system(int64_t S) {
+SystemDesc small_system(int64_t S, int64_t llc_ways = 256) {
   SystemDesc s;
   s.name = "test-small";
   s.cores = 1;
   s.array.kernel = S;
   s.l1 = {2048, 2, 64, 2, false};
-  s.llc = {16384, 256, 64, 20, false};  // one set: capacity effects only (see docs/hwmodel.md)
+  // 256 ways: one set, capacity effects only; 8 ways: 32 sets, conflicts too (docs/hwmodel.md)
+  s.llc = {16384, llc_ways, 64, 20, false};
   s.dram.row_bytes = 1024;
   s.dram.banks = 64;
   s.dram.burst_bytes = 32;
@@ -51,7 +52,7 @@ struct Worst {
   }
 };
 
-void compare(const Traffic& an, const Traffic& ex, const std::string& label, Worst& worst) {
+void compare(const Traffic& an, const Traffic& ex, const std::string& label, Worst& worst, bool assert_bound = true) {
   const double eb = rel(an.dram_bytes(), ex.dram_bytes());
   const double eu = rel(an.bursts(), ex.bursts());
   const double er = rel(an.row_misses(), ex.row_misses());
@@ -72,7 +73,7 @@ void compare(const Traffic& an, const Traffic& ex, const std::string& label, Wor
   if (e > 0.02) UNSCOPED_INFO(label << detail);
   // Known gap (docs/hwmodel.md): reuse footprints within a few percent of the LLC capacity
   // and write-queue coalescing of scattered BWMA row writes are approximated.
-  CHECK(e <= 0.40);
+  if (assert_bound) CHECK(e <= 0.40);
 }
 
 }  // namespace
@@ -92,7 +93,11 @@ TEST_CASE("floor_sum and distinct_blocks match enumeration", "[hwmodel]") {
   }
 }
 
-TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") {
+namespace {
+
+// The random shapes of the agreement test on an LLC of `llc_ways` ways (16 KB); returns
+// the worst case and the count within 2%. `assert_bound`: each shape within 40%.
+Worst agreement(int64_t llc_ways, bool assert_bound) {
   std::mt19937 rng(2024);
   Worst worst;
   int cases = 0;
@@ -100,7 +105,7 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
     const int64_t S = int64_t{4} << (rng() % 3);  // 4, 8, 16
     const int64_t P = int64_t{1} << (rng() % 3);  // 1, 2, 4 cores
     const int64_t M = 16 * (1 + rng() % 12), K = 64 * (1 + rng() % 4), N = 64 * (1 + rng() % 4);
-    SystemDesc sys = small_system(S);
+    SystemDesc sys = small_system(S, llc_ways);
     sys.cores = P;
     for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
       Allocator al;
@@ -120,7 +125,7 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
       const Traffic ex = sim.finish();
       const Traffic an = analytic_traffic(w, sys, P);
       compare(an, ex, fmt::format("gemm {} M={} N={} K={} S={} cores={}", to_string(arr), M, N, K, S, P),
-              worst);
+              worst, assert_bound);
       ++cases;
     }
   }
@@ -128,7 +133,7 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
     const int64_t S = int64_t{4} << (rng() % 3);
     const int64_t P = int64_t{1} << (rng() % 3);
     const int64_t rows = 16 * (1 + rng() % 16), len = 64 * (1 + rng() % 4);
-    SystemDesc sys = small_system(S);
+    SystemDesc sys = small_system(S, llc_ways);
     for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
       Allocator al;
       RowWork w;
@@ -149,13 +154,13 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
       compare(analytic_traffic(w, sys, P), sim.finish(),
               fmt::format("rows {} rows={} len={} S={} cores={} passes={}", to_string(arr), rows, len,
                           S, P, w.passes),
-              worst);
+              worst, assert_bound);
       ++cases;
     }
   }
   for (int it = 0; it < 8; ++it) {
     const int64_t P = int64_t{1} << (rng() % 3);
-    SystemDesc sys = small_system(8);
+    SystemDesc sys = small_system(8, llc_ways);
     Allocator al;
     StreamWork w;
     const int64_t bytes = 64 * (8 + rng() % 400);
@@ -167,12 +172,27 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
     TraceSim sim(sys, P);
     sim.run(w);
     compare(analytic_traffic(w, sys, P), sim.finish(),
-            fmt::format("stream bytes={} rows={} cores={}", bytes, rows, P), worst);
+            fmt::format("stream bytes={} rows={} cores={}", bytes, rows, P), worst, assert_bound);
     ++cases;
   }
-  WARN(fmt::format("{} shapes; worst analytic-vs-exact disagreement {:.3f}% at {}", cases,
-                   100 * worst.err, worst.what));
-  WARN(fmt::format("{} of {} shapes within 2%", worst.within, worst.total));
   CHECK(cases >= 50);
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") {
+  const Worst worst = agreement(256, true);
+  WARN(fmt::format("fully associative 16 KB LLC: {} of {} shapes within 2%; worst {:.3f}% at {}", worst.within,
+                   worst.total, 100 * worst.err, worst.what));
   CHECK(worst.within >= 0.85 * worst.total);
+}
+
+// Known gap, measured and printed, not yet asserted (docs/hwmodel.md): the analytic model
+// has no per-set reuse, so on a set-associative LLC conflict misses of strided RWMA
+// footprints (and of BWMA panels near capacity) are missed.
+TEST_CASE("analytic DRAM traffic vs the trace simulator on an 8-way LLC (measured)", "[hwmodel]") {
+  const Worst worst = agreement(8, false);
+  WARN(fmt::format("8-way 16 KB LLC: {} of {} shapes within 2%; worst {:.3f}% at {}", worst.within, worst.total,
+                   100 * worst.err, worst.what));
 }
