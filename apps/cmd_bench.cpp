@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "apps/commands.h"
@@ -13,6 +14,7 @@
 #include "ops/peak.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
+#include "runtime/train_step.h"
 
 namespace bertlab::app {
 
@@ -30,7 +32,8 @@ double peak_rss_mb() {
   return ru.ru_maxrss / 1024.0;
 }
 
-BertInputs random_inputs(const BertConfig& c, int64_t batch, int64_t seq) {
+// Random full-length sequences; for training, P distinct masked positions per sequence.
+BertInputs random_inputs(const BertConfig& c, int64_t batch, int64_t seq, int64_t P) {
   BertInputs in;
   in.batch = batch;
   in.seq = seq;
@@ -40,6 +43,17 @@ BertInputs random_inputs(const BertConfig& c, int64_t batch, int64_t seq) {
     in.input_ids.push_back(id(rng));
     in.token_type_ids.push_back(i % seq >= seq / 2 ? 1 : 0);
     in.attention_mask.push_back(1);
+  }
+  in.max_predictions = P;
+  for (int64_t b = 0; b < batch && P > 0; ++b) {
+    std::vector<int32_t> positions(seq - 1);
+    std::iota(positions.begin(), positions.end(), 1);
+    std::shuffle(positions.begin(), positions.end(), rng);
+    for (int64_t p = 0; p < P; ++p) {
+      in.masked_lm_positions.push_back(positions[p % positions.size()]);
+      in.masked_lm_labels.push_back(id(rng));
+    }
+    in.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
   }
   return in;
 }
@@ -64,30 +78,56 @@ void add_bench_command(CLI::App& root) {
   cmd->callback([o] {
     set_threads(o->threads);
     const auto& s = o->shape;
+    const bool train = s.mode == "train";
     Graph g = build_graph(s);
     BertConfig c = resolve_config(s.config);
-    Model m = init_model(c, s.heads == "none" ? Heads::none : Heads::pretraining, 1);
+    Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
     double flops = 0;
     for (const auto& n : g.nodes()) flops += node_flops(g, n);
-    Executor ex(std::move(g), m.params);
-    set_inputs(ex, random_inputs(c, s.batch, s.seq));
+    RunSpec run;
+    run.batch = s.batch;
+    run.seq = s.seq;
+    BertInputs batch = random_inputs(c, s.batch, s.seq, train ? run.predictions() : 0);
+    // Inference runs the graph; training runs whole optimizer steps (forward, backward, update).
+    std::unique_ptr<Executor> infer;
+    std::unique_ptr<TrainStepper> stepper;
+    if (train) {
+      stepper = std::make_unique<TrainStepper>(m, run, OptimizerConfig{}, 1);
+    } else {
+      infer = std::make_unique<Executor>(std::move(g), m.params);
+      set_inputs(*infer, batch);
+    }
+    Executor& ex = train ? stepper->executor() : *infer;
+    int64_t step = 0;
+    std::vector<double> node_secs;
+    auto once = [&](bool timed_nodes) {
+      if (!train) return ex.run(timed_nodes ? &node_secs : nullptr);
+      if (!timed_nodes) return (void)stepper->step(std::span(&batch, 1), ++step, 1e-5f);
+      // Per-node times of a training step: the same work as step(), node by node.
+      stepper->state().grads.zero();
+      set_inputs(ex, batch);
+      ex.run(&node_secs);
+    };
 
     fmt::print("bench: {} mode={} heads={} batch={} seq={} threads={}\n", s.config, s.mode,
-               s.heads, s.batch, s.seq, omp_threads());
-    fmt::print("  graph: {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
-               flops / 1e9, ex.plan().arena_bytes / 1e6, ex.plan().unshared_bytes / 1e6,
-               ex.packed_weight_bytes() / 1e6);
-    for (int i = 0; i < o->warmup; ++i) ex.run();
+               train ? "pretraining" : s.heads, s.batch, s.seq, omp_threads());
+    fmt::print("  graph: {} nodes, {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
+               ex.graph().nodes().size(), flops / 1e9, ex.plan().arena_bytes / 1e6,
+               ex.plan().unshared_bytes / 1e6, ex.packed_weight_bytes() / 1e6);
+    for (int i = 0; i < o->warmup; ++i) once(false);
     std::vector<double> secs;
     std::map<std::string, double> by_kind;
-    std::vector<double> node_secs;
     for (int i = 0; i < o->runs; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      ex.run(o->breakdown ? &node_secs : nullptr);
+      once(false);
       secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      if (o->breakdown)
+    }
+    if (o->breakdown) {
+      for (int i = 0; i < o->runs; ++i) {
+        once(true);
         for (size_t k = 0; k < node_secs.size(); ++k)
           by_kind[to_string(ex.graph().node(k).kind)] += node_secs[k] / o->runs;
+      }
     }
     auto [mn, mx] = std::minmax_element(secs.begin(), secs.end());
     const double med = median(secs), seq_s = s.batch / med;

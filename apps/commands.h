@@ -7,6 +7,7 @@ namespace bertlab::app {
 
 void add_graph_command(CLI::App& root);
 void add_infer_command(CLI::App& root);
+void add_train_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
 void add_init_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);

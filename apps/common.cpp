@@ -34,7 +34,8 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.batch = o.batch;
   run.seq = o.seq;
   run.mode = o.mode;
-  run.heads = o.heads == "none" ? Heads::none : Heads::pretraining;
+  // Training always has the pretraining heads (the losses live there).
+  run.heads = o.heads == "none" && o.mode != "train" ? Heads::none : Heads::pretraining;
   Graph g = build_bert(resolve_config(o.config), run);
   apply_fusions(g, std::set<std::string>(o.no_fuse.begin(), o.no_fuse.end()));
   return g;

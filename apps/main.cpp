@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "bertlab 0.1.0");
   bertlab::app::add_graph_command(app);
   bertlab::app::add_infer_command(app);
+  bertlab::app::add_train_command(app);
   bertlab::app::add_bench_command(app);
   bertlab::app::add_init_command(app);
   bertlab::app::add_tokenize_command(app);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/parallel.h"
 #include "runtime/error.h"
 
 namespace bertlab::ops {
@@ -18,23 +19,27 @@ void check_label(int32_t label, int64_t row, int64_t C) {
 CrossEntropyStats cross_entropy_forward(const float* logits, const int32_t* labels, int64_t N,
                                         int64_t C) {
   for (int64_t r = 0; r < N; ++r) check_label(labels[r], r, C);
-  double loss = 0, correct = 0, count = 0;
-#pragma omp parallel for schedule(static) reduction(+ : loss, correct, count)
-  for (int64_t r = 0; r < N; ++r) {
-    if (labels[r] == kIgnoreLabel) continue;
-    const float* x = logits + r * C;
-    float mx = x[0];
-    int64_t arg = 0;
-    for (int64_t i = 1; i < C; ++i)
-      if (x[i] > mx) mx = x[i], arg = i;
-    float sum = 0;
+  return ordered_reduce(
+      N, CrossEntropyStats{},
+      [&](int64_t begin, int64_t end, CrossEntropyStats& part) {
+        for (int64_t r = begin; r < end; ++r) {
+          if (labels[r] == kIgnoreLabel) continue;
+          const float* x = logits + r * C;
+          float mx = x[0];
+          int64_t arg = 0;
+          for (int64_t i = 1; i < C; ++i)
+            if (x[i] > mx) mx = x[i], arg = i;
+          float sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < C; ++i) sum += std::exp(x[i] - mx);
-    loss += std::log(double(sum)) + mx - x[labels[r]];
-    correct += arg == labels[r];
-    count += 1;
-  }
-  return {loss, correct, count};
+          for (int64_t i = 0; i < C; ++i) sum += std::exp(x[i] - mx);
+          part.loss_sum += std::log(double(sum)) + mx - x[labels[r]];
+          part.correct += arg == labels[r];
+          part.count += 1;
+        }
+      },
+      [](CrossEntropyStats& acc, const CrossEntropyStats& part) {
+        acc.loss_sum += part.loss_sum, acc.correct += part.correct, acc.count += part.count;
+      });
 }
 
 CrossEntropyStats cross_entropy_forward_reference(const float* logits, const int32_t* labels,

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/parallel.h"
 #include "runtime/error.h"
 
 namespace bertlab::ops {
@@ -260,18 +261,17 @@ void LinearGradWeight::forward(float* dw, float* db, const float* dy, const floa
   ctx.stream.wait();
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
   const int64_t M = M_, N = N_;
-#pragma omp parallel
-  {
-    std::vector<float> part(N, 0.f);
-#pragma omp for schedule(static) nowait
-    for (int64_t i = 0; i < M; ++i) {
-      const float* row = dy + i * N;
+  auto sums = ordered_reduce(
+      M, std::vector<float>(N, 0.f),
+      [&](int64_t begin, int64_t end, std::vector<float>& part) {
+        for (int64_t i = begin; i < end; ++i) {
+          const float* row = dy + i * N;
 #pragma omp simd
-      for (int64_t j = 0; j < N; ++j) part[j] += row[j];
-    }
-#pragma omp critical
-    for (int64_t j = 0; j < N; ++j) db[j] += part[j];
-  }
+          for (int64_t j = 0; j < N; ++j) part[j] += row[j];
+        }
+      },
+      [](std::vector<float>& acc, const std::vector<float>& part) { add_into(acc.data(), part); });
+  add_into(db, sums);
 }
 
 void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,

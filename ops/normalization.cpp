@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/parallel.h"
 
 namespace bertlab::ops {
 
@@ -107,15 +108,16 @@ void layernorm_backward_row(float* dx, Acc* dgamma, Acc* dbeta, const float* dy,
 
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                         const float* gamma, int64_t rows, int64_t H, float eps) {
-#pragma omp parallel
-  {
-    std::vector<float> dg(H, 0.f), db(H, 0.f);
-#pragma omp for schedule(static) nowait
-    for (int64_t r = 0; r < rows; ++r)
-      layernorm_backward_row(dx + r * H, dg.data(), db.data(), dy + r * H, x + r * H, gamma, H, eps);
-#pragma omp critical
-    for (int64_t i = 0; i < H; ++i) dgamma[i] += dg[i], dbeta[i] += db[i];
-  }
+  // Partials hold dgamma then dbeta of a block of rows.
+  auto sums = ordered_reduce(
+      rows, std::vector<float>(2 * H, 0.f),
+      [&](int64_t begin, int64_t end, std::vector<float>& part) {
+        for (int64_t r = begin; r < end; ++r)
+          layernorm_backward_row(dx + r * H, part.data(), part.data() + H, dy + r * H, x + r * H,
+                                 gamma, H, eps);
+      },
+      [](std::vector<float>& acc, const std::vector<float>& part) { add_into(acc.data(), part); });
+  for (int64_t i = 0; i < H; ++i) dgamma[i] += sums[i], dbeta[i] += sums[H + i];
 }
 
 void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,

@@ -1,15 +1,20 @@
 #include "ops/optimizer.h"
 
+#include "ops/parallel.h"
+
 #include <cmath>
 #include <vector>
 
 namespace bertlab::ops {
 
 double sum_of_squares(const float* g, int64_t n) {
-  double total = 0;
-#pragma omp parallel for simd schedule(static) reduction(+ : total)
-  for (int64_t i = 0; i < n; ++i) total += double(g[i]) * g[i];
-  return total;
+  return ordered_reduce(
+      n, 0.0,
+      [&](int64_t begin, int64_t end, double& part) {
+#pragma omp simd reduction(+ : part)
+        for (int64_t i = begin; i < end; ++i) part += double(g[i]) * g[i];
+      },
+      [](double& acc, double part) { acc += part; });
 }
 
 namespace {
@@ -56,17 +61,27 @@ void lamb_update_tensor(float* p, float* m, float* v, const float* g, int64_t n,
   const auto [c1, c2] = corrections(h);
   const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, eps = h.eps;
   const float wd = decay ? h.weight_decay : 0.f;
-  // Pass 1: moments, and the norms of the parameter and of the update direction.
-  double p_norm2 = 0, u_norm2 = 0;
-#pragma omp parallel for simd schedule(static) reduction(+ : p_norm2, u_norm2)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * s;
-    m[i] = b1 * m[i] + (1.f - b1) * gi;
-    v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
-    p_norm2 += double(p[i]) * p[i];
-    u_norm2 += double(u) * u;
-  }
+  // Pass 1: moments, and the squared norms of the parameter and of the update direction.
+  struct Norms {
+    double p = 0, u = 0;
+  };
+  const Norms norms = ordered_reduce(
+      n, Norms{},
+      [&](int64_t begin, int64_t end, Norms& part) {
+        double pp = 0, uu = 0;
+#pragma omp simd reduction(+ : pp, uu)
+        for (int64_t i = begin; i < end; ++i) {
+          const float gi = g[i] * s;
+          m[i] = b1 * m[i] + (1.f - b1) * gi;
+          v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+          const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
+          pp += double(p[i]) * p[i];
+          uu += double(u) * u;
+        }
+        part.p += pp, part.u += uu;
+      },
+      [](Norms& acc, const Norms& part) { acc.p += part.p, acc.u += part.u; });
+  const double p_norm2 = norms.p, u_norm2 = norms.u;
   const double pn = std::sqrt(p_norm2), un = std::sqrt(u_norm2);
   const float step = h.lr * static_cast<float>(pn > 0 && un > 0 ? pn / un : 1.0);
   // Pass 2: the update, recomputed from the new moments (no temporary buffer).

@@ -92,7 +92,7 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
 }
 
 StepStats TrainStepper::evaluate(const BertInputs& batch) {
-  if (!eval_) {
+  if (!eval_ || eval_->graph().tensor(eval_->graph().tensor_id("input_ids")).shape[0] != batch.batch) {
     RunSpec r = run_;
     r.dropout = false;
     r.batch = batch.batch;

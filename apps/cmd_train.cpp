@@ -1,0 +1,111 @@
+// bertlab train: MLM + NSP pretraining with flags a Hugging Face run_mlm.py user recognises.
+#include <fmt/core.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+#include "apps/commands.h"
+#include "apps/common.h"
+#include "runtime/error.h"
+#include "runtime/trainer.h"
+
+namespace bertlab::app {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void request_stop(int) { g_stop.store(true); }
+
+std::string clock_str(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+struct TrainCli {
+  TrainOptions o;
+  std::string config, model, data, eval_data, out, resume, optimizer = "adamw";
+  int threads = 0;
+};
+
+}  // namespace
+
+void add_train_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("train", "Pretrain BERT (masked LM + next sentence) on prepared data");
+  auto c = std::make_shared<TrainCli>();
+  auto& o = c->o;
+  cmd->add_option("--config", c->config, "config.json of a new model");
+  cmd->add_option("--model", c->model, "Start from this model directory");
+  cmd->add_option("--data", c->data, "Prepared data directory (bertlab prepare)")->required();
+  cmd->add_option("--eval-data", c->eval_data, "Data directory for evaluation (default: --data)");
+  cmd->add_option("--out", c->out, "Output directory (checkpoints, final model, metrics.jsonl)")->required();
+  cmd->add_option("--resume", c->resume, "Continue from a checkpoint directory");
+  cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
+  cmd->add_option("--max-steps", o.max_steps, "Optimizer steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-len", o.seq_len, "Sequence length (must match the data)");
+  cmd->add_option("--lr", o.lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr-schedule", o.schedule, "linear, polynomial or constant after warmup")
+      ->check(CLI::IsMember({"linear", "polynomial", "constant"}));
+  cmd->add_option("--power", o.power, "Power of the polynomial decay");
+  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--optimizer", c->optimizer, "adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  cmd->add_option("--adam-beta1", o.optimizer.beta1, "First-moment decay");
+  cmd->add_option("--adam-beta2", o.optimizer.beta2, "Second-moment decay");
+  cmd->add_option("--adam-epsilon", o.optimizer.eps, "Denominator epsilon");
+  cmd->add_option("--max-grad-norm", o.optimizer.max_grad_norm, "Global gradient-norm clip (0: off)");
+  cmd->add_option("--seed", o.seed, "Seed (initialisation, data order, dropout)");
+  cmd->add_flag("--dynamic-masking", o.dynamic_masking, "Re-mask every epoch");
+  cmd->add_option("--save-steps", o.save_steps, "Checkpoint every N steps (0: at the end)");
+  cmd->add_option("--save-total-limit", o.save_total_limit, "Checkpoints kept");
+  cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
+  cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: at the end)");
+  cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
+  cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->callback([c] {
+    set_threads(c->threads);
+    TrainOptions o = c->o;
+    o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
+    o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
+    std::signal(SIGINT, request_stop);
+    std::signal(SIGTERM, request_stop);
+    const bool tty = isatty(fileno(stderr));
+    auto on_event = [&](const TrainEvent& e) {
+      switch (e.kind) {
+        case TrainEvent::step: {
+          if (o.log_steps <= 0 || (e.step_index % o.log_steps != 0 && e.step_index != e.max_steps && tty)) {
+            if (!tty) return;
+          }
+          const auto line = fmt::format(
+              "step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  mlm acc {:.3f}  lr {:.2e}  {:.2f} seq/s  eta {}",
+              e.step_index, e.max_steps, e.stats.loss(), e.stats.mlm_loss, e.stats.nsp_loss,
+              e.stats.mlm_accuracy, e.lr, e.seq_per_s, clock_str(e.eta_s));
+          const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
+          if (tty) fmt::print(stderr, "\r\033[K{}{}", line, keep ? "\n" : "");
+          else if (keep) fmt::print(stderr, "{}\n", line);
+          return;
+        }
+        case TrainEvent::eval:
+          fmt::print(stderr, "eval at step {}: loss {:.4f} (mlm {:.4f}, nsp {:.4f})  mlm acc {:.3f} (most frequent token: {:.3f})\n",
+                     e.step_index, e.stats.loss(), e.stats.mlm_loss, e.stats.nsp_loss, e.stats.mlm_accuracy,
+                     e.baseline_accuracy);
+          return;
+        case TrainEvent::checkpoint:
+          fmt::print(stderr, "saved {}\n", e.path);
+          return;
+        case TrainEvent::interrupted:
+          fmt::print(stderr, "stopped by signal after step {}; resume with --resume {}/checkpoint-{}\n",
+                     e.step_index, o.out.string(), e.step_index);
+          return;
+      }
+    };
+    int64_t last = train(o, on_event, &g_stop);
+    fmt::print(stderr, "done: {} steps; model in {}\n", last, o.out.string());
+  });
+}
+
+}  // namespace bertlab::app

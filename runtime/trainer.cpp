@@ -1,0 +1,306 @@
+#include "runtime/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "runtime/checkpoint.h"
+#include "runtime/data/shard.h"
+#include "runtime/error.h"
+#include "runtime/file_util.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+
+float learning_rate(const TrainOptions& o, int64_t step) {
+  // As Hugging Face's schedules, evaluated at the 0-based index of the step.
+  const double t = static_cast<double>(step - 1);
+  if (o.warmup_steps > 0 && t < o.warmup_steps) return static_cast<float>(o.lr * t / o.warmup_steps);
+  if (o.schedule == "constant") return o.lr;
+  const double span = std::max<double>(1, o.max_steps - o.warmup_steps);
+  const double left = std::max(0.0, 1.0 - (t - o.warmup_steps) / span);
+  return static_cast<float>(o.lr * (o.schedule == "polynomial" ? std::pow(left, o.power) : left));
+}
+
+namespace {
+
+constexpr const char* kStateFormat = "bertlab-trainer-state";
+constexpr int kStateVersion = 1;
+
+BertInputs to_inputs(const data::Batch& b) {
+  BertInputs in;
+  in.batch = static_cast<int64_t>(b.batch_size);
+  in.seq = static_cast<int64_t>(b.seq_len);
+  in.input_ids = b.input_ids;
+  in.token_type_ids = b.token_type_ids;
+  in.attention_mask = b.attention_mask;
+  in.max_predictions = static_cast<int64_t>(b.max_predictions);
+  in.masked_lm_positions = b.masked_lm_positions;
+  in.masked_lm_labels.resize(b.masked_lm_ids.size());
+  for (size_t i = 0; i < b.masked_lm_ids.size(); ++i)
+    in.masked_lm_labels[i] = b.masked_lm_weights[i] > 0 ? b.masked_lm_ids[i] : -100;
+  in.next_sentence_labels = b.next_sentence_labels;
+  return in;
+}
+
+// Instances in the order training reads them: epoch after epoch, each shuffled by (seed, epoch).
+class InstanceStream {
+ public:
+  explicit InstanceStream(const data::PretrainingDataset& ds) : ds_(ds) {}
+  data::Batch batch(uint64_t first, size_t count) {
+    std::vector<size_t> indices;
+    size_t epoch = 0;
+    for (uint64_t i = first; i < first + count; ++i) {
+      epoch = static_cast<size_t>(i / ds_.size());
+      if (epoch != cached_epoch_) order_ = ds_.epoch_order(epoch), cached_epoch_ = epoch;
+      indices.push_back(order_[i % ds_.size()]);
+    }
+    data::Batch b;
+    ds_.fill_batch(indices, epoch, b);  // dynamic masks of the epoch of the batch's last instance
+    return b;
+  }
+
+ private:
+  const data::PretrainingDataset& ds_;
+  std::vector<size_t> order_;
+  size_t cached_epoch_ = SIZE_MAX;
+};
+
+std::vector<fs::path> checkpoints_in(const fs::path& out) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  if (fs::is_directory(out))
+    for (const auto& e : fs::directory_iterator(out)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_directory() && name.rfind("checkpoint-", 0) == 0)
+        found.emplace_back(std::stoll(name.substr(11)), e.path());
+    }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> paths;
+  for (auto& f : found) paths.push_back(f.second);
+  return paths;
+}
+
+void copy_vocab(const fs::path& from, const fs::path& to) {
+  for (const char* f : {"vocab.txt", "tokenizer_config.json"})
+    if (!from.empty() && fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
+}
+
+nlohmann::json read_json_file(const fs::path& file) {
+  std::ifstream in(file);
+  check(in.good(), "cannot open {}", file.string());
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON: {}", file.string(), e.what());
+  }
+}
+
+StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, int64_t batch_size,
+                   int64_t max_batches, double& baseline) {
+  const int64_t B = std::min<int64_t>(batch_size, static_cast<int64_t>(eval.size()));
+  const int64_t batches = std::min<int64_t>(max_batches, static_cast<int64_t>(eval.size()) / B);
+  StepStats total;
+  std::map<int32_t, int64_t> label_counts;
+  for (int64_t k = 0; k < batches; ++k) {
+    std::vector<size_t> idx(B);
+    for (int64_t i = 0; i < B; ++i) idx[i] = static_cast<size_t>(k * B + i);
+    data::Batch b;
+    eval.fill_batch(idx, 0, b);
+    BertInputs in = to_inputs(b);
+    for (int32_t l : in.masked_lm_labels)
+      if (l != -100) ++label_counts[l];
+    StepStats s = stepper.evaluate(in);
+    total.mlm_loss += s.mlm_loss * s.masked, total.mlm_accuracy += s.mlm_accuracy * s.masked;
+    total.nsp_loss += s.nsp_loss * s.sequences;
+    total.masked += s.masked, total.sequences += s.sequences;
+  }
+  int64_t most = 0;
+  for (auto& [label, n] : label_counts) most = std::max(most, n);
+  baseline = total.masked ? double(most) / total.masked : 0;
+  if (total.masked) total.mlm_loss /= total.masked, total.mlm_accuracy /= total.masked;
+  if (total.sequences) total.nsp_loss /= total.sequences;
+  return total;
+}
+
+}  // namespace
+
+void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
+                     const nlohmann::json& trainer_state, const fs::path& vocab_dir) {
+  const fs::path tmp = dir.parent_path() / ("." + dir.filename().string() + ".tmp");
+  fs::remove_all(tmp);
+  save_model_dir(tmp, m.config, m.params);
+  copy_vocab(vocab_dir, tmp);
+  std::vector<SafetensorWrite> moments;
+  for (const auto& p : s.exp_avg.params()) {
+    moments.push_back({"exp_avg:" + p.name, "F32", p.shape, s.exp_avg.data(p.name)});
+    moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
+  }
+  write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
+  write_file_atomically(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::rename(tmp, dir, ec);
+  check(!ec, "cannot move checkpoint into place at {}: {}", dir.string(), ec.message());
+}
+
+nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) {
+  check(fs::is_directory(dir), "checkpoint {} does not exist", dir.string());
+  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    check(fs::exists(dir / f), "checkpoint {} is incomplete: {} is missing", dir.string(), f);
+  BertConfig saved = load_config(dir / "config.json");
+  const auto a = config_to_json(saved), b = config_to_json(m.config);
+  for (auto it = b.begin(); it != b.end(); ++it)
+    check(a.at(it.key()) == it.value(),
+          "checkpoint {} holds a model of another shape: {} is {} there, {} here", dir.string(),
+          it.key(), a.at(it.key()).dump(), it.value().dump());
+  load_hf_weights(m.params, SafetensorsFile(dir / "model.safetensors"));
+  SafetensorsFile opt(dir / "optimizer.safetensors");
+  for (const auto& p : s.exp_avg.params()) {
+    opt.read_f32("exp_avg:" + p.name, p.shape, s.exp_avg.data(p.name));
+    opt.read_f32("exp_avg_sq:" + p.name, p.shape, s.exp_avg_sq.data(p.name));
+  }
+  auto state = read_json_file(dir / "trainer_state.json");
+  check(state.value("format", "") == kStateFormat && state.value("version", 0) == kStateVersion,
+        "{}: not a bertlab trainer state of version {}", (dir / "trainer_state.json").string(),
+        kStateVersion);
+  return state;
+}
+
+int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)>& on_event,
+              const std::atomic<bool>* stop) {
+  check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
+        "--batch-size, --accum-steps and --max-steps must be positive");
+  check(!o.out.empty(), "--out is required");
+  check(o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_directory(o.out),
+        "--out {} is not a directory", o.out.string());
+  check(!o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_empty(o.out),
+        "output directory {} exists (use --overwrite to replace it, or --resume a checkpoint)",
+        o.out.string());
+  data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
+  const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
+  const int64_t S = static_cast<int64_t>(train_set.seq_len());
+  check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
+        o.seq_len, S, o.data.string());
+
+  // The model: from a checkpoint, a model directory or a config.
+  fs::path config_source = !o.resume.empty() ? o.resume : !o.model.empty() ? o.model : o.config;
+  check(!config_source.empty(), "give --config, --model or --resume");
+  BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
+                                                      : load_config(config_source);
+  // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
+  // the tokenizer.
+  if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());
+  Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
+                                : load_model(o.model, Heads::pretraining, o.seed);
+  check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
+        "the data's vocabulary has {} tokens, the model only {} (vocab_size in config.json)",
+        train_set.vocab_size(), config.vocab_size);
+  check(S <= config.max_position_embeddings, "the data's sequence length {} exceeds max_position_embeddings {}",
+        S, config.max_position_embeddings);
+
+  RunSpec run;
+  run.batch = o.batch_size;
+  run.seq = S;
+  run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
+  TrainStepper stepper(model, run, o.optimizer, o.seed);
+
+  nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
+                           {"seed", o.seed},               {"batch_size", o.batch_size},
+                           {"accum_steps", o.accum_steps}, {"seq_len", S},
+                           {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking}};
+  int64_t start = 0;
+  if (!o.resume.empty()) {
+    auto saved = load_checkpoint(o.resume, model, stepper.state());
+    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking"})
+      check(saved.at(key) == run_state.at(key),
+            "cannot resume {} exactly: {} was {} there, {} now", o.resume.string(), key,
+            saved.at(key).dump(), run_state.at(key).dump());
+    start = saved.at("step").get<int64_t>();
+  }
+  fs::create_directories(o.out);
+  std::ofstream metrics(o.out / "metrics.jsonl", start > 0 ? std::ios::app : std::ios::trunc);
+  check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
+
+  auto write_checkpoint = [&](int64_t step) {
+    nlohmann::json st = run_state;
+    st["step"] = step;
+    st["instances_seen"] = step * o.accum_steps * o.batch_size;
+    st["data"] = o.data.string();
+    const fs::path dir = o.out / fmt::format("checkpoint-{}", step);
+    save_checkpoint(dir, model, stepper.state(), st, o.data);
+    auto all = checkpoints_in(o.out);
+    for (size_t i = 0; o.save_total_limit > 0 && i + o.save_total_limit < all.size(); ++i)
+      fs::remove_all(all[i]);
+    TrainEvent ev;
+    ev.kind = TrainEvent::checkpoint;
+    ev.step_index = step;
+    ev.path = dir.string();
+    on_event(ev);
+  };
+  std::optional<data::PretrainingDataset> eval_set;
+  auto run_eval = [&](int64_t step) {
+    if (!eval_set) eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
+    if (eval_set->size() == 0) return;
+    TrainEvent ev;
+    ev.kind = TrainEvent::eval;
+    ev.step_index = step;
+    ev.max_steps = o.max_steps;
+    ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy);
+    metrics << nlohmann::json{{"step", step}, {"eval_loss", ev.stats.loss()},
+                              {"eval_mlm_loss", ev.stats.mlm_loss}, {"eval_nsp_loss", ev.stats.nsp_loss},
+                              {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
+                              {"eval_most_frequent_accuracy", ev.baseline_accuracy}}.dump()
+            << "\n" << std::flush;
+    on_event(ev);
+  };
+
+  InstanceStream stream(train_set);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<BertInputs> micro(o.accum_steps);
+  int64_t step = start;
+  while (step < o.max_steps) {
+    ++step;
+    for (int64_t k = 0; k < o.accum_steps; ++k) {
+      uint64_t first = static_cast<uint64_t>(((step - 1) * o.accum_steps + k) * o.batch_size);
+      micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
+    }
+    const float lr = learning_rate(o, step);
+    StepStats s = stepper.step(micro, step, lr);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double per_step = elapsed / double(step - start);
+    TrainEvent ev;
+    ev.step_index = step;
+    ev.max_steps = o.max_steps;
+    ev.stats = s;
+    ev.lr = lr;
+    ev.seq_per_s = double(o.batch_size * o.accum_steps) / per_step;
+    ev.eta_s = per_step * double(o.max_steps - step);
+    metrics << nlohmann::json{{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
+                              {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
+                              {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}}.dump()
+            << "\n";
+    if (o.log_steps > 0 && (step % o.log_steps == 0 || step == o.max_steps)) metrics.flush();
+    on_event(ev);
+    if (o.eval_steps > 0 && step % o.eval_steps == 0) run_eval(step);
+    const bool stopping = stop && stop->load();
+    if ((o.save_steps > 0 && step % o.save_steps == 0) || stopping || step == o.max_steps)
+      write_checkpoint(step);
+    if (stopping) {
+      TrainEvent stopped;
+      stopped.kind = TrainEvent::interrupted;
+      stopped.step_index = step;
+      on_event(stopped);
+      return step;
+    }
+  }
+  // The final model at the top of the output directory, as Hugging Face's Trainer leaves it.
+  save_model_dir(o.out, model.config, model.params);
+  copy_vocab(o.data, o.out);
+  if (o.eval_steps == 0 || o.max_steps % o.eval_steps != 0) run_eval(step);
+  return step;
+}
+
+}  // namespace bertlab

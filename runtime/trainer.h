@@ -1,0 +1,59 @@
+#pragma once
+// The pretraining loop: data, learning-rate schedule, gradient accumulation, evaluation,
+// metrics, checkpoints (Hugging Face model directory + optimizer state) and exact resume.
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "runtime/train_step.h"
+
+namespace bertlab {
+
+struct TrainOptions {
+  std::filesystem::path config;      // config.json for a fresh model (or empty with model/resume)
+  std::filesystem::path model;       // start from this model directory
+  std::filesystem::path data;        // prepared data directory (bertlab prepare)
+  std::filesystem::path eval_data;   // default: `data` (its eval split)
+  std::filesystem::path out;
+  std::filesystem::path resume;      // a checkpoint directory written by a previous run
+  bool overwrite = false;
+  int64_t max_steps = 1000, batch_size = 32, accum_steps = 1;
+  int64_t seq_len = 0;               // 0: the data's sequence length
+  float lr = 1e-4f;
+  int64_t warmup_steps = 0;
+  std::string schedule = "linear";   // linear | polynomial | constant (after warmup)
+  float power = 1.0f;                // polynomial decay power
+  OptimizerConfig optimizer;
+  uint64_t seed = 42;
+  bool dynamic_masking = false;
+  int64_t save_steps = 0;            // 0: only at the end
+  int64_t save_total_limit = 2;
+  int64_t log_steps = 10, eval_steps = 0, eval_batches = 20;
+};
+
+struct TrainEvent {
+  enum Kind { step, eval, checkpoint, interrupted } kind = step;
+  int64_t step_index = 0, max_steps = 0;
+  StepStats stats;
+  double lr = 0, seq_per_s = 0, eta_s = 0;
+  double baseline_accuracy = 0;  // eval: accuracy of always predicting the most frequent label
+  std::string path;              // checkpoint: where it was written
+};
+
+// Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps.
+float learning_rate(const TrainOptions& o, int64_t step);
+
+// Runs training; reports through `on_event` (the app prints). Stops early, after writing a
+// checkpoint, when `stop` becomes true (SIGINT/SIGTERM). Returns the last step done.
+int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)>& on_event,
+              const std::atomic<bool>* stop = nullptr);
+
+// Checkpoint I/O, exposed for tests: DIR holds config.json, model.safetensors, vocab.txt (when
+// the data has one), optimizer.safetensors and trainer_state.json.
+void save_checkpoint(const std::filesystem::path& dir, const Model& m, const TrainingState& s,
+                     const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir);
+nlohmann::json load_checkpoint(const std::filesystem::path& dir, Model& m, TrainingState& s);
+
+}  // namespace bertlab

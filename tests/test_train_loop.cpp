@@ -1,0 +1,195 @@
+// The training loop: gradient accumulation equals one large batch, resume continues bit for
+// bit, checkpoints are complete and guarded, divergence stops with a named tensor.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "runtime/trainer.h"
+#include "test_util.h"
+
+using namespace bertlab;
+using namespace bertlab::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+BertConfig small_config() {
+  BertConfig c;
+  c.vocab_size = 120;
+  c.hidden_size = 24;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 2;
+  c.intermediate_size = 40;
+  c.max_position_embeddings = 32;
+  return c;
+}
+
+// Random sequences with P masked positions each; rows [first, first + B) of a fixed stream.
+BertInputs random_batch(const BertConfig& c, int64_t first, int64_t B, int64_t S, int64_t P) {
+  BertInputs in;
+  in.batch = B, in.seq = S, in.max_predictions = P;
+  for (int64_t b = first; b < first + B; ++b) {
+    std::mt19937 rng(static_cast<uint32_t>(1000 + b));
+    const int64_t len = S - b % 3;  // some padding
+    for (int64_t s = 0; s < S; ++s) {
+      in.input_ids.push_back(s < len ? static_cast<int32_t>(5 + rng() % (c.vocab_size - 5)) : 0);
+      in.token_type_ids.push_back(s >= len / 2 && s < len);
+      in.attention_mask.push_back(s < len);
+    }
+    for (int64_t p = 0; p < P; ++p) {
+      in.masked_lm_positions.push_back(static_cast<int32_t>(1 + p * 2));
+      in.masked_lm_labels.push_back(p == P - 1 && b % 2 ? -100 : static_cast<int32_t>(rng() % c.vocab_size));
+    }
+    in.next_sentence_labels.push_back(static_cast<int32_t>(b % 2));
+  }
+  return in;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("K micro-batches give the update of one K-times larger batch", "[train]") {
+  const BertConfig c = small_config();
+  const int64_t S = 12, P = 3;
+  auto run_with = [&](int64_t micro_batch, int64_t K) {
+    Model m = init_model(c, Heads::pretraining, 7);
+    RunSpec r;
+    r.batch = micro_batch, r.seq = S, r.max_predictions = P, r.dropout = false;
+    TrainStepper stepper(m, r, OptimizerConfig{}, 1);
+    std::vector<BertInputs> micro;
+    for (int64_t k = 0; k < K; ++k) micro.push_back(random_batch(c, k * micro_batch, micro_batch, S, P));
+    StepStats s = stepper.step(micro, 1, 1e-3f);
+    return std::pair{std::vector<float>(m.params.arena(), m.params.arena() + m.params.arena_size()), s};
+  };
+  auto [one, s1] = run_with(4, 1);
+  auto [accum, s4] = run_with(1, 4);
+  double worst = 0;
+  for (size_t i = 0; i < one.size(); ++i) worst = std::max(worst, double(std::abs(one[i] - accum[i])));
+  fmt::print("accumulation: 4 x 1 vs 1 x 4 sequences, max parameter difference {:.3g}, loss {} vs {}\n",
+             worst, s1.loss(), s4.loss());
+  CHECK(s1.masked == s4.masked);
+  CHECK(s4.loss() == Approx(s1.loss()).epsilon(1e-6));
+  CHECK(s4.grad_norm == Approx(s1.grad_norm).epsilon(1e-5));
+  CHECK(worst <= 1e-6);
+}
+
+TEST_CASE("train, checkpoints and an exact resume on a small prepared corpus", "[train][cli]") {
+  TempDir dir("train");
+  const auto src = source_dir();
+  // A tiny vocabulary and prepared data from the fixture corpus.
+  REQUIRE(run_bertlab(fmt::format("vocab --corpus {} --vocab-size 200 --out {}",
+                                  quote(src / "tests/data/corpus_small.txt"), quote(dir / "vocab"))).exit_code == 0);
+  auto prep = run_bertlab(fmt::format("prepare --corpus {} --vocab {} --seq-len 32 --dupe-factor 4 --out {}",
+                                      quote(src / "tests/data/corpus_small.txt"), quote(dir / "vocab"),
+                                      quote(dir / "data")));
+  INFO(prep.output);
+  REQUIRE(prep.exit_code == 0);
+  {
+    std::ofstream cfg(dir / "config.json");
+    cfg << config_to_json(small_config()).dump();
+  }
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --accum-steps 2 --lr 1e-3 "
+      "--warmup-steps 2 --seed 3 --log-steps 1 --eval-batches 1 --threads 2",
+      quote(dir / "config.json"), quote(dir / "data"));
+
+  auto full = run_bertlab(common + " --max-steps 6 --out " + quote(dir / "full"));
+  INFO(full.output);
+  REQUIRE(full.exit_code == 0);
+  CHECK_THAT(full.output, Contains("step 6/6") && Contains("seq/s") && Contains("eval at step 6"));
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "metrics.jsonl"})
+    CHECK(fs::exists(dir / "full" / f));
+
+  auto first = run_bertlab(common + " --max-steps 6 --save-steps 3 --out " + quote(dir / "part"));
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  // Resume from the step-3 checkpoint of the second run into a fresh directory.
+  auto resumed = run_bertlab(common + " --max-steps 6 --resume " + quote(dir / "part/checkpoint-3") + " --out " + quote(dir / "resumed"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+
+  // The loss sequence of steps 4..6 and the final weights equal the uninterrupted run's.
+  auto losses = [&](const fs::path& file) {
+    std::vector<std::string> out;
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      if (j.contains("loss")) out.push_back(fmt::format("{}:{}", j["step"].get<int>(), j["loss"].dump()));
+    }
+    return out;
+  };
+  auto full_losses = losses(dir / "full/metrics.jsonl");
+  auto resumed_losses = losses(dir / "resumed/metrics.jsonl");
+  REQUIRE(full_losses.size() == 6);
+  REQUIRE(resumed_losses.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(resumed_losses[i] == full_losses[3 + i]);
+  CHECK(slurp(dir / "resumed/model.safetensors") == slurp(dir / "full/model.safetensors"));
+
+  // Guards: an existing output directory, a checkpoint of another shape, a partial checkpoint.
+  auto exists = run_bertlab(common + " --max-steps 6 --out " + quote(dir / "full"));
+  CHECK(exists.exit_code == 1);
+  CHECK_THAT(exists.output, Contains("exists") && Contains("--overwrite"));
+
+  auto other = small_config();
+  other.hidden_size = 32;
+  {
+    std::ofstream cfg(dir / "other.json");
+    cfg << config_to_json(other).dump();
+  }
+  auto wrong_shape = run_bertlab(fmt::format("train --config {} --data {} --batch-size 4 --accum-steps 2 --seed 3 --max-steps 6 --resume {} --out {}",
+                                             quote(dir / "other.json"), quote(dir / "data"),
+                                             quote(dir / "part/checkpoint-6"), quote(dir / "x")));
+  // --resume takes the model from the checkpoint; a changed batch layout cannot resume exactly.
+  CHECK(wrong_shape.exit_code == 0);
+  auto changed = run_bertlab(fmt::format("train --data {} --batch-size 2 --seed 3 --max-steps 8 --resume {} --out {}",
+                                         quote(dir / "data"), quote(dir / "part/checkpoint-6"), quote(dir / "y")));
+  CHECK(changed.exit_code == 1);
+  CHECK_THAT(changed.output, Contains("cannot resume") && Contains("batch_size"));
+
+  fs::copy(dir / "part/checkpoint-6", dir / "broken", fs::copy_options::recursive);
+  fs::remove(dir / "broken/optimizer.safetensors");
+  auto partial = run_bertlab(common + " --max-steps 8 --resume " + quote(dir / "broken") + " --out " + quote(dir / "z"));
+  CHECK(partial.exit_code == 1);
+  CHECK_THAT(partial.output, Contains("incomplete") && Contains("optimizer.safetensors"));
+}
+
+TEST_CASE("A checkpoint of another model shape is refused", "[train]") {
+  TempDir dir("ckpt");
+  Model m = init_model(small_config(), Heads::pretraining, 1);
+  TrainingState s(m.params);
+  save_checkpoint(dir / "checkpoint-1", m, s, {{"format", "bertlab-trainer-state"}, {"version", 1}, {"step", 1}}, {});
+  auto other = small_config();
+  other.intermediate_size = 48;
+  Model m2 = init_model(other, Heads::pretraining, 1);
+  TrainingState s2(m2.params);
+  CHECK_THROWS_WITH(load_checkpoint(dir / "checkpoint-1", m2, s2),
+                    Contains("another shape") && Contains("intermediate_size"));
+  // Truncated weights: a clear error naming the file.
+  fs::resize_file(dir / "checkpoint-1/model.safetensors", 100);
+  TrainingState s3(m.params);
+  CHECK_THROWS_WITH(load_checkpoint(dir / "checkpoint-1", m, s3), Contains("model.safetensors"));
+}
+
+TEST_CASE("Divergence stops with the step and the first non-finite tensor", "[train]") {
+  const BertConfig c = small_config();
+  Model m = init_model(c, Heads::pretraining, 7);
+  RunSpec r;
+  r.batch = 2, r.seq = 12, r.max_predictions = 3;
+  TrainStepper stepper(m, r, OptimizerConfig{}, 1);
+  BertInputs batch = random_batch(c, 0, 2, 12, 3);
+  // Poison one weight: the forward pass, and so the loss, becomes non-finite.
+  m.params.data("bert.encoder.layer.1.intermediate.dense.weight")[5] = std::numeric_limits<float>::infinity();
+  std::vector<float> before(m.params.arena(), m.params.arena() + m.params.arena_size());
+  CHECK_THROWS_WITH(stepper.step(std::span(&batch, 1), 4, 1e-3f), Contains("step 4") && Contains("not finite"));
+  std::vector<float> after(m.params.arena(), m.params.arena() + m.params.arena_size());
+  CHECK(std::equal(before.begin(), before.end(), after.begin(), after.end(),
+                   [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+}

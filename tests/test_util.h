@@ -1,0 +1,61 @@
+#pragma once
+// Helpers shared by the tests: a temporary directory and running the bertlab binary.
+#include <catch2/catch.hpp>
+#include <fmt/core.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace bertlab::testing {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "test") {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() / fmt::format("bertlab_{}_{}_{}", tag, ::getpid(), counter++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+inline std::string quote(const fs::path& p) { return fmt::format("'{}'", p.string()); }
+
+// Runs `bertlab ARGS`; a crash (signal) is reported as exit code -signal.
+inline RunResult run_bertlab(const std::string& args) {
+  const std::string cmd = fmt::format("'{}' {} 2>&1", BERTLAB_BINARY, args);
+  RunResult r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = ::pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  return r;
+}
+
+inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }
+
+}  // namespace bertlab::testing
