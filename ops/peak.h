@@ -8,7 +8,7 @@
 namespace bertlab::ops {
 
 struct PeakResult {
-  double gflops = 0;   // median over repetitions
+  double gflops = 0;   // 90th percentile over repetitions
   int n = 0;           // matrix size used
 };
 
@@ -22,7 +22,7 @@ struct GemmProblem {
   bool bf16 = false;
 };
 struct GemmRate {
-  double gflops = 0;  // median over repetitions
+  double gflops = 0;  // 90th percentile over repetitions
   int repetitions = 0;
 };
 // Runs the problem repeatedly for about `seconds` (at least 3 timed repetitions after one
@@ -41,7 +41,7 @@ std::string dnnl_isa_name();
 enum class BandwidthKernel { read, write, triad };
 const char* to_string(BandwidthKernel k);
 struct BandwidthResult {
-  double gbs = 0;  // median over repetitions, 1e9 bytes per second
+  double gbs = 0;  // 90th percentile over repetitions, 1e9 bytes per second
   int repetitions = 0;
 };
 BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, double seconds);
