@@ -1,5 +1,7 @@
 #include "hwmodel/analytic.h"
 
+#include "hwmodel/setload.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <cmath>
@@ -44,6 +46,37 @@ class DramStreams {
     } else {
       open_rows(st, true, sw);
     }
+  }
+  // `times` passes over `v` of which only `fraction` of the lines miss (the lines in the
+  // sets a reuse window overflows, see setload.h): the counts of full passes, scaled.
+  void partial(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
+               int64_t times, double fraction) {
+    if (times <= 0 || fraction <= 0) return;
+    Stream& st = stream(op, core);
+    if (write) flush(st);
+    auto& o = *st.traffic;
+    const bool has_core = core < (int64_t)t_.llc_misses.size();
+    const int64_t r0 = o.read_lines, w0 = o.write_lines, m0 = o.row_misses,
+                  l0 = has_core ? t_.llc_misses[core] : 0;
+    repeat(op, write, core, v, times);
+    if (write) flush(st);
+    auto scale = [&](int64_t& x, int64_t before) {
+      x = before + std::llround(static_cast<double>(x - before) * std::min(1.0, fraction));
+    };
+    scale(o.read_lines, r0);
+    scale(o.write_lines, w0);
+    scale(o.row_misses, m0);
+    if (has_core) scale(t_.llc_misses[core], l0);
+  }
+  // `times` further uses of the lines of `v`: only those in sets `window` overflows miss
+  // (LRU stack distance per set, setload.h); their rows are opened in sweep order.
+  void missing(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
+               int64_t times, const SetLoad& window) {
+    if (times <= 0) return;
+    const auto lines = window.overflowing_lines(v);
+    if (lines.empty()) return;
+    if (write) flush(stream(op, core));
+    repeat(op, write, core, lines, times);
   }
   void flush_all() {
     for (auto& st : streams_) flush(st);
@@ -158,9 +191,6 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const int64_t Ap = a_lines[0];
   const int64_t R = (NT + P - 1) / P, a_last = NT - (R - 1) * P;
 
-  // Output panel: re-used across the k-tiles if, between two uses, the active cores' output
-  // panels, one input panel and one weight tile per core fit (reuse footprint of Y).
-  auto y_fits = [&](int64_t act) { return act * Yp + Ap + act * Wt <= C; };
   // Input panel kb: re-used by the next round of output panels if everything touched in
   // between fits: all of A, one weight panel per core (tiles after kb in this round, up to
   // kb in the next), this round's output panels, and the next round's from kb = 1 on.
@@ -209,14 +239,34 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                        P, fit_text(worst, C));
 
   // W: every tile is used once; Y: each core's panels, once or once per k-tile.
+  // Reuse window of an output panel across k-tiles, per LLC set (setload.h): the round's
+  // output panels, one input panel, the round's weight tiles. Lines of a panel in sets it
+  // overflows are read-modify-written once per k-tile; with one set this is y_fits.
+  auto y_window = [&](int64_t round) {
+    SetLoad win(s.llc);
+    win.add(a_panel[0]);
+    const int64_t act = (round == R - 1) ? a_last : P;
+    for (int64_t c = 0; c < act; ++c) {
+      const int64_t nb = round * P + c;
+      win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+      win.add(block_sweeps(b, 0, std::min(S, b.rows), nb * S, cw(b, nb * S)));
+    }
+    return win;
+  };
+  SetLoad y_win = y_window(0);
   for (int64_t nb = 0; nb < NT; ++nb) {
-    const int64_t core = nb % P, act = (nb / P == R - 1) ? a_last : P;
+    const int64_t core = nb % P;
+    if (nb % P == 0) y_win = y_window(nb / P);
     dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
     const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
-    const int64_t times = y_fits(act) ? 1 : KT;
-    dram.repeat(w.y_name, false, core, yv, times);
-    dram.repeat(w.y_name, true, core, yv, times);
-    yo.refetch = std::max(yo.refetch, times);
+    SetLoad mine(s.llc);
+    mine.add(yv);
+    const double fY = mine.total() > 0 ? mine.lines_over(y_win) / mine.total() : 0.0;
+    dram.repeat(w.y_name, false, core, yv, 1);
+    dram.repeat(w.y_name, true, core, yv, 1);
+    dram.missing(w.y_name, false, core, yv, KT - 1, y_win);
+    dram.missing(w.y_name, true, core, yv, KT - 1, y_win);
+    yo.refetch = std::max<int64_t>(yo.refetch, fY > 0 ? KT : 1);
   }
   bo.why = "each weight tile is loaded once";
   yo.why = fmt::format("output panel read-modify-written over {} k-tiles: {}", KT,
@@ -232,6 +282,9 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
 }
 
 // Weight-stationary GEMM over row-major data with sequence blocks (cache tiling).
+// Every reuse decision is taken per LLC set (setload.h): the lines of an operand that miss
+// at a reuse are those in sets where the window between two uses holds more distinct lines
+// than the ways; with one set (fully associative) this is the capacity test footprint <= C.
 void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
@@ -244,42 +297,94 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const int64_t Wp2 = lines(b, 0, b.rows, 0, two, L);               // two neighbouring column tiles
   const int64_t Ys2 = lines(y, 0, rows_of(0), 0, std::min<int64_t>(2 * S, y.cols), L);
   const int64_t Yblk = lines(y, 0, rows_of(0), 0, y.cols, L);
-  const int64_t As = lines(a, 0, rows_of(0), 0, std::min(S, a.cols), L);
-  const int64_t Ys = lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L);
-  const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
   const int64_t per_line_y = std::max<int64_t>(1, L / (S * e));
   const int64_t per_line_w = std::max<int64_t>(1, L / (S * e));
+  // An A line spans `tpl` k-tiles: between its last use for one column tile and its first
+  // for the next, KT - tpl + 1 k-steps run: that share of the weight panel.
+  const int64_t tpl = std::min<int64_t>(KT, std::max<int64_t>(1, L / (S * e)));
+  const int64_t b_rows_between = std::min<int64_t>(b.rows, (KT - tpl + 1) * S);
+  auto set_load = [&](const std::vector<Sweep>& v) {
+    SetLoad l(s.llc);
+    l.add(v);
+    return l;
+  };
+  auto frac = [](const SetLoad& mine, const SetLoad& window) {
+    const double tot = mine.total();
+    return tot > 0 ? mine.lines_over(window) / tot : 0.0;
+  };
+  const SetLoad b_all = set_load(strip_sweeps(b, 0, b.rows, 0, b.cols, L));
+  const SetLoad b_two = set_load(strip_sweeps(b, 0, b.rows, 0, two, L));
+  const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
+  const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
+  double fB_round_prev = 0;
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
-    // Footprints between two uses: across neighbouring column tiles (F2), across k-tiles
-    // of one column tile (Fk), and across rounds of blocks (F3, for the weights).
-    const int64_t F2 = act * Ablk + Wp2 + act * Ys2;
-    const int64_t Fk = act * (As + Ys) + Wt;
-    const int64_t F3 = act * Ablk + Wall + 2 * act * Yblk;  // this round's and the next's Y
-    // An A line spans `tpl` k-tiles: between its last use for one column tile and its first
-    // for the next, KT - tpl + 1 k-steps run: that share of the weight panel and all A
-    // lines but the line's own column strip are touched, plus the output rows.
-    const int64_t tpl = std::min<int64_t>(KT, std::max<int64_t>(1, L / (S * e)));
-    const int64_t strips = std::max<int64_t>(1, (KT + tpl - 1) / tpl);
-    const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
-    (void)strips;
+    // Set footprints of this round's blocks: all of A, the first two column tiles of Y
+    // (line-sharing neighbours), the first k strip of A and column tile of Y (one k-step).
+    std::vector<SetLoad> a_blk, y_tile;
+    SetLoad a_round(s.llc), y_two(s.llc), a_strip(s.llc), y_round(s.llc);
     for (int64_t c = 0; c < act; ++c) {
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
-      // A block: re-used across the column tiles if F2 fits, else re-read per column tile.
+      a_blk.push_back(set_load(strip_sweeps(a, r0, nr, 0, a.cols, L)));
+      a_round.add(a_blk.back());
+      y_two.add(set_load(strip_sweeps(y, r0, nr, 0, std::min<int64_t>(2 * S, y.cols), L)));
+      a_strip.add(set_load(block_sweeps(a, r0, nr, 0, std::min(S, a.cols))));
+      y_tile.push_back(set_load(block_sweeps(y, r0, nr, 0, std::min(S, y.cols))));
+      y_round.add(set_load(strip_sweeps(y, r0, nr, 0, y.cols, L)));
+    }
+    // Reuse window of an A line across neighbouring column tiles (FA): all of the round's
+    // A, the weight rows of the k-steps in between, two column tiles of the round's Y.
+    SetLoad win_a = a_round;
+    win_a.add(b_two_between);
+    win_a.add(y_two);
+    // Reuse window of a Y line across k-tiles (Fk): one k-step of every active core.
+    SetLoad win_y = a_strip;
+    for (const auto& yt : y_tile) win_y.add(yt);
+    win_y.add(b_tile);
+    // Reuse window of a weight line across neighbouring column tiles sharing it (F2).
+    SetLoad win_b2 = a_round;
+    win_b2.add(b_two);
+    win_b2.add(y_two);
+    // Reuse window of the weights across rounds (F3): a whole round, this round's and the
+    // next one's output rows.
+    SetLoad win_b3 = a_round;
+    win_b3.add(b_all);
+    win_b3.add(y_round);
+    win_b3.add(y_round);
+    const int64_t F2 = act * Ablk + Wp2 + act * Ys2;
+    const int64_t Fk = act * (lines(a, 0, rows_of(0), 0, std::min(S, a.cols), L) +
+                              lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L)) +
+                       lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
+    const int64_t F3 = act * Ablk + Wall + 2 * act * Yblk;
+    const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
+    double fA_worst = 0, fY_worst = 0;
+    for (int64_t c = 0; c < act; ++c) {
+      const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
+      // A block: brought in once, then the lines in overflowing sets re-read per column tile.
       auto astrips = strip_sweeps(a, r0, nr, 0, a.cols, L);
-      dram.repeat(w.a_name, false, c, astrips, FA <= C ? 1 : NT);
-      // Y block: resident across k-tiles (Fk) and across the column tiles sharing a line (F2).
-      if (Fk <= C) {
+      const double fA = frac(a_blk[c], win_a);
+      fA_worst = std::max(fA_worst, fA);
+      dram.sweeps(w.a_name, false, c, astrips);
+      dram.missing(w.a_name, false, c, astrips, NT - 1, win_a);
+      // An A line spans `tpl` k-steps of one column tile: between two of them one k-step
+      // of every core runs (the Y window); its lines in sets that overflows miss again.
+      if (tpl > 1) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
+      // Y block: read-modify-written once, the lines in sets a k-step overflows once per
+      // k-tile of every column tile.
+      const double fY = frac(y_tile[c], win_y);
+      fY_worst = std::max(fY_worst, fY);
+      if (fY <= 0) {
         auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
         dram.sweeps(w.y_name, false, c, ystrips);
         dram.sweeps(w.y_name, true, c, ystrips);
       } else {
         for (int64_t nb = 0; nb < NT; ++nb) {
           auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
-          const int64_t times = KT;
-          dram.repeat(w.y_name, false, c, yv, times);
-          dram.repeat(w.y_name, true, c, yv, times);
+          dram.repeat(w.y_name, false, c, yv, 1);
+          dram.repeat(w.y_name, true, c, yv, 1);
+          dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
+          dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
         }
       }
       // L1: the block's A rows across column tiles, Y lines across the tiles sharing them.
@@ -287,29 +392,39 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       t.l1_misses[c] += (F1 <= C1 ? Ablk : Ablk * NT) + (F1 <= C1 ? Yblk : Yblk * per_line_y) +
                         (F1 <= C1 ? Wall : Wall * per_line_w);
     }
-    // W: brought in by core 0; again each round unless the round's footprint F3 fits.
-    if (r == 0 || F3 > C) {
-      if (F2 <= C) {
-        dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));
-      } else {
-        for (int64_t nb = 0; nb < NT; ++nb)
-          dram.sweeps(w.b_name, false, 0, block_sweeps(b, 0, b.rows, nb * S, std::min(S, b.cols - nb * S)));
-      }
+    // W: brought in by core 0 in round 0, the lines in sets a round overflows again in every
+    // later round; within a round a line shared by neighbouring column tiles is re-read
+    // for each of them when its set overflows between their uses.
+    const double fB2 = frac(b_two, win_b2);
+    const double fB = r == 0 ? 1.0 : fB_round_prev;
+    if (fB > 0) {
+      auto bs = strip_sweeps(b, 0, b.rows, 0, b.cols, L);
+      dram.partial(w.b_name, false, 0, bs, 1, fB);
+      std::vector<Sweep> again;  // column tiles that start inside a line of the previous one
+      for (int64_t nb = 1; nb < NT; ++nb)
+        if ((nb * S * e) % L != 0) {
+          auto v = block_sweeps(b, 0, b.rows, nb * S, std::min(S, b.cols - nb * S));
+          again.insert(again.end(), v.begin(), v.end());
+        }
+      dram.partial(w.b_name, false, 0, again, 1, fB * fB2);
     }
+    fB_round_prev = frac(b_all, win_b3);
     if (r == 0) {
       auto& ao = t.operands[w.a_name];
       auto& bo = t.operands[w.b_name];
       auto& yo = t.operands[w.y_name];
-      ao.refetch = std::max<int64_t>(ao.refetch, FA <= C ? 1 : NT);
-      ao.why = fmt::format("block of {} rows re-used across {} column tiles: {}", Mb, NT, fit_text(FA, C));
-      bo.refetch = std::max<int64_t>(bo.refetch, F3 <= C ? 1 : R);
+      ao.refetch = std::max<int64_t>(ao.refetch, fA_worst > 0 ? NT : 1);
+      ao.why = fmt::format("block of {} rows re-used across {} column tiles: {}; {:.0f}% of its lines in "
+                           "overflowing LLC sets", Mb, NT, fit_text(FA, C), 100 * fA_worst);
+      bo.refetch = std::max<int64_t>(bo.refetch, fB_round_prev > 0 ? R : 1);
       bo.why = fmt::format("weights shared by the cores of a round, re-read by each of {} round(s) "
-                           "of sequence blocks unless the round fits: {}",
-                           R, fit_text(F3, C));
-      yo.refetch = std::max<int64_t>(yo.refetch, Fk <= C ? 1 : KT);
+                           "of sequence blocks unless the round fits: {}; {:.0f}% in overflowing sets "
+                           "across rounds, {:.0f}% between column tiles sharing a line ({})",
+                           R, fit_text(F3, C), 100 * fB_round_prev, 100 * fB2, fit_text(F2, C));
+      yo.refetch = std::max<int64_t>(yo.refetch, fY_worst > 0 ? KT : 1);
       yo.why = fmt::format("output rows read-modify-written over {} k-tiles, lines shared by "
-                           "neighbouring column tiles: {}",
-                           KT, fit_text(Fk, C));
+                           "neighbouring column tiles: {}; {:.0f}% in overflowing sets",
+                           KT, fit_text(Fk, C), 100 * fY_worst);
     }
   }
 }
@@ -381,6 +496,21 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     int64_t F = row_lines(o);
     for (const auto& v : mat.inputs) F += row_lines(v);
     F *= P;
+    // Per LLC set (setload.h): the window between two uses of a line (the next row of its
+    // line group, or the next pass) is one row of every operand on every core; the lines in
+    // sets it overflows are fetched at each of the group * passes uses.
+    SetLoad row_win(s.llc);
+    for (int64_t c = 0; c < P; ++c) {
+      const int64_t r = std::min(w.rows - 1, c * chunk);
+      for (const auto& v : mat.inputs) row_win.add(block_sweeps(v, r, 1, 0, v.cols));
+      row_win.add(block_sweeps(o, r, 1, 0, o.cols));
+    }
+    // Between two passes over a row only the inputs' rows of every core are touched.
+    SetLoad pass_win(s.llc);
+    for (int64_t c = 0; c < P; ++c) {
+      const int64_t r = std::min(w.rows - 1, c * chunk);
+      for (const auto& v : mat.inputs) pass_win.add(block_sweeps(v, r, 1, 0, v.cols));
+    }
     const int64_t refetch = F <= C ? 1 : group * w.passes;
     auto operand_sweeps = [&](const MatrixView& v, int64_t r0, int64_t nr) {
       if (v.panel_width == 0) return block_sweeps(v, r0, nr, 0, v.cols);
@@ -394,15 +524,52 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     for (int64_t c = 0; c < P; ++c) {
       const int64_t r0 = c * chunk, nr = std::min(w.rows, r0 + chunk) - r0;
       if (nr <= 0) continue;
+      for (size_t k = 0; k < mat.inputs.size(); ++k) t.l1_misses[c] += lines_of(operand_sweeps(mat.inputs[k], r0, nr), L);
+      t.l1_misses[c] += lines_of(operand_sweeps(o, r0, nr), L);
+    }
+    // Set-resolved caches: the window of each line group is its own rows (their sets
+    // shift with the group), and its refetches follow its first fetch.
+    for (int64_t i = 0; i < (row_win.uniform() ? 0 : chunk); i += group) {
+      SetLoad win(s.llc), pwin(s.llc);
+      for (int64_t c = 0; c < P; ++c) {
+        const int64_t r = c * chunk + i;
+        if (r >= w.rows) continue;
+        for (const auto& v : mat.inputs) {
+          win.add(block_sweeps(v, r, 1, 0, v.cols));
+          pwin.add(block_sweeps(v, r, 1, 0, v.cols));
+        }
+        win.add(block_sweeps(o, r, 1, 0, o.cols));
+      }
+      for (int64_t c = 0; c < P; ++c) {
+        const int64_t r = c * chunk + i, nr = std::min({group, w.rows - r, chunk - i});
+        if (nr <= 0) continue;
+        for (size_t k = 0; k < mat.inputs.size(); ++k) {
+          auto v = operand_sweeps(mat.inputs[k], r, nr);
+          dram.sweeps(w.input_names[k], false, c, v);
+          dram.missing(w.input_names[k], false, c, v, group - 1, win);
+          dram.missing(w.input_names[k], false, c, v, group * (w.passes - 1), pwin);
+        }
+        auto v = operand_sweeps(o, r, nr);
+        dram.sweeps(w.output_name, false, c, v);
+        dram.sweeps(w.output_name, true, c, v);
+        dram.missing(w.output_name, false, c, v, group - 1, win);
+        dram.missing(w.output_name, true, c, v, group - 1, win);
+      }
+    }
+    for (int64_t c = 0; c < (row_win.uniform() ? P : 0); ++c) {
+      const int64_t r0 = c * chunk, nr = std::min(w.rows, r0 + chunk) - r0;
+      if (nr <= 0) continue;
       for (size_t k = 0; k < mat.inputs.size(); ++k) {
         auto v = operand_sweeps(mat.inputs[k], r0, nr);
-        dram.repeat(w.input_names[k], false, c, v, refetch);
-        t.l1_misses[c] += lines_of(v, L);
+        dram.repeat(w.input_names[k], false, c, v, 1);
+        dram.missing(w.input_names[k], false, c, v, group - 1, row_win);
+        dram.missing(w.input_names[k], false, c, v, group * (w.passes - 1), pass_win);
       }
       auto v = operand_sweeps(o, r0, nr);
-      dram.repeat(w.output_name, false, c, v, refetch);
-      dram.repeat(w.output_name, true, c, v, refetch);
-      t.l1_misses[c] += lines_of(v, L);
+      dram.repeat(w.output_name, false, c, v, 1);
+      dram.repeat(w.output_name, true, c, v, 1);
+      dram.missing(w.output_name, false, c, v, group - 1, row_win);
+      dram.missing(w.output_name, true, c, v, group - 1, row_win);
     }
     for (const auto& n : w.input_names) {
       t.operands[n].refetch = refetch;

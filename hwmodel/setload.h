@@ -1,0 +1,47 @@
+#pragma once
+// The set footprint of a reuse window: how many distinct cache lines of a group of sweeps
+// fall into each set of a set-associative cache, computed per sweep from the arithmetic
+// progression of its line indices (no per-access enumeration). An LRU line survives a
+// reuse window iff the window's distinct lines in its set do not exceed the ways (LRU stack
+// distance per set), so the lines of an operand that miss at a reuse are those in sets
+// whose window load exceeds the associativity.
+#include <cstdint>
+#include <vector>
+
+#include "hwmodel/layout.h"
+#include "hwmodel/system.h"
+
+namespace bertlab::hw {
+
+class SetLoad {
+ public:
+  explicit SetLoad(const CacheDesc& c);
+  // Adds the distinct lines of `s` (sweeps of one operand touch disjoint lines).
+  void add(const Sweep& s);
+  void add(const std::vector<Sweep>& v) {
+    for (const auto& s : v) add(s);
+  }
+  void add(const SetLoad& o);
+  // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
+  // footprint that an LRU cache of the window's sets evicts before their next use.
+  double lines_over(const SetLoad& window) const;
+  double total() const;
+  // True when sets are not resolved (hashed index or one set): then either every line or
+  // none is in an overflowing set, as `overflowing()` says for all of them.
+  bool uniform() const { return uniform_; }
+  bool overflowing_uniform() const { return base_ > ways_ + 1e-9; }
+  // Whether this window holds more lines than the ways in the set of `line` (set-resolved).
+  bool overflowing(int64_t line) const { return base_ + per_set_[line % sets_] > ways_ + 1e-9; }
+  // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
+  // this window overflows: the lines an LRU cache re-fetches at their next use.
+  std::vector<Sweep> overflowing_lines(const std::vector<Sweep>& v) const;
+
+ private:
+  // Hashed (XOR-folded) index: sets are treated as uniformly loaded (capacity only).
+  bool uniform_;
+  int64_t sets_, ways_, line_;
+  double base_ = 0;              // lines in every set (whole turns of the set index)
+  std::vector<double> per_set_;  // lines beyond base_ per set
+};
+
+}  // namespace bertlab::hw
