@@ -369,12 +369,43 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       dram.missing(w.a_name, false, c, astrips, NT - 1, win_a);
       // An A line spans `tpl` k-steps of one column tile: between two of them one k-step
       // of every core runs (the Y window); its lines in sets that overflows miss again.
-      if (tpl > 1) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
+      if (tpl > 1 && win_y.uniform()) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
       // Y block: read-modify-written once, the lines in sets a k-step overflows once per
       // k-tile of every column tile.
       const double fY = frac(y_tile[c], win_y);
       fY_worst = std::max(fY_worst, fY);
-      if (fY <= 0) {
+      if (!win_y.uniform()) {
+        // Set-resolved: the window of k-step kb of column tile nb is A's strip kb, the
+        // round's column tile nb of Y and the weight tile (kb, nb); the sets shift with
+        // both, so each k-step has its own (O(tiles x sets) per block).
+        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+        dram.sweeps(w.y_name, false, c, ystrips);
+        dram.sweeps(w.y_name, true, c, ystrips);
+        for (int64_t nb = 0; nb < NT; ++nb) {
+          const int64_t wn = std::min(S, y.cols - nb * S);
+          auto yv = block_sweeps(y, r0, nr, nb * S, wn);
+          for (int64_t kb = 0; kb < KT; ++kb) {
+            // k-step 0 re-uses a line only when the column tile starts inside a line of
+            // the previous one (S*e < line); an A line only after its first k-tile.
+            const bool y_again = kb > 0 || (nb * S * e) % L != 0;
+            const bool a_again = (kb * S * e) % L != 0;
+            if (!y_again && !a_again) continue;
+            SetLoad win(s.llc);
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+              win.add(block_sweeps(a, q0, qn, kb * S, std::min(S, a.cols - kb * S)));
+              win.add(block_sweeps(y, q0, qn, nb * S, wn));
+            }
+            win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
+            if (y_again) {
+              dram.missing(w.y_name, false, c, yv, 1, win);
+              dram.missing(w.y_name, true, c, yv, 1, win);
+            }
+            if (a_again)
+              dram.missing(w.a_name, false, c, block_sweeps(a, r0, nr, kb * S, std::min(S, a.cols - kb * S)), 1, win);
+          }
+        }
+      } else if (fY <= 0) {
         auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
         dram.sweeps(w.y_name, false, c, ystrips);
         dram.sweeps(w.y_name, true, c, ystrips);
