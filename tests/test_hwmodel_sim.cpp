@@ -196,10 +196,15 @@ TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") 
   CHECK(worst.within >= 0.85 * worst.total);
 }
 
-// Known gap, measured and printed, not yet asserted (docs/hwmodel.md): the analytic model
-// has no per-set reuse, so on a set-associative LLC conflict misses of strided RWMA
-// footprints (and of BWMA panels near capacity) are missed.
-TEST_CASE("analytic DRAM traffic vs the trace simulator on an 8-way LLC (measured)", "[hwmodel]") {
+// The realistic set-associative LLC (8 ways, 32 sets, modulo index): reuse decided per
+// set (hwmodel/setload.h). Asserted at the level reached, not yet the bar of every
+// shape within 2% (docs/hwmodel.md names the remaining gaps: write-back timing and the
+// row-buffer interleaving of scattered write-backs, BWMA input panels near capacity,
+// RWMA weight lines shared by neighbouring column tiles).
+TEST_CASE("analytic DRAM traffic vs the trace simulator on an 8-way LLC", "[hwmodel]") {
   const Worst worst = agreement(8, false);
   WARN(fmt::format("8-way 16 KB LLC: {}; worst {:.3f}% at {}", worst.counts(), 100 * worst.err, worst.what));
+  CHECK(worst.within_bytes >= 0.95 * worst.total);
+  CHECK(worst.within_bursts >= 0.95 * worst.total);
+  CHECK(worst.within >= 0.80 * worst.total);
 }
