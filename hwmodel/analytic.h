@@ -3,8 +3,9 @@
 // the number of accesses, so a whole training graph is estimated in milliseconds.
 //
 // Cache model: an operand's line is re-used from the cache when the distinct lines the
-// schedule touches between two uses (its reuse footprint) fit in the cache (LRU stack
-// distance); otherwise it is fetched again at every reuse. DRAM: every fetch and every dirty
+// schedule touches between two uses (its reuse window) do not overflow its LLC set (LRU
+// stack distance per set, setload.h; one set: the capacity test); otherwise it is fetched
+// again at that reuse. DRAM: every fetch and every dirty
 // line is one line transfer; row-buffer misses of a request stream are the DRAM rows its
 // sweeps enter (distinct_blocks with the row size), less one when a sweep starts in the
 // row the previous sweep of the same stream ended in. tracesim.h enumerates the same
