@@ -50,11 +50,13 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
     }
 }
 
-Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual)
+Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed)
     : M_(M), N_(N), K_(K), residual_(residual) {
   auto& ctx = dnnl_context();
   memory::desc src({M, K}, dt::f32, tag::ab);
-  memory::desc wei_any({K, N}, dt::f32, tag::any);
+  // HF weights are (N,K) row-major, i.e. the (K,N) matrix in column-major order: tag "ba".
+  memory::desc plain_w({K, N}, dt::f32, tag::ba);
+  memory::desc wei_any = packed ? memory::desc({K, N}, dt::f32, tag::any) : plain_w;
   memory::desc bias({1, N}, dt::f32, tag::ab);
   memory::desc dst({M, N}, dt::f32, tag::ab);
   dnnl::post_ops po;
@@ -65,8 +67,6 @@ Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual)
   attr.set_post_ops(po);
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei_any, bias, dst), attr, ctx.engine);
   prim_ = dnnl::matmul(pd_);
-  // HF weights are (N,K) row-major, i.e. the (K,N) matrix in column-major order: tag "ba".
-  memory::desc plain_w({K, N}, dt::f32, tag::ba);
   pack_pd_ = dnnl::reorder::primitive_desc(ctx.engine, plain_w, ctx.engine, pd_.weights_desc());
   pack_ = dnnl::reorder(pack_pd_);
 }

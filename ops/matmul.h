@@ -18,7 +18,9 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
 
 class Linear {
  public:
-  Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual);
+  // packed: weights in the layout oneDNN picks (pack_weights*); otherwise the HF (N,K) array is
+  // read as it is (forward_packed with w itself), which needs no copy of a very large weight.
+  Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed = true);
   // Reorders w (N,K) into the packed layout kept by this object; again whenever w changes.
   void pack_weights(const float* w);
   // y (M,N), x (M,K), b (N), residual (M,N) or null when built without one; uses the weights

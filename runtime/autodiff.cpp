@@ -27,6 +27,9 @@ class Differentiator {
 
   void run(const std::vector<std::string>& loss_nodes) {
     const int forward_count = static_cast<int>(g_.nodes().size());
+    producer_.assign(g_.tensors().size(), -1);
+    for (const auto& n : g_.nodes())
+      for (int t : n.outputs) producer_[t] = n.id;
     std::vector<bool> is_loss(forward_count, false);
     for (const auto& name : loss_nodes) {
       auto id = g_.find_node(name);
@@ -91,6 +94,19 @@ class Differentiator {
     it->second = emit1(OpKind::add, g_.tensor(tensor).name + ".grad_sum", {it->second, grad});
   }
 
+  // A forward activation that a backward node reads. Outputs of cheap element-wise nodes (GELU,
+  // dropout) are recomputed from their input instead of being kept from the forward pass: the
+  // forward copy then dies early, which saves two activations of the FFN width per layer and
+  // the dropped attention probabilities, for one extra element-wise pass each.
+  int saved(int tensor) {
+    const int p = tensor < static_cast<int>(producer_.size()) ? producer_[tensor] : -1;
+    if (p < 0 || (g_.node(p).kind != OpKind::gelu && g_.node(p).kind != OpKind::dropout)) return tensor;
+    auto it = recomputed_.find(tensor);
+    if (it != recomputed_.end()) return it->second;
+    const Node fwd = g_.node(p);
+    return recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", fwd.inputs, fwd.attrs);
+  }
+
   int grad_of(int tensor) const {
     auto it = grads_.find(tensor);
     return it == grads_.end() ? -1 : it->second;
@@ -114,7 +130,7 @@ class Differentiator {
               "node '{}': a linear with a fused activation has no backward rule; differentiate "
               "before fusing", name);
         contribute(in[0], emit1(OpKind::linear_grad_input, name + ".grad_input", {dy, in[1]}));
-        emit(OpKind::linear_grad_weight, name + ".grad_weight", {dy, in[0]},
+        emit(OpKind::linear_grad_weight, name + ".grad_weight", {dy, saved(in[0])},
              {param_grad(in[1]), param_grad(in[2])});
         if (in.size() > 3) contribute(in[3], dy);  // fused residual
         return;
@@ -144,7 +160,7 @@ class Differentiator {
       case OpKind::attn_context: {
         // The V third of dqkv now; attn_scores' backward fills the Q and K thirds.
         int dprobs = emit1(OpKind::attn_context_grad_probs, name + ".grad_probs", {dy, in[1]}, n.attrs);
-        pending_qkv_[in[1]] = emit1(OpKind::attn_context_grad_v, name + ".grad_v", {dy, in[0]}, n.attrs);
+        pending_qkv_[in[1]] = emit1(OpKind::attn_context_grad_v, name + ".grad_v", {dy, saved(in[0])}, n.attrs);
         contribute(in[0], dprobs);
         return;
       }
@@ -185,6 +201,8 @@ class Differentiator {
   std::map<int, int> grads_;        // activation -> its gradient
   std::map<int, int> param_grads_;  // weight -> its gradient tensor
   std::map<int, int> pending_qkv_;  // qkv -> the dqkv whose V third is written
+  std::vector<int> producer_;       // forward tensor -> the node writing it
+  std::map<int, int> recomputed_;   // forward tensor -> its recomputation in the backward
 };
 
 }  // namespace

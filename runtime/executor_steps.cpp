@@ -16,7 +16,11 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
   auto gm = *node_gemm(graph_, n);
   const bool residual = n.inputs.size() > 3;
   auto act = ops::activation_from_string(n.attrs.value("activation", "none"));
-  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual);
+  // Training packs each weight before its GEMM into one scratch buffer; a weight larger than
+  // kLargeWeight (the tied MLM decoder) is read unpacked instead of doubling its memory.
+  constexpr int64_t kLargeWeight = 32 << 20;
+  const bool pack = !training() || gm.n * gm.k * int64_t(sizeof(float)) <= kLargeWeight;
+  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack);
   float *y = f32(n.outputs[0]), *x = f32(n.inputs[0]), *w = f32(n.inputs[1]), *b = f32(n.inputs[2]);
   float* r = residual ? f32(n.inputs[3]) : nullptr;
   if (!training()) {
@@ -24,6 +28,7 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
     repackers_.push_back([lin, w] { lin->pack_weights(w); });
     return [=] { lin->forward(y, x, b, r); };
   }
+  if (!pack) return [=] { lin->forward_packed(w, y, x, b, r); };
   // Weights change every step: pack just before the GEMM into the shared scratch.
   if (static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
     pack_scratch_ = AlignedBuffer<std::byte>(static_cast<size_t>(lin->packed_bytes()));

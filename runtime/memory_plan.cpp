@@ -4,6 +4,19 @@
 
 namespace bertlab {
 
+bool runs_in_place(OpKind k) {
+  switch (k) {
+    case OpKind::softmax:
+    case OpKind::gelu:
+    case OpKind::tanh:
+    case OpKind::dropout:
+    case OpKind::dropout_grad:
+      return true;
+    default:
+      return false;
+  }
+}
+
 MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   const int n_tensors = static_cast<int>(g.tensors().size());
   const int end = static_cast<int>(g.nodes().size());
@@ -18,9 +31,26 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   }
   for (const auto& [name, t] : g.outputs()) last[t] = end;
 
+  // In place: an element-wise node whose input dies at that node writes over it. The output
+  // then joins the input's buffer (`owner`), whose lifetime grows to the output's last use.
+  std::vector<int> owner(n_tensors);
+  for (int t = 0; t < n_tensors; ++t) owner[t] = t;
+  std::vector<bool> is_output(n_tensors, false);
+  for (const auto& [name, t] : g.outputs()) is_output[t] = true;
+  for (const auto& n : g.nodes()) {
+    if (!runs_in_place(n.kind) || n.outputs.size() != 1) continue;
+    const int in = n.inputs[0], out = n.outputs[0];
+    const auto& ti = g.tensor(in);
+    if (ti.role != Role::activation || is_output[in] || last[in] != n.id || first[out] != n.id ||
+        ti.bytes() != g.tensor(out).bytes())
+      continue;
+    owner[out] = owner[in];
+    last[owner[in]] = std::max(last[owner[in]], last[out]);
+  }
+
   std::vector<int> order;
   for (const auto& t : g.tensors())
-    if (placed_role(t.role) && last[t.id] >= first[t.id]) order.push_back(t.id);
+    if (placed_role(t.role) && owner[t.id] == t.id && last[t.id] >= first[t.id]) order.push_back(t.id);
   // Largest first, then earliest: a classic greedy that packs big blocks tightly.
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return g.tensor(a).bytes() > g.tensor(b).bytes();
@@ -49,6 +79,11 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
     placed.push_back({offset, offset + size, first[t], last[t]});
     plan.arena_bytes = std::max(plan.arena_bytes, offset + size);
   }
+  for (int t = 0; t < n_tensors; ++t)
+    if (owner[t] != t) {
+      plan.offset[t] = plan.offset[owner[t]];
+      plan.unshared_bytes += (g.tensor(t).bytes() + alignment - 1) / alignment * alignment;
+    }
   return plan;
 }
 
