@@ -194,10 +194,11 @@ std::string comparisons(const std::vector<const SweepEntry*>& done) {
       if (a.categories[static_cast<size_t>(ProfileCategory::optimizer)].nodes > 0)
         s += fmt::format("; optimizer update {:.1f}% -> {:.1f}%", share(a, ProfileCategory::optimizer),
                          share(b, ProfileCategory::optimizer));
-      auto rows = memory_bound_rows(b);
-      if (!rows.empty()) {
-        auto cat = static_cast<ProfileCategory>(rows[0] - b.categories.data());
-        s += fmt::format("; {} {:.1f}% -> {:.1f}%", rows[0]->label, share(a, cat), share(b, cat));
+      for (const auto* r : memory_bound_rows(b)) {
+        auto cat = static_cast<ProfileCategory>(r - b.categories.data());
+        if (cat == ProfileCategory::optimizer) continue;  // already listed
+        s += fmt::format("; {} {:.1f}% -> {:.1f}%", r->label, share(a, cat), share(b, cat));
+        break;
       }
       s += "\n";
     }
