@@ -39,6 +39,18 @@ else
   for model in base large; do echo "$msg" > "$out/$model-train-sweep.md"; done
 fi
 
+# Per-node fixed costs: the same small step with 1 thread and with all threads. On a machine
+# shared with other processes, every OpenMP parallel region with more threads than free cores
+# waits for the scheduler, which small memory-bound nodes cannot amortise.
+threads_check() {
+  for t in 1 "$threads"; do
+    echo "### --threads $t"
+    "$bin" profile --config configs/bert-base.json --mode infer --batch 1 --seq 128 --threads "$t" \
+      --machine "$out/machine.json" --runs 7 --top 0 | grep -E "step:|GFLOP per step|projection|attention batched|softmax|layernorm"
+  done
+}
+threads_check > "$out/threads-check.txt"
+
 # One file with every generated table, linked from docs/profiling.md.
 {
   echo "# Generated profiling results"
@@ -50,6 +62,12 @@ fi
     echo
     cat "$out/$f.md"
   done
+  echo
+  echo "## Threads: BERT-base inference, batch 1, seq 128, 1 thread vs all"
+  echo
+  echo '```'
+  cat "$out/threads-check.txt"
+  echo '```'
   echo
   echo "## Node-timing overhead (BERT-base inference, batch 8, seq 128)"
   echo
