@@ -112,7 +112,7 @@ TEST_CASE("Every op kind has a profile category", "[profiler]") {
   CHECK(layer_of("optimizer") == "optimizer");
 }
 
-TEST_CASE("Categories add up to the step, unattributed included", "[profiler]") {
+TEST_CASE("Categories add up to the step with unattributed time included", "[profiler]") {
   Graph g = tiny_graph(2, 7);
   std::vector<double> secs(g.nodes().size());
   double sum = 0;
@@ -168,7 +168,7 @@ TEST_CASE("FLOPs and bytes per category match hand-computed values", "[profiler]
     CHECK(n.bound_seconds == Approx(std::max(n.flops / 100e9, n.bytes / 10e9)));
 }
 
-TEST_CASE("Profiling the executor: breakdown sums to the measured step; trace has one event per node", "[profiler]") {
+TEST_CASE("Profiling the executor gives a breakdown summing to the step and a trace with one event per node", "[profiler]") {
   Graph g = tiny_graph(2, 7);
   const size_t nodes = g.nodes().size();
   Model m = init_model(tiny_config(), Heads::none, 1);
@@ -211,7 +211,7 @@ TEST_CASE("Profiling the executor: breakdown sums to the measured step; trace ha
   CHECK(overhead.timed_seconds > 0);
 }
 
-TEST_CASE("Sweep arguments: product, validation, CSV", "[profiler]") {
+TEST_CASE("Sweep arguments give the cartesian product and are validated and CSV has one row per category", "[profiler]") {
   auto pts = parse_sweeps({"batch=1,8", "precision=fp32,bf16", "seq=128"});
   REQUIRE(pts.size() == 4);
   CHECK(pts[0] == SweepPoint{{"batch", "1"}, {"precision", "fp32"}, {"seq", "128"}});
@@ -235,7 +235,7 @@ TEST_CASE("Sweep arguments: product, validation, CSV", "[profiler]") {
   CHECK(md.find("| batch=1 fp32 |") != std::string::npos);
 }
 
-TEST_CASE("machine.json: calibrate writes it, the reader names what is wrong", "[profiler]") {
+TEST_CASE("calibrate writes machine.json and the reader names what is wrong", "[profiler]") {
   CalibrateOptions o;
   o.seconds = 0.001;
   o.square_n = 64;
@@ -267,7 +267,7 @@ TEST_CASE("machine.json: calibrate writes it, the reader names what is wrong", "
   fs::remove_all(dir);
 }
 
-TEST_CASE("bertlab calibrate and profile: files written, bad input refused", "[profiler][cli]") {
+TEST_CASE("bertlab calibrate and profile write their files and refuse bad input", "[profiler][cli]") {
   auto dir = temp_dir("cli");
   const std::string machine = (dir / "machine.json").string();
   auto cal = run_command(fmt::format("{} calibrate --out {} --seconds 0.001 --square 64 --batch 1 --seq 8 "
