@@ -8,6 +8,7 @@
 #include <iostream>
 #include <set>
 
+#include "runtime/data/file_util.h"
 #include "runtime/error.h"
 #include "runtime/fusion.h"
 
@@ -58,25 +59,7 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     std::cout << text;
     return;
   }
-  std::filesystem::path target(path);
-  std::filesystem::path tmp = target;
-  tmp += fmt::format(".tmp{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    check(out.good(), "cannot write {}: cannot create {}", path, tmp.string());
-    out << text;
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp);
-      fail("cannot write {}: write failed", path);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    fail("cannot write {}: {}", path, ec.message());
-  }
+  data::write_file_atomic(path, text);
 }
 
 }  // namespace bertlab::app

@@ -6,7 +6,7 @@
 
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
-#include "runtime/file_util.h"
+#include "runtime/data/file_util.h"
 
 namespace bertlab {
 
@@ -110,7 +110,7 @@ void save_model_dir(const std::filesystem::path& dir, const BertConfig& c, const
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot create model directory {}: {}", dir.string(), ec.message());
-  write_file_atomically(dir / "config.json", config_to_json(c).dump(2) + "\n");
+  data::write_file_atomic(dir / "config.json", config_to_json(c).dump(2) + "\n");
   save_hf_weights(dir / "model.safetensors", p);
 }
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
-#include "runtime/file_util.h"
+#include "runtime/data/file_util.h"
 
 namespace bertlab {
 
@@ -182,7 +182,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   blob.reserve(blob.size() + offset);
   for (const auto& t : tensors)
     blob.append(static_cast<const char*>(t.data), numel(t.shape) * dtype_bytes(t.dtype));
-  write_file_atomically(path, blob);
+  data::write_file_atomic(path, blob);
 }
 
 }  // namespace bertlab

@@ -9,7 +9,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/data/shard.h"
 #include "runtime/error.h"
-#include "runtime/file_util.h"
+#include "runtime/data/file_util.h"
 
 namespace bertlab {
 
@@ -139,7 +139,7 @@ void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s
     moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
   }
   write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
-  write_file_atomically(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
+  data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::rename(tmp, dir, ec);

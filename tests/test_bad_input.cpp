@@ -2,6 +2,8 @@
 // bertlab::Error naming the file, tensor or field and what was expected; the CLI prints it and
 // exits non-zero without leaving a half-written output behind.
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <fmt/core.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "runtime/safetensors.h"
 
 using namespace bertlab;
+using namespace bertlab::testing;
 using Catch::Contains;
 namespace fs = std::filesystem;
 
@@ -29,26 +32,6 @@ namespace {
 
 const fs::path kFixture = fs::path(BERTLAB_SOURCE_DIR) / "tests/reference/tiny_bert";
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        fs::temp_directory_path() / fmt::format("bertlab_bad_input_{}_{}", ::getpid(), counter++);
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
 
 void write_text(const fs::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary);
@@ -139,27 +122,6 @@ BertInputs parse_inputs(const std::string& json_text) {
 }
 
 // --- CLI -----------------------------------------------------------------------------------
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string quote(const fs::path& p) { return fmt::format("'{}'", p.string()); }
-
-RunResult run_bertlab(const std::string& args) {
-  const std::string cmd = fmt::format("'{}' {} 2>&1", BERTLAB_BINARY, args);
-  RunResult r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
-  const int status = ::pclose(pipe);
-  // A signal (a crash) is not an exit code: report it as -signal so a CHECK shows it.
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return r;
-}
 
 }  // namespace
 

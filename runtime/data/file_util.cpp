@@ -1,5 +1,6 @@
 #include "runtime/data/file_util.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -45,24 +46,33 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
 }
 
 void write_file_atomic(const std::filesystem::path& file, std::string_view bytes) {
-  auto tmp = temporary_sibling(file);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    check(out.good(), "{}: cannot open for writing: {}", tmp.string(), std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out.good()) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      fail("{}: write failed: {}", file.string(), std::strerror(errno));
+  const auto tmp = temporary_sibling(file);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  check(fd >= 0, "{}: cannot open {} for writing: {}", file.string(), tmp.string(), std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int err = errno;
+      ::close(fd);
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      fail("{}: write failed: {}", file.string(), std::strerror(err));
     }
+    done += static_cast<size_t>(w);
   }
+  // Durable before it becomes visible: fsync, then rename over the target.
+  bool ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ok = ::close(fd) == 0 && ok;
   std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) {
+  if (ok) std::filesystem::rename(tmp, file, ec);
+  if (!ok || ec) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);
-    fail("{}: cannot rename {} into place: {}", file.string(), tmp.string(), ec.message());
+    fail("{}: cannot write {} into place: {}", file.string(), tmp.string(),
+         ok ? ec.message() : std::strerror(err));
   }
 }
 
