@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <numeric>
 #include <random>
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "apps/profile_common.h"
 #include "ops/peak.h"
 #include "runtime/error.h"
 #include "runtime/model.h"
@@ -30,32 +30,6 @@ double peak_rss_mb() {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   return ru.ru_maxrss / 1024.0;
-}
-
-// Random full-length sequences; for training, P distinct masked positions per sequence.
-BertInputs random_inputs(const BertConfig& c, int64_t batch, int64_t seq, int64_t P) {
-  BertInputs in;
-  in.batch = batch;
-  in.seq = seq;
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(c.vocab_size - 1));
-  for (int64_t i = 0; i < batch * seq; ++i) {
-    in.input_ids.push_back(id(rng));
-    in.token_type_ids.push_back(i % seq >= seq / 2 ? 1 : 0);
-    in.attention_mask.push_back(1);
-  }
-  in.max_predictions = P;
-  for (int64_t b = 0; b < batch && P > 0; ++b) {
-    std::vector<int32_t> positions(seq - 1);
-    std::iota(positions.begin(), positions.end(), 1);
-    std::shuffle(positions.begin(), positions.end(), rng);
-    for (int64_t p = 0; p < P; ++p) {
-      in.masked_lm_positions.push_back(positions[p % positions.size()]);
-      in.masked_lm_labels.push_back(id(rng));
-    }
-    in.next_sentence_labels.push_back(static_cast<int32_t>(rng() % 2));
-  }
-  return in;
 }
 
 double median(std::vector<double> v) {
@@ -87,13 +61,15 @@ void add_bench_command(CLI::App& root) {
     RunSpec run;
     run.batch = s.batch;
     run.seq = s.seq;
-    BertInputs batch = random_inputs(c, s.batch, s.seq, train ? run.predictions() : 0);
     // Inference runs the graph; training runs whole optimizer steps (forward, backward, update).
     std::unique_ptr<Executor> infer;
     std::unique_ptr<TrainStepper> stepper;
+    BertInputs batch;
     if (train) {
       stepper = std::make_unique<TrainStepper>(m, run, OptimizerConfig{}, 1);
+      batch = synthetic_inputs(c, stepper->executor().graph());
     } else {
+      batch = synthetic_inputs(c, g);
       infer = std::make_unique<Executor>(std::move(g), m.params);
       set_inputs(*infer, batch);
     }

@@ -1,7 +1,10 @@
 #pragma once
 // The oneDNN CPU engine and stream shared by every primitive (safe to share: one process-wide
 // engine; primitives run on the calling thread's OpenMP pool).
+#include <initializer_list>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
 
 namespace bertlab::ops {
 
@@ -14,5 +17,24 @@ DnnlContext& dnnl_context();
 
 // Wraps a plain float buffer as oneDNN memory without copying.
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
+
+// The arguments of one primitive, kept between calls: memory objects are made on the first call
+// and later calls only swap their data pointers, so running a primitive allocates nothing.
+class PrimitiveArgs {
+ public:
+  struct Arg {
+    int id;
+    dnnl::memory::desc md;
+    const void* data;
+  };
+  const std::unordered_map<int, dnnl::memory>& bind(std::initializer_list<Arg> args);
+  // Binds, runs `p` on the shared stream and waits; through the C API, whose argument array is
+  // kept here (the C++ execute() builds a new one on every call).
+  void execute(const dnnl::primitive& p, std::initializer_list<Arg> args);
+
+ private:
+  std::unordered_map<int, dnnl::memory> map_;
+  std::vector<dnnl_exec_arg_t> c_args_;
+};
 
 }  // namespace bertlab::ops

@@ -24,7 +24,8 @@ void activation_forward_reference(float* y, const float* x, int64_t n, Activatio
 ActivationOp::ActivationOp(int64_t n, Activation act) {
   check(act != Activation::none, "activation op needs gelu or tanh");
   auto& ctx = dnnl_context();
-  auto alg = act == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf : dnnl::algorithm::eltwise_tanh;
+  auto alg =
+      act == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf : dnnl::algorithm::eltwise_tanh;
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
   pd_ = dnnl::eltwise_forward::primitive_desc(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, data, 0.f, 0.f),
@@ -33,10 +34,7 @@ ActivationOp::ActivationOp(int64_t n, Activation act) {
 }
 
 void ActivationOp::forward(float* y, const float* x) const {
-  auto& ctx = dnnl_context();
-  prim_.execute(ctx.stream,
-                {{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)}, {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), x}, {DNNL_ARG_DST, pd_.dst_desc(), y}});
 }
 
 void add_forward(float* y, const float* a, const float* b, int64_t n) {
@@ -91,12 +89,10 @@ ActivationGrad::ActivationGrad(int64_t n, Activation act) {
 }
 
 void ActivationGrad::forward(float* dx, const float* dy, const float* v) const {
-  auto& ctx = dnnl_context();
   const bool use_dst = pd_.src_desc().is_zero();
-  prim_.execute(ctx.stream, {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, wrap(pd_.diff_dst_desc(), v)},
-                             {DNNL_ARG_DIFF_DST, wrap(pd_.diff_dst_desc(), dy)},
-                             {DNNL_ARG_DIFF_SRC, wrap(pd_.diff_src_desc(), dx)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, pd_.diff_dst_desc(), v},
+                        {DNNL_ARG_DIFF_DST, pd_.diff_dst_desc(), dy},
+                        {DNNL_ARG_DIFF_SRC, pd_.diff_src_desc(), dx}});
 }
 
 namespace {
@@ -115,7 +111,8 @@ inline uint32_t keep_threshold(float p) {
 }  // namespace
 
 bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key) {
-  return static_cast<uint32_t>(mix64(stream_key(salt, key) + uint64_t(i)) >> 32) >= keep_threshold(p);
+  return static_cast<uint32_t>(mix64(stream_key(salt, key) + uint64_t(i)) >> 32) >=
+         keep_threshold(p);
 }
 
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {

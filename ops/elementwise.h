@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/dnnl_context.h"
+
 #include "ops/matmul.h"
 
 namespace bertlab::ops {
@@ -19,6 +21,7 @@ class ActivationOp {
  private:
   dnnl::eltwise_forward::primitive_desc pd_;
   dnnl::eltwise_forward prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 // y (n) = a + b
@@ -48,6 +51,7 @@ class ActivationGrad {
  private:
   dnnl::eltwise_backward::primitive_desc pd_;
   dnnl::eltwise_backward prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 // Counter-based dropout: element i is kept when hash(key, salt, i) >= p * 2^32, where key

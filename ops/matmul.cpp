@@ -77,11 +77,8 @@ void Linear::pack_weights(const float* w) {
 }
 
 void Linear::pack_weights_into(const float* w, void* packed) const {
-  auto& ctx = dnnl_context();
-  auto src = wrap(pack_pd_.src_desc(), w);
-  auto dst = wrap(pd_.weights_desc(), packed);
-  pack_.execute(ctx.stream, src, dst);
-  ctx.stream.wait();
+  pack_args_.execute(
+      pack_, {{DNNL_ARG_FROM, pack_pd_.src_desc(), w}, {DNNL_ARG_TO, pd_.weights_desc(), packed}});
 }
 
 void Linear::forward(float* y, const float* x, const float* b, const float* residual) const {
@@ -91,19 +88,18 @@ void Linear::forward(float* y, const float* x, const float* b, const float* resi
 
 void Linear::forward_packed(const void* packed, float* y, const float* x, const float* b,
                             const float* residual) const {
-  auto& ctx = dnnl_context();
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)},
-                                       {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), packed)},
-                                       {DNNL_ARG_BIAS, wrap(pd_.bias_desc(), b)},
-                                       {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)}};
+  args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x},
+              {DNNL_ARG_WEIGHTS, pd_.weights_desc(), packed},
+              {DNNL_ARG_BIAS, pd_.bias_desc(), b},
+              {DNNL_ARG_DST, pd_.dst_desc(), y}});
   if (residual_) {
     check(residual != nullptr, "linear built with a residual input was called without one");
-    int po_index = pd_.get_primitive_attr().get_post_ops().len() - 1;
-    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1,
-                 wrap(pd_.dst_desc(), residual));
+    // The residual is the src1 of the last post-op (binary add).
+    const int po_index = pd_.get_primitive_attr().get_post_ops().len() - 1;
+    args_.bind(
+        {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, pd_.dst_desc(), residual}});
   }
-  prim_.execute(ctx.stream, args);
-  ctx.stream.wait();
+  args_.execute(prim_, {});
 }
 
 std::string Linear::impl_name() const { return impl_of(pd_); }
@@ -124,8 +120,8 @@ void attn_scores_reference(float* scores, const float* qkv, const float* mask_bi
         }
 }
 
-void attn_context_reference(float* ctx, const float* probs, const float* qkv, int64_t B,
-                            int64_t S, int64_t heads, int64_t d) {
+void attn_context_reference(float* ctx, const float* probs, const float* qkv, int64_t B, int64_t S,
+                            int64_t heads, int64_t d) {
   const int64_t H = heads * d, row = 3 * H;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < heads; ++h)
@@ -157,18 +153,16 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 }
 
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
-  auto& ctx = dnnl_context();
   const auto& src_md = pd_.src_desc();
   const float* k = qkv + src_md.dims()[1] * src_md.dims()[3];  // skip the H columns of Q
-  prim_.execute(ctx.stream,
-                {{DNNL_ARG_SRC, wrap(src_md, qkv)},
-                 {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), k)},
-                 {DNNL_ARG_DST, wrap(pd_.dst_desc(), scores)},
-                 {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
-                  wrap(pd_.query_md(dnnl::query::exec_arg_md,
-                                    DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1),
-                       mask_bias)}});
-  ctx.stream.wait();
+  args_.execute(
+      prim_,
+      {{DNNL_ARG_SRC, src_md, qkv},
+       {DNNL_ARG_WEIGHTS, pd_.weights_desc(), k},
+       {DNNL_ARG_DST, pd_.dst_desc(), scores},
+       {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+        pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1),
+        mask_bias}});
 }
 
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
@@ -184,13 +178,11 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
 }
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
-  auto& ctx = dnnl_context();
   const auto& v_md = pd_.weights_desc();
   const float* v = qkv + 2 * v_md.dims()[1] * v_md.dims()[3];  // skip Q and K
-  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), probs)},
-                             {DNNL_ARG_WEIGHTS, wrap(v_md, v)},
-                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), out)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), probs},
+                        {DNNL_ARG_WEIGHTS, v_md, v},
+                        {DNNL_ARG_DST, pd_.dst_desc(), out}});
 }
 
 std::string AttentionContext::impl_name() const { return impl_of(pd_); }
@@ -233,11 +225,9 @@ LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K) {
 }
 
 void LinearGradInput::forward(float* dx, const float* dy, const float* w) const {
-  auto& ctx = dnnl_context();
-  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), dy)},
-                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), w)},
-                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dx)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w},
+                        {DNNL_ARG_DST, pd_.dst_desc(), dx}});
 }
 
 LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K) : M_(M), N_(N) {
@@ -254,11 +244,9 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K) : M_(M), N_(
 }
 
 void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {
-  auto& ctx = dnnl_context();
-  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), dy)},
-                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), x)},
-                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dw)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x},
+                        {DNNL_ARG_DST, pd_.dst_desc(), dw}});
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
   const int64_t M = M_, N = N_;
   auto sums = ordered_reduce(
@@ -302,7 +290,8 @@ void attn_context_grad_probs_reference(float* dprobs, const float* dctx, const f
         for (int64_t j = 0; j < S; ++j) {
           double acc = 0;
           for (int64_t c = 0; c < d; ++c)
-            acc += double(dctx[(b * S + i) * H + h * d + c]) * qkv[(b * S + j) * row + 2 * H + h * d + c];
+            acc += double(dctx[(b * S + i) * H + h * d + c]) *
+                   qkv[(b * S + j) * row + 2 * H + h * d + c];
           dprobs[((b * heads + h) * S + i) * S + j] = static_cast<float>(acc);
         }
 }
@@ -316,7 +305,8 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
         for (int64_t c = 0; c < d; ++c) {
           double acc = 0;
           for (int64_t i = 0; i < S; ++i)
-            acc += double(probs[((b * heads + h) * S + i) * S + j]) * dctx[(b * S + i) * H + h * d + c];
+            acc += double(probs[((b * heads + h) * S + i) * S + j]) *
+                   dctx[(b * S + i) * H + h * d + c];
           dqkv[(b * S + j) * row + 2 * H + h * d + c] = static_cast<float>(acc);
         }
 }
@@ -352,7 +342,6 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
 }
 
 void AttentionGrad::forward(float* out, const float* a, const float* b) const {
-  auto& ctx = dnnl_context();
   const int64_t H = H_;
   const float *src = a, *wei = b;
   float* dst = out;
@@ -370,10 +359,9 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
       src = b, wei = a, dst = out + 2 * H;
       break;
   }
-  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), src)},
-                             {DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), wei)},
-                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), dst)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei},
+                        {DNNL_ARG_DST, pd_.dst_desc(), dst}});
 }
 
 }  // namespace bertlab::ops

@@ -4,6 +4,8 @@
 // created once per shape; forward calls allocate nothing.
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/dnnl_context.h"
 #include <string>
 
 namespace bertlab::ops {
@@ -38,8 +40,10 @@ class Linear {
   bool residual_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
   dnnl::reorder::primitive_desc pack_pd_;
   dnnl::reorder pack_;
+  mutable PrimitiveArgs pack_args_;
   dnnl::memory packed_;  // empty until pack_weights()
 };
 
@@ -60,6 +64,7 @@ class AttentionScores {
  private:
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 class AttentionContext {
@@ -71,6 +76,7 @@ class AttentionContext {
  private:
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 }  // namespace bertlab::ops
@@ -93,6 +99,7 @@ class LinearGradInput {
  private:
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 class LinearGradWeight {
@@ -104,6 +111,7 @@ class LinearGradWeight {
   int64_t M_, N_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 // Attention backward on the fused layouts of the forward (qkv (B,S,3H), dqkv (B,S,3H)).
@@ -131,6 +139,7 @@ class AttentionGrad {
   int64_t H_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 }  // namespace bertlab::ops

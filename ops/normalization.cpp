@@ -39,13 +39,11 @@ LayerNorm::LayerNorm(int64_t rows, int64_t H, float eps) {
 }
 
 void LayerNorm::forward(float* y, const float* x, const float* gamma, const float* beta) const {
-  auto& ctx = dnnl_context();
   memory::desc vec({pd_.src_desc().dims()[1]}, dt::f32, tag::a);
-  prim_.execute(ctx.stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)},
-                             {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)},
-                             {DNNL_ARG_SCALE, wrap(vec, gamma)},
-                             {DNNL_ARG_SHIFT, wrap(vec, beta)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), x},
+                        {DNNL_ARG_DST, pd_.dst_desc(), y},
+                        {DNNL_ARG_SCALE, vec, gamma},
+                        {DNNL_ARG_SHIFT, vec, beta}});
 }
 
 void softmax_forward_reference(float* y, const float* x, int64_t rows, int64_t L) {
@@ -68,10 +66,7 @@ Softmax::Softmax(int64_t rows, int64_t L) {
 }
 
 void Softmax::forward(float* y, const float* x) const {
-  auto& ctx = dnnl_context();
-  prim_.execute(ctx.stream,
-                {{DNNL_ARG_SRC, wrap(pd_.src_desc(), x)}, {DNNL_ARG_DST, wrap(pd_.dst_desc(), y)}});
-  ctx.stream.wait();
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), x}, {DNNL_ARG_DST, pd_.dst_desc(), y}});
 }
 
 }  // namespace bertlab::ops
@@ -142,11 +137,13 @@ void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, 
   }
 }
 
-void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows, int64_t L) {
+void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows,
+                                int64_t L) {
   for (int64_t r = 0; r < rows; ++r) {
     double dot = 0;
     for (int64_t i = 0; i < L; ++i) dot += double(dy[r * L + i]) * y[r * L + i];
-    for (int64_t i = 0; i < L; ++i) dx[r * L + i] = static_cast<float>(y[r * L + i] * (dy[r * L + i] - dot));
+    for (int64_t i = 0; i < L; ++i)
+      dx[r * L + i] = static_cast<float>(y[r * L + i] * (dy[r * L + i] - dot));
   }
 }
 

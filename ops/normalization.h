@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/dnnl_context.h"
+
 namespace bertlab::ops {
 
 // y (rows,H) = (x - mean) * rstd * gamma + beta, biased variance, eps inside the root.
@@ -17,6 +19,7 @@ class LayerNorm {
  private:
   dnnl::layer_normalization_forward::primitive_desc pd_;
   dnnl::layer_normalization_forward prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 // y (rows,L) = softmax(x) over L; y may alias x.
@@ -30,6 +33,7 @@ class Softmax {
  private:
   dnnl::softmax_forward::primitive_desc pd_;
   dnnl::softmax_forward prim_;
+  mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
 };
 
 }  // namespace bertlab::ops
