@@ -2,6 +2,8 @@
 // random data, on shapes that are not multiples of 16 and with a single row; the simple
 // references themselves against hand-computed values. Prints one error line per case.
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -20,6 +22,9 @@
 using namespace bertlab;
 using ops::Activation;
 
+using bertlab::testing::random_ids;
+using bertlab::testing::random_vector;
+
 namespace {
 
 // Tolerances (normwise relative error, defined below).
@@ -36,21 +41,6 @@ constexpr double kElementTol = 1e-5;
 // the results must be bit-identical.
 constexpr double kExact = 0.0;
 
-std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<int32_t> random_ids(int64_t n, int32_t upper, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, upper - 1);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 // Max abs error, and the normwise relative error max|got - ref| / max|ref|: element-wise
 // relative errors are meaningless for GEMM outputs near zero, whose rounding error scales

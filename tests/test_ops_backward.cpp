@@ -8,6 +8,8 @@
 //     forward reference so that they model the same function.
 // Prints one error line per comparison.
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <fmt/core.h>
 #include <omp.h>
 
@@ -29,6 +31,9 @@
 using namespace bertlab;
 using ops::Activation;
 
+using bertlab::testing::random_ids;
+using bertlab::testing::random_vector;
+
 namespace {
 
 // Fast vs reference (normwise relative error): the references accumulate in double, the fast
@@ -46,21 +51,6 @@ constexpr double kModelTol = 1e-6;
 constexpr double kOptTol = 1e-6;
 constexpr int kFdSamples = 24;
 
-std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-std::vector<int32_t> random_ids(int64_t n, int32_t upper, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, upper - 1);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 

@@ -7,8 +7,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace bertlab::testing {
 
@@ -57,5 +60,22 @@ inline RunResult run_bertlab(const std::string& args) {
 }
 
 inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }
+
+// Reproducible random test data.
+inline std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+inline std::vector<int32_t> random_ids(int64_t n, int32_t upper, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(0, upper - 1);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
 
 }  // namespace bertlab::testing
