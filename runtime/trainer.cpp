@@ -125,6 +125,17 @@ StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, 
   return total;
 }
 
+// Every config field of `here` equals the checkpoint's (vocab_size too unless ignore_vocab:
+// a fresh model from --config takes its vocabulary size from the data).
+void check_same_model(const BertConfig& checkpoint, const BertConfig& here, const fs::path& dir,
+                      bool ignore_vocab) {
+  const auto a = config_to_json(checkpoint), b = config_to_json(here);
+  for (auto it = b.begin(); it != b.end(); ++it)
+    check((ignore_vocab && it.key() == "vocab_size") || a.at(it.key()) == it.value(),
+          "checkpoint {} holds a model of another shape: {} is {} there, {} here", dir.string(),
+          it.key(), a.at(it.key()).dump(), it.value().dump());
+}
+
 }  // namespace
 
 void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
@@ -150,12 +161,7 @@ nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) 
   check(fs::is_directory(dir), "checkpoint {} does not exist", dir.string());
   for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
     check(fs::exists(dir / f), "checkpoint {} is incomplete: {} is missing", dir.string(), f);
-  BertConfig saved = load_config(dir / "config.json");
-  const auto a = config_to_json(saved), b = config_to_json(m.config);
-  for (auto it = b.begin(); it != b.end(); ++it)
-    check(a.at(it.key()) == it.value(),
-          "checkpoint {} holds a model of another shape: {} is {} there, {} here", dir.string(),
-          it.key(), a.at(it.key()).dump(), it.value().dump());
+  check_same_model(load_config(dir / "config.json"), m.config, dir, false);
   load_hf_weights(m.params, SafetensorsFile(dir / "model.safetensors"));
   SafetensorsFile opt(dir / "optimizer.safetensors");
   for (const auto& p : s.exp_avg.params()) {
@@ -190,6 +196,13 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   check(!config_source.empty(), "give --config, --model or --resume");
   BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
                                                       : load_config(config_source);
+  // With --resume the model comes from the checkpoint; a --config or --model given as well
+  // must describe the same model, not be silently ignored.
+  if (!o.resume.empty())
+    for (const auto& given : {o.config, o.model})
+      if (!given.empty())
+        check_same_model(config, fs::is_directory(given) ? load_config(given / "config.json") : load_config(given),
+                         o.resume, given == o.config);
   // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
   // the tokenizer.
   if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());

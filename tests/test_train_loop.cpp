@@ -147,8 +147,9 @@ TEST_CASE("train, checkpoints and an exact resume on a small prepared corpus", "
   auto wrong_shape = run_bertlab(fmt::format("train --config {} --data {} --batch-size 4 --accum-steps 2 --seed 3 --max-steps 6 --resume {} --out {}",
                                              quote(dir / "other.json"), quote(dir / "data"),
                                              quote(dir / "part/checkpoint-6"), quote(dir / "x")));
-  // --resume takes the model from the checkpoint; a changed batch layout cannot resume exactly.
-  CHECK(wrong_shape.exit_code == 0);
+  CHECK(wrong_shape.exit_code == 1);
+  CHECK_THAT(wrong_shape.output, Contains("another shape") && Contains("hidden_size"));
+  // A changed batch layout cannot resume exactly.
   auto changed = run_bertlab(fmt::format("train --data {} --batch-size 2 --seed 3 --max-steps 8 --resume {} --out {}",
                                          quote(dir / "data"), quote(dir / "part/checkpoint-6"), quote(dir / "y")));
   CHECK(changed.exit_code == 1);
