@@ -77,16 +77,15 @@ void add_train_command(CLI::App& root) {
     auto on_event = [&](const TrainEvent& e) {
       switch (e.kind) {
         case TrainEvent::step: {
-          if (o.log_steps <= 0 || (e.step_index % o.log_steps != 0 && e.step_index != e.max_steps && tty)) {
-            if (!tty) return;
-          }
+          // Every step rewrites the live line on a terminal; every --log-steps (and the last)
+          // step is kept as a line of its own, which is all that is printed to a pipe.
+          const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
+          if (!tty && !keep) return;
           const auto line = fmt::format(
               "step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  mlm acc {:.3f}  lr {:.2e}  {:.2f} seq/s  eta {}",
               e.step_index, e.max_steps, e.stats.loss(), e.stats.mlm_loss, e.stats.nsp_loss,
               e.stats.mlm_accuracy, e.lr, e.seq_per_s, clock_str(e.eta_s));
-          const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
-          if (tty) fmt::print(stderr, "\r\033[K{}{}", line, keep ? "\n" : "");
-          else if (keep) fmt::print(stderr, "{}\n", line);
+          fmt::print(stderr, "{}{}{}", tty ? "\r\033[K" : "", line, keep ? "\n" : "");
           return;
         }
         case TrainEvent::eval:
