@@ -302,7 +302,7 @@ std::string markdown_report(const std::vector<SweepEntry>& entries, const Machin
   s += "\n| category (% of step) |";
   std::string rule = "|---|";
   for (auto* e : done) {
-    s += " " + point_label(e->point) + " |";
+    s += fmt::format(" {} |", point_label(e->point));
     rule += "---:|";
   }
   s += "\n" + rule + "\n";
