@@ -249,17 +249,18 @@ void LinearGradWeight::forward(float* dw, float* db, const float* dy, const floa
                         {DNNL_ARG_DST, pd_.dst_desc(), dw}});
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
   const int64_t M = M_, N = N_;
-  auto sums = ordered_reduce(
-      M, std::vector<float>(N, 0.f),
-      [&](int64_t begin, int64_t end, std::vector<float>& part) {
+  ordered_row_sums(
+      M, N, partials_,
+      [&](int64_t begin, int64_t end, float* part) {
         for (int64_t i = begin; i < end; ++i) {
           const float* row = dy + i * N;
 #pragma omp simd
           for (int64_t j = 0; j < N; ++j) part[j] += row[j];
         }
       },
-      [](std::vector<float>& acc, const std::vector<float>& part) { add_into(acc.data(), part); });
-  add_into(db, sums);
+      [&](const float* part) {
+        for (int64_t j = 0; j < N; ++j) db[j] += part[j];
+      });
 }
 
 void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,

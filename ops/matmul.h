@@ -7,6 +7,7 @@
 
 #include "ops/dnnl_context.h"
 #include <string>
+#include <vector>
 
 namespace bertlab::ops {
 
@@ -109,6 +110,7 @@ class LinearGradWeight {
 
  private:
   int64_t M_, N_;
+  mutable std::vector<float> partials_;  // per-thread column sums of dy (bias gradient)
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers

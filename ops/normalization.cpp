@@ -102,17 +102,24 @@ void layernorm_backward_row(float* dx, Acc* dgamma, Acc* dbeta, const float* dy,
 }  // namespace
 
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
-                        const float* gamma, int64_t rows, int64_t H, float eps) {
-  // Partials hold dgamma then dbeta of a block of rows.
-  auto sums = ordered_reduce(
-      rows, std::vector<float>(2 * H, 0.f),
-      [&](int64_t begin, int64_t end, std::vector<float>& part) {
+                        const float* gamma, int64_t rows, int64_t H, float eps,
+                        std::vector<float>& scratch) {
+  // Per-thread parts hold dgamma then dbeta of a block of rows.
+  ordered_row_sums(
+      rows, 2 * H, scratch,
+      [&](int64_t begin, int64_t end, float* part) {
         for (int64_t r = begin; r < end; ++r)
-          layernorm_backward_row(dx + r * H, part.data(), part.data() + H, dy + r * H, x + r * H,
-                                 gamma, H, eps);
+          layernorm_backward_row(dx + r * H, part, part + H, dy + r * H, x + r * H, gamma, H, eps);
       },
-      [](std::vector<float>& acc, const std::vector<float>& part) { add_into(acc.data(), part); });
-  for (int64_t i = 0; i < H; ++i) dgamma[i] += sums[i], dbeta[i] += sums[H + i];
+      [&](const float* part) {
+        for (int64_t i = 0; i < H; ++i) dgamma[i] += part[i], dbeta[i] += part[H + i];
+      });
+}
+
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, int64_t rows, int64_t H, float eps) {
+  std::vector<float> scratch;
+  layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, rows, H, eps, scratch);
 }
 
 void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,

@@ -1,6 +1,7 @@
 #pragma once
 // Layer normalization over the last axis and softmax over the last axis.
 #include <cstdint>
+#include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/dnnl_context.h"
@@ -42,6 +43,10 @@ namespace bertlab::ops {
 
 // Layernorm backward, recomputing mean and rstd from x (no saved statistics):
 // dx (rows,H); dgamma (H) += sum dy * xhat; dbeta (H) += sum dy
+// `scratch` keeps the per-thread partial sums between calls (the overload without it allocates).
+void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
+                        const float* gamma, int64_t rows, int64_t H, float eps,
+                        std::vector<float>& scratch);
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
                         const float* gamma, int64_t rows, int64_t H, float eps);
 void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,

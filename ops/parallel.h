@@ -2,36 +2,67 @@
 // Reductions whose result does not depend on thread scheduling: each thread reduces its fixed
 // chunk of [0, n) into its own partial, and the partials are combined in thread order. (An
 // OpenMP reduction clause or a critical section combines in arrival order, which changes the
-// rounding from run to run and breaks bit-exact resume.)
+// rounding from run to run and breaks bit-exact resume.) Neither allocates per call.
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace bertlab::ops {
 
+inline constexpr int kMaxReduceThreads = 256;
+
+// The fixed chunk [begin, end) of [0, n) that thread t of nt owns.
+inline void thread_chunk(int64_t n, int t, int nt, int64_t& begin, int64_t& end) {
+  const int64_t chunk = (n + nt - 1) / nt;
+  begin = std::min<int64_t>(n, t * chunk);
+  end = std::min<int64_t>(n, begin + chunk);
+}
+
 // body(begin, end, partial) reduces [begin, end) into partial (a copy of `init`);
-// combine(acc, partial) folds the partials, thread 0 first.
+// combine(acc, partial) folds the partials, thread 0 first. T is small (a few scalars).
 template <typename T, typename Body, typename Combine>
 T ordered_reduce(int64_t n, const T& init, Body body, Combine combine) {
-  const int threads = std::max(1, omp_get_max_threads());
-  std::vector<T> parts(threads, init);
+  const int threads = std::clamp(omp_get_max_threads(), 1, kMaxReduceThreads);
+  std::array<T, kMaxReduceThreads> parts;
+  std::fill_n(parts.begin(), threads, init);
+  int used = threads;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int64_t chunk = (n + nt - 1) / nt;
-    const int64_t begin = std::min<int64_t>(n, t * chunk), end = std::min<int64_t>(n, begin + chunk);
+#pragma omp single
+    used = nt;
+    int64_t begin, end;
+    thread_chunk(n, t, nt, begin, end);
     body(begin, end, parts[t]);
   }
   T acc = init;
-  for (auto& p : parts) combine(acc, p);
+  for (int t = 0; t < used; ++t) combine(acc, parts[t]);
   return acc;
 }
 
-// Element-wise sum of per-thread vectors into `out` (+=), thread order.
-inline void add_into(float* out, const std::vector<float>& part) {
-  for (size_t i = 0; i < part.size(); ++i) out[i] += part[i];
+// Sums rows of `width` floats: body(begin, end, part) adds the rows [begin, end) of its chunk
+// into part (zeroed, width floats); fold(part) then receives the per-thread parts in thread
+// order. `scratch` holds the parts and grows only when the thread count or width does.
+template <typename Body, typename Fold>
+void ordered_row_sums(int64_t n, int64_t width, std::vector<float>& scratch, Body body, Fold fold) {
+  const int threads = std::max(1, omp_get_max_threads());
+  if (scratch.size() < static_cast<size_t>(threads * width)) scratch.resize(threads * width);
+  std::fill_n(scratch.begin(), threads * width, 0.f);
+  float* parts = scratch.data();
+  int used = threads;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp single
+    used = nt;
+    int64_t begin, end;
+    thread_chunk(n, t, nt, begin, end);
+    body(begin, end, parts + t * width);
+  }
+  for (int t = 0; t < used; ++t) fold(static_cast<const float*>(parts + t * width));
 }
 
 }  // namespace bertlab::ops

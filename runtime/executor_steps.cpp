@@ -183,7 +183,11 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float *dy = in(0), *x = in(1), *gamma = in(2);
       float *dgamma = out_at(1), *dbeta = out_at(2);
       const float eps = n.attrs.at("eps").get<float>();
-      return [=] { ops::layernorm_backward(out, dgamma, dbeta, dy, x, gamma, numel(s) / s.back(), s.back(), eps); };
+      auto scratch = std::make_shared<std::vector<float>>();
+      return [=] {
+        ops::layernorm_backward(out, dgamma, dbeta, dy, x, gamma, numel(s) / s.back(), s.back(), eps,
+                                *scratch);
+      };
     }
     case OpKind::gelu_grad:
     case OpKind::tanh_grad: {
