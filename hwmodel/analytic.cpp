@@ -1,6 +1,7 @@
 #include "hwmodel/analytic.h"
 
 #include "hwmodel/setload.h"
+#include "hwmodel/writequeue.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -19,10 +20,9 @@ class DramStreams {
  public:
   DramStreams(const SystemDesc& s, Traffic& t) : L_(s.llc.line_bytes), R_(s.dram.row_bytes), t_(t) {}
 
-  // One sweep of fetches (or write-backs): its lines, and the rows it opens.
-  // Write-backs of parallel strided sweeps (the same rows, neighbouring columns) wait in the
-  // controller's write queue and are issued row by row: up to kWriteQueueLines lines of
-  // such sweeps open each row once.
+  // One sweep of fetches (or write-backs): its lines, and the rows it opens. Reads open
+  // rows in sweep order; write-backs wait in the stream's write queue (writequeue.h), which
+  // issues them row by row.
   void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
     const int64_t lines = distinct_blocks(sw, L_);
@@ -31,21 +31,11 @@ class DramStreams {
     (write ? o.write_lines : o.read_lines) += lines;
     if (!write) {
       if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-      open_rows(st, write, sw);
+      open_rows(st, sw);
       return;
     }
-    auto& p = st.pending;
-    const bool parallel = sw.count > 1 && !p.empty() && p.front().count == sw.count &&
-                          p.front().stride == sw.stride && sw.start >= p.front().start &&
-                          sw.start < p.front().start + sw.stride &&
-                          st.pending_lines + lines <= kWriteQueueLines;
-    if (!parallel) flush(st);
-    if (sw.count > 1 && lines < kWriteQueueLines) {
-      st.pending.push_back(sw);
-      st.pending_lines += lines;
-    } else {
-      open_rows(st, true, sw);
-    }
+    st.queue.push(sw);
+    sync(st);
   }
   // `times` passes over `v` of which only `fraction` of the lines miss (the lines in the
   // sets a reuse window overflows, see setload.h): the counts of full passes, scaled.
@@ -53,13 +43,11 @@ class DramStreams {
                int64_t times, double fraction) {
     if (times <= 0 || fraction <= 0) return;
     Stream& st = stream(op, core);
-    if (write) flush(st);
     auto& o = *st.traffic;
     const bool has_core = core < (int64_t)t_.llc_misses.size();
     const int64_t r0 = o.read_lines, w0 = o.write_lines, m0 = o.row_misses,
                   l0 = has_core ? t_.llc_misses[core] : 0;
     repeat(op, write, core, v, times);
-    if (write) flush(st);
     auto scale = [&](int64_t& x, int64_t before) {
       x = before + std::llround(static_cast<double>(x - before) * std::min(1.0, fraction));
     };
@@ -75,11 +63,14 @@ class DramStreams {
     if (times <= 0) return;
     const auto lines = window.overflowing_lines(v);
     if (lines.empty()) return;
-    if (write) flush(stream(op, core));
     repeat(op, write, core, lines, times);
   }
+  // The end of the work: the write queues issue what they still hold.
   void flush_all() {
-    for (auto& st : streams_) flush(st);
+    for (auto& st : streams_) {
+      st.queue.drain_all();
+      sync(st);
+    }
   }
   void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
     for (const auto& s : v) sweep(op, write, core, s);
@@ -91,13 +82,11 @@ class DramStreams {
     if (times <= 0) return;
     Stream& st = stream(op, core);
     sweeps(op, write, core, v);
-    if (write) flush(st);
     if (times == 1) return;
     auto& o = *st.traffic;
     const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
                                    core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
     sweeps(op, write, core, v);
-    if (write) flush(st);
     const int64_t k = times - 2;
     o.read_lines += (o.read_lines - std::get<0>(before)) * k;
     o.write_lines += (o.write_lines - std::get<1>(before)) * k;
@@ -107,45 +96,38 @@ class DramStreams {
   }
 
  private:
-  // Per operand and core: the last row each direction left open (0: none) and the
-  // write-backs waiting in the write queue. Found by a short linear scan (a node has a
-  // handful of operands), no string-keyed tree in the hot path.
+  // Per operand and core: the last row its reads left open (0: none) and its write queue.
+  // Found by a short linear scan (a node has a handful of operands), no string-keyed tree
+  // in the hot path.
   struct Stream {
+    Stream(int64_t L, int64_t R) : queue(L, R, kWriteQueueLines) {}
     std::string op;
     int64_t core = 0;
     OperandTraffic* traffic = nullptr;
-    int64_t last_row[2] = {0, 0};
-    std::vector<Sweep> pending;
-    int64_t pending_lines = 0;
+    int64_t last_row = 0;
+    WriteQueue queue;
+    int64_t queue_misses = 0;  // the queue's row misses already in `traffic`
   };
   Stream& stream(const std::string& op, int64_t core) {
     for (auto& st : streams_)
       if (st.core == core && st.op == op) return st;
-    Stream& st = streams_.emplace_back();
+    Stream& st = streams_.emplace_back(L_, R_);
     st.op = op;
     st.core = core;
     st.traffic = &t_.operands[op];  // std::map: the pointer stays valid
     return st;
   }
-  void open_rows(Stream& st, bool write, const Sweep& sw) {
-    // Row misses: the rows a monotone sweep enters, less the one still open from the
-    // previous sweep of this stream.
+  void open_rows(Stream& st, const Sweep& sw) {
+    // Row misses of reads: the rows a monotone sweep enters, less the one still open from
+    // the previous sweep of this stream.
     int64_t rows = distinct_blocks(sw, R_);
-    auto& last = st.last_row[write ? 1 : 0];
-    if (last == first_block(sw, R_) + 1) rows -= 1;
-    last = last_block(sw, R_) + 1;  // 0 = nothing open yet
+    if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
+    st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
     st.traffic->row_misses += rows;
   }
-  void flush(Stream& st) {
-    auto& p = st.pending;
-    if (p.empty()) return;
-    Sweep hull = p.front();
-    uint64_t end = hull.start + hull.width;
-    for (const auto& s : p) end = std::max<uint64_t>(end, s.start + s.width);
-    hull.width = static_cast<int64_t>(end - hull.start);
-    open_rows(st, true, hull);
-    p.clear();
-    st.pending_lines = 0;
+  void sync(Stream& st) {
+    st.traffic->row_misses += st.queue.row_misses() - st.queue_misses;
+    st.queue_misses = st.queue.row_misses();
   }
 
   int64_t L_, R_;
