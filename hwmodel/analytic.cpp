@@ -263,6 +263,111 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   }
 }
 
+// Weights of the RWMA GEMM: core 0 touches every tile first, the other cores of a round
+// load the same tiles right after it. Column tiles narrower than a line share its lines
+// (a group of `tpg` tiles, one weight strip): a weight line is used at k-step kb of every
+// tile of its group, in every round. Its reuse windows, decided per LLC set (setload.h):
+// - within a round, from tile nb-1 to nb of its group (a whole k loop in between): the
+//   round's A, the group's weight strip and the round's Y strip of the group;
+// - across rounds, from the group's last tile in round r-1 to its first in round r at k-step
+//   kb: all the weights; round r-1's A from k-strip kb on (all of it unless the group is
+//   the last) and its Y from the group's last tile on; round r's A before k-step kb (all of
+//   it unless the group is the first) and its Y before the group's first tile, and that
+//   tile too after k-step 0.
+// On a uniformly loaded cache (one set or hashed index) the windows depend only on whether
+// the group is the first or the last and whether kb is 0, starts an A line or lies inside
+// one, so each such class is decided once.
+void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+                  const SystemDesc& s, int64_t P, DramStreams& dram, OperandTraffic& bo) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = b.elem;
+  const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
+  const int64_t tpg = std::max<int64_t>(1, L / (S * e));  // column tiles per weight line
+  const int64_t NG = (NT + tpg - 1) / tpg;
+  const bool uniform = SetLoad(s.llc).uniform();
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  // The lines of round q's blocks of `v` in columns [c0, c1).
+  auto add_round = [&](SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) {
+    c1 = std::min(c1, v.cols);
+    if (q < 0 || c0 >= c1) return;
+    for (int64_t blk = q * P; blk < std::min(MB, (q + 1) * P); ++blk)
+      into.add(block_sweeps(v, blk * Mb, rows_of(blk), c0, c1 - c0));
+  };
+  auto group_c0 = [&](int64_t g) { return g * tpg * S; };
+  auto group_c1 = [&](int64_t g) { return std::min(b.cols, (g + 1) * tpg * S); };
+  SetLoad b_all(s.llc);
+  b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
+  const int64_t read0 = bo.read_lines;
+  dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
+  for (int64_t r = 0; r < R; ++r) {
+    // Within the round: the tiles of a group after its first.
+    auto within = [&](int64_t g) {
+      SetLoad win(s.llc);
+      add_round(win, a, r, 0, a.cols);
+      win.add(block_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g)));
+      add_round(win, y, r, group_c0(g), group_c1(g));
+      return win;
+    };
+    if (tpg > 1) {
+      const SetLoad first = uniform ? within(0) : SetLoad(s.llc), last = uniform ? within(NG - 1) : SetLoad(s.llc);
+      for (int64_t g = 0; g < NG; ++g) {
+        const int64_t tiles = std::min(tpg, NT - g * tpg);
+        if (tiles <= 1 || group_c0(g) >= b.cols) continue;
+        const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
+        dram.missing(w.b_name, false, 0, strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
+      }
+    }
+    if (r == 0) continue;
+    // Across rounds: the first tile of each group at every k-step.
+    auto across = [&](int64_t g, int64_t kb) {
+      const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+      SetLoad win = b_all;
+      add_round(win, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+      add_round(win, y, r - 1, nb_last * S, y.cols);
+      add_round(win, a, r, 0, nb_first > 0 ? a.cols : kb * S);
+      add_round(win, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+      return win;
+    };
+    auto tile_rows = [&](int64_t g, int64_t kb0, int64_t kb1) {  // k-tiles [kb0, kb1) of group g
+      const int64_t r0 = kb0 * S, r1 = std::min(b.rows, kb1 * S);
+      return r0 < r1 ? strip_sweeps(b, r0, r1 - r0, group_c0(g), group_c1(g) - group_c0(g), L) : std::vector<Sweep>{};
+    };
+    for (int64_t g = 0; g < NG; ++g) {
+      if (group_c0(g) >= b.cols) continue;
+      if (!uniform) {
+        for (int64_t kb = 0; kb < KT; ++kb) dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, across(g, kb));
+        continue;
+      }
+      // Uniform: the class of kb (0, starting an A line, inside one) decides; the groups
+      // between the first and the last behave as the second one.
+      const int64_t rep = (g == 0 || g == NG - 1) ? g : 1;
+      const int64_t kb_line = std::max<int64_t>(1, L / (S * e));  // k-tiles per A line
+      auto decide = [&](int64_t kb) { return kb < KT && across(rep, kb).overflowing_uniform(); };
+      bool miss[3] = {decide(0), decide(kb_line), decide(1)};  // kb = 0, starting an A line, inside
+      if (kb_line >= KT) miss[1] = miss[0];
+      if (kb_line == 1) miss[2] = miss[1];
+      if (KT == 1) miss[1] = miss[2] = miss[0];
+      if (miss[0] == miss[1] && miss[1] == miss[2]) {
+        if (miss[0]) dram.sweeps(w.b_name, false, 0, tile_rows(g, 0, KT));
+        continue;
+      }
+      int64_t run = -1;  // first k-tile of the current run of missing tiles
+      for (int64_t kb = 0; kb <= KT; ++kb) {
+        const bool m = kb < KT && miss[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)];
+        if (m && run < 0) run = kb;
+        if (!m && run >= 0) {
+          dram.sweeps(w.b_name, false, 0, tile_rows(g, run, kb));
+          run = -1;
+        }
+      }
+    }
+  }
+  const int64_t all = lines_of(block_sweeps(b, 0, b.rows, 0, b.cols), L);
+  bo.refetch = std::max<int64_t>(bo.refetch, (bo.read_lines - read0 + all - 1) / std::max<int64_t>(1, all));
+  bo.why = fmt::format("{} weight lines read {:.2f} times: shared by the cores of a round, re-used across the {} "
+                       "column tiles and {} round(s) of sequence blocks where their reuse windows fit their "
+                       "LLC sets", all, static_cast<double>(bo.read_lines - read0) / std::max<int64_t>(1, all), NT, R);
+}
+
 // Weight-stationary GEMM over row-major data with sequence blocks (cache tiling).
 // Every reuse decision is taken per LLC set (setload.h): the lines of an operand that miss
 // at a reuse are those in sets where the window between two uses holds more distinct lines
@@ -294,18 +399,15 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     const double tot = mine.total();
     return tot > 0 ? mine.lines_over(window) / tot : 0.0;
   };
-  const SetLoad b_all = set_load(strip_sweeps(b, 0, b.rows, 0, b.cols, L));
-  const SetLoad b_two = set_load(strip_sweeps(b, 0, b.rows, 0, two, L));
   const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
-  double fB_round_prev = 0;
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
     // (line-sharing neighbours), the first k strip of A and column tile of Y (one k-step).
     std::vector<SetLoad> a_blk, y_tile;
-    SetLoad a_round(s.llc), y_two(s.llc), a_strip(s.llc), y_round(s.llc);
+    SetLoad a_round(s.llc), y_two(s.llc), a_strip(s.llc);
     for (int64_t c = 0; c < act; ++c) {
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
       a_blk.push_back(set_load(strip_sweeps(a, r0, nr, 0, a.cols, L)));
@@ -313,7 +415,6 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       y_two.add(set_load(strip_sweeps(y, r0, nr, 0, std::min<int64_t>(2 * S, y.cols), L)));
       a_strip.add(set_load(block_sweeps(a, r0, nr, 0, std::min(S, a.cols))));
       y_tile.push_back(set_load(block_sweeps(y, r0, nr, 0, std::min(S, y.cols))));
-      y_round.add(set_load(strip_sweeps(y, r0, nr, 0, y.cols, L)));
     }
     // Reuse window of an A line across neighbouring column tiles (FA): all of the round's
     // A, the weight rows of the k-steps in between, two column tiles of the round's Y.
@@ -324,21 +425,9 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     SetLoad win_y = a_strip;
     for (const auto& yt : y_tile) win_y.add(yt);
     win_y.add(b_tile);
-    // Reuse window of a weight line across neighbouring column tiles sharing it (F2).
-    SetLoad win_b2 = a_round;
-    win_b2.add(b_two);
-    win_b2.add(y_two);
-    // Reuse window of the weights across rounds (F3): a whole round, this round's and the
-    // next one's output rows.
-    SetLoad win_b3 = a_round;
-    win_b3.add(b_all);
-    win_b3.add(y_round);
-    win_b3.add(y_round);
-    const int64_t F2 = act * Ablk + Wp2 + act * Ys2;
     const int64_t Fk = act * (lines(a, 0, rows_of(0), 0, std::min(S, a.cols), L) +
                               lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L)) +
                        lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
-    const int64_t F3 = act * Ablk + Wall + 2 * act * Yblk;
     const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
@@ -405,41 +494,19 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       t.l1_misses[c] += (F1 <= C1 ? Ablk : Ablk * NT) + (F1 <= C1 ? Yblk : Yblk * per_line_y) +
                         (F1 <= C1 ? Wall : Wall * per_line_w);
     }
-    // W: brought in by core 0 in round 0, the lines in sets a round overflows again in every
-    // later round; within a round a line shared by neighbouring column tiles is re-read
-    // for each of them when its set overflows between their uses.
-    const double fB2 = frac(b_two, win_b2);
-    const double fB = r == 0 ? 1.0 : fB_round_prev;
-    if (fB > 0) {
-      auto bs = strip_sweeps(b, 0, b.rows, 0, b.cols, L);
-      dram.partial(w.b_name, false, 0, bs, 1, fB);
-      std::vector<Sweep> again;  // column tiles that start inside a line of the previous one
-      for (int64_t nb = 1; nb < NT; ++nb)
-        if ((nb * S * e) % L != 0) {
-          auto v = block_sweeps(b, 0, b.rows, nb * S, std::min(S, b.cols - nb * S));
-          again.insert(again.end(), v.begin(), v.end());
-        }
-      dram.partial(w.b_name, false, 0, again, 1, fB * fB2);
-    }
-    fB_round_prev = frac(b_all, win_b3);
     if (r == 0) {
       auto& ao = t.operands[w.a_name];
-      auto& bo = t.operands[w.b_name];
       auto& yo = t.operands[w.y_name];
       ao.refetch = std::max<int64_t>(ao.refetch, fA_worst > 0 ? NT : 1);
       ao.why = fmt::format("block of {} rows re-used across {} column tiles: {}; {:.0f}% of its lines in "
                            "overflowing LLC sets", Mb, NT, fit_text(FA, C), 100 * fA_worst);
-      bo.refetch = std::max<int64_t>(bo.refetch, fB_round_prev > 0 ? R : 1);
-      bo.why = fmt::format("weights shared by the cores of a round, re-read by each of {} round(s) "
-                           "of sequence blocks unless the round fits: {}; {:.0f}% in overflowing sets "
-                           "across rounds, {:.0f}% between column tiles sharing a line ({})",
-                           R, fit_text(F3, C), 100 * fB_round_prev, 100 * fB2, fit_text(F2, C));
       yo.refetch = std::max<int64_t>(yo.refetch, fY_worst > 0 ? KT : 1);
       yo.why = fmt::format("output rows read-modify-written over {} k-tiles, lines shared by "
                            "neighbouring column tiles: {}; {:.0f}% in overflowing sets",
                            KT, fit_text(Fk, C), 100 * fY_worst);
     }
   }
+  rwma_weights(w, a, b, y, s, P, dram, t.operands[w.b_name]);
 }
 
 }  // namespace
