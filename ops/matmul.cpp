@@ -50,13 +50,16 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
     }
 }
 
-Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed)
+Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed,
+               bool bf16)
     : M_(M), N_(N), K_(K), residual_(residual) {
   auto& ctx = dnnl_context();
-  memory::desc src({M, K}, dt::f32, tag::ab);
+  x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 0);
+  const memory::desc& src = x_.desc();
   // HF weights are (N,K) row-major, i.e. the (K,N) matrix in column-major order: tag "ba".
   memory::desc plain_w({K, N}, dt::f32, tag::ba);
-  memory::desc wei_any = packed ? memory::desc({K, N}, dt::f32, tag::any) : plain_w;
+  if (!packed) w_ = GemmInput(plain_w, bf16, 1);
+  memory::desc wei_any = packed ? memory::desc({K, N}, src.data_type(), tag::any) : w_.desc();
   memory::desc bias({1, N}, dt::f32, tag::ab);
   memory::desc dst({M, N}, dt::f32, tag::ab);
   dnnl::post_ops po;
@@ -88,8 +91,10 @@ void Linear::forward(float* y, const float* x, const float* b, const float* resi
 
 void Linear::forward_packed(const void* packed, float* y, const float* x, const float* b,
                             const float* residual) const {
-  args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x},
-              {DNNL_ARG_WEIGHTS, pd_.weights_desc(), packed},
+  // Unpacked weights are the f32 HF array (converted on every call in bf16).
+  const void* wei = w_.desc().is_zero() ? packed : w_(static_cast<const float*>(packed));
+  args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x_(x)},
+              {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei},
               {DNNL_ARG_BIAS, pd_.bias_desc(), b},
               {DNNL_ARG_DST, pd_.dst_desc(), y}});
   if (residual_) {
@@ -136,11 +141,14 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 }
 
 // Q, K and V are strided views of qkv (B,S,3,heads,d): no copies, the matmul reads in place.
-AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale) {
+AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
+                                 bool bf16)
+    : H_(heads * d) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
-  memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
-  memory::desc kt({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row});
+  q_ = GemmInput(memory::desc({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1}), bf16, 0);
+  kt_ = GemmInput(memory::desc({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row}), bf16, 1);
+  const memory::desc &q = q_.desc(), &kt = kt_.desc();
   memory::desc dst({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc bias({B, 1, 1, S}, dt::f32, tag::abcd);
   dnnl::primitive_attr attr;
@@ -153,12 +161,10 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 }
 
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
-  const auto& src_md = pd_.src_desc();
-  const float* k = qkv + src_md.dims()[1] * src_md.dims()[3];  // skip the H columns of Q
   args_.execute(
       prim_,
-      {{DNNL_ARG_SRC, src_md, qkv},
-       {DNNL_ARG_WEIGHTS, pd_.weights_desc(), k},
+      {{DNNL_ARG_SRC, pd_.src_desc(), q_(qkv)},
+       {DNNL_ARG_WEIGHTS, pd_.weights_desc(), kt_(qkv + H_)},  // K: after the H columns of Q
        {DNNL_ARG_DST, pd_.dst_desc(), scores},
        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
         pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1),
@@ -167,21 +173,21 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
-AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d) {
+AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16)
+    : H_(heads * d) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
-  memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
-  memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
+  p_ = GemmInput(memory::desc({B, heads, S, S}, dt::f32, tag::abcd), bf16, 0);
+  v_ = GemmInput(memory::desc({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1}), bf16, 1);
+  const memory::desc &p = p_.desc(), &v = v_.desc();
   memory::desc dst({B, heads, S, d}, dt::f32, memory::dims{S * H, d, H, 1});
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
-  const auto& v_md = pd_.weights_desc();
-  const float* v = qkv + 2 * v_md.dims()[1] * v_md.dims()[3];  // skip Q and K
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), probs},
-                        {DNNL_ARG_WEIGHTS, v_md, v},
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), p_(probs)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), v_(qkv + 2 * H_)},  // V: after Q and K
                         {DNNL_ARG_DST, pd_.dst_desc(), out}});
 }
 
@@ -215,25 +221,26 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
   }
 }
 
-LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K) {
+LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16) {
   auto& ctx = dnnl_context();
-  memory::desc dy({M, N}, dt::f32, tag::ab);
-  memory::desc w({N, K}, dt::f32, tag::ab);
+  dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, 0);
+  w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1);
   memory::desc dx({M, K}, dt::f32, tag::ab);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy, w, dx), ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.desc(), w_.desc(), dx), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
 void LinearGradInput::forward(float* dx, const float* dy, const float* w) const {
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w},
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_(dy)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w_(w)},
                         {DNNL_ARG_DST, pd_.dst_desc(), dx}});
 }
 
-LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K) : M_(M), N_(N) {
+LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16) : M_(M), N_(N) {
   auto& ctx = dnnl_context();
-  memory::desc dy_t({N, M}, dt::f32, memory::dims{1, N});  // dy^T as a strided view
-  memory::desc x({M, K}, dt::f32, tag::ab);
+  dy_t_ = GemmInput(memory::desc({N, M}, dt::f32, memory::dims{1, N}), bf16, 0);  // dy^T, strided view
+  x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 1);
+  const memory::desc &dy_t = dy_t_.desc(), &x = x_.desc();
   memory::desc dw({N, K}, dt::f32, tag::ab);
   dnnl::post_ops po;
   po.append_sum(1.f);  // accumulate into the gradient
@@ -244,8 +251,8 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K) : M_(M), N_(
 }
 
 void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x},
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_t_(dy)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x_(x)},
                         {DNNL_ARG_DST, pd_.dst_desc(), dw}});
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
   const int64_t M = M_, N = N_;
@@ -312,7 +319,8 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
         }
 }
 
-AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale)
+AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
+                             bool bf16)
     : kind_(kind), H_(heads * d) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
@@ -338,7 +346,17 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
       src = scores_t, wei = ctx_head, dst = head;
       break;
   }
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx.engine);
+  src_ = GemmInput(src, bf16, 0);
+  wei_ = GemmInput(wei, bf16, 1);
+  // oneDNN's bf16 kernels do not write a head of dqkv (row stride 3H) in place (they fall back to
+  // a slow GEMM): the product goes to a dense (B,S,H) buffer, then is copied into its third.
+  if (bf16 && kind != Kind::context_probs) {
+    dst_view_ = dst;
+    dst = memory::desc({B, heads, S, d}, dt::f32, tag::acbd);
+    scatter_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, dst, ctx.engine, dst_view_));
+    gemm_scratch(2, dst.get_size());
+  }
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_.desc(), wei_.desc(), dst), attr, ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -360,9 +378,17 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
       src = b, wei = a, dst = out + 2 * H;
       break;
   }
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei},
-                        {DNNL_ARG_DST, pd_.dst_desc(), dst}});
+  if (dst_view_.is_zero()) {
+    args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src_(src)},
+                          {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei_(wei)},
+                          {DNNL_ARG_DST, pd_.dst_desc(), dst}});
+    return;
+  }
+  std::byte* staged = gemm_scratch(2, pd_.dst_desc().get_size());
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src_(src)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei_(wei)},
+                        {DNNL_ARG_DST, pd_.dst_desc(), staged}});
+  scatter_args_.execute(scatter_, {{DNNL_ARG_FROM, pd_.dst_desc(), staged}, {DNNL_ARG_TO, dst_view_, dst}});
 }
 
 }  // namespace bertlab::ops

@@ -1,10 +1,13 @@
 #pragma once
 // GEMM ops: linear layers and the two attention products, on oneDNN matmul.
 // Weights are reordered once into the layout oneDNN picks (format_tag::any); primitives are
-// created once per shape; forward calls allocate nothing.
+// created once per shape; forward calls allocate nothing. Every GEMM runs in f32 or, with
+// `bf16`, on bf16 copies of its f32 inputs with f32 accumulation and f32 output (ops/bf16.h);
+// packed weights are then stored in bf16.
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/bf16.h"
 #include "ops/dnnl_context.h"
 #include <string>
 #include <vector>
@@ -23,7 +26,8 @@ class Linear {
  public:
   // packed: weights in the layout oneDNN picks (pack_weights*); otherwise the HF (N,K) array is
   // read as it is (forward_packed with w itself), which needs no copy of a very large weight.
-  Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed = true);
+  Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed = true,
+         bool bf16 = false);
   // Reorders w (N,K) into the packed layout kept by this object; again whenever w changes.
   void pack_weights(const float* w);
   // y (M,N), x (M,K), b (N), residual (M,N) or null when built without one; uses the weights
@@ -39,6 +43,7 @@ class Linear {
  private:
   int64_t M_, N_, K_;
   bool residual_;
+  GemmInput x_, w_;  // w_: the HF weights when not packed
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -58,11 +63,13 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 
 class AttentionScores {
  public:
-  AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale);
+  AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16 = false);
   void forward(float* scores, const float* qkv, const float* mask_bias) const;
   std::string impl_name() const;
 
  private:
+  int64_t H_;
+  GemmInput q_, kt_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -70,11 +77,13 @@ class AttentionScores {
 
 class AttentionContext {
  public:
-  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d);
+  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 
  private:
+  int64_t H_;
+  GemmInput p_, v_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -94,10 +103,11 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
 
 class LinearGradInput {
  public:
-  LinearGradInput(int64_t M, int64_t N, int64_t K);
+  LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false);
   void forward(float* dx, const float* dy, const float* w) const;
 
  private:
+  GemmInput dy_, w_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -105,11 +115,12 @@ class LinearGradInput {
 
 class LinearGradWeight {
  public:
-  LinearGradWeight(int64_t M, int64_t N, int64_t K);
+  LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false);
   void forward(float* dw, float* db, const float* dy, const float* x) const;
 
  private:
   int64_t M_, N_;
+  GemmInput dy_t_, x_;
   mutable std::vector<float> partials_;  // per-thread column sums of dy (bias gradient)
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
@@ -132,13 +143,18 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
 class AttentionGrad {
  public:
   enum class Kind { scores_q, scores_k, context_probs, context_v };
-  AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale);
+  AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
+                bool bf16 = false);
   // scores_q/k: (dqkv, dscores, qkv); context_probs: (dprobs, dctx, qkv); context_v: (dqkv, dctx, probs)
   void forward(float* out, const float* a, const float* b) const;
 
  private:
   Kind kind_;
   int64_t H_;
+  GemmInput src_, wei_;
+  dnnl::memory::desc dst_view_;  // bf16 with a dqkv output: staged densely, then copied here
+  dnnl::reorder scatter_;
+  mutable PrimitiveArgs scatter_args_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers

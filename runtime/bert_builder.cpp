@@ -135,7 +135,8 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
              {{"batch", run.batch},
               {"seq", run.seq},
               {"mode", run.mode},
-              {"heads", run.heads == Heads::pretraining ? "pretraining" : "none"}}}};
+              {"heads", run.heads == Heads::pretraining ? "pretraining" : "none"},
+              {"precision", run.precision}}}};
   if (train) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
@@ -143,6 +144,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     append_backward(g, {"mlm.loss", "nsp.loss"});
     append_optimizer(g, run.optimizer);
   }
+  set_gemm_precision(g, run.precision);
   return g;
 }
 

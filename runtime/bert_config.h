@@ -39,6 +39,7 @@ struct RunSpec {
   int64_t seq = 128;
   std::string mode = "infer";  // infer | train
   Heads heads = Heads::pretraining;
+  std::string precision = "fp32";  // fp32 | bf16: GEMM inputs (runtime/graph.h gemm_bf16)
   // Training only:
   int64_t max_predictions = 0;     // masked positions per sequence; 0: ceil(0.15 * seq)
   bool dropout = true;             // dropout nodes with the config's probabilities

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "ops/peak.h"
 #include "runtime/autodiff.h"
 #include "runtime/error.h"
 
@@ -10,6 +11,10 @@ namespace bertlab {
 Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
     : graph_(std::move(graph)), params_(params), state_(state), plan_(plan_memory(graph_)) {
   arena_ = AlignedBuffer<std::byte>(static_cast<size_t>(plan_.arena_bytes));
+  for (const auto& n : graph_.nodes())
+    check(!gemm_bf16(n) || ops::cpu_has_bf16(),
+          "node '{}' is a bf16 GEMM, but this CPU has no native bf16 matmul (needs avx512_bf16 or "
+          "AMX); use --precision fp32", n.name);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));

@@ -20,7 +20,7 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
   // kLargeWeight (the tied MLM decoder) is read unpacked instead of doubling its memory.
   constexpr int64_t kLargeWeight = 32 << 20;
   const bool pack = !training() || gm.n * gm.k * int64_t(sizeof(float)) <= kLargeWeight;
-  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack);
+  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack, gemm_bf16(n));
   float *y = f32(n.outputs[0]), *x = f32(n.inputs[0]), *w = f32(n.inputs[1]), *b = f32(n.inputs[2]);
   float* r = residual ? f32(n.inputs[3]) : nullptr;
   if (!training()) {
@@ -70,7 +70,8 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::attn_scores: {
       auto q = shape(0);
       auto [heads, d] = heads_and_d(q);
-      auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>());
+      auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>(),
+                                                       gemm_bf16(n));
       const float *qkv = in(0), *bias = in(1);
       return [=] { op->forward(out, qkv, bias); };
     }
@@ -83,7 +84,7 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::attn_context: {
       auto q = shape(1);
       auto [heads, d] = heads_and_d(q);
-      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d);
+      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n));
       const float *p = in(0), *qkv = in(1);
       return [=] { op->forward(out, p, qkv); };
     }
@@ -144,13 +145,13 @@ std::function<void()> Executor::make_step(const Node& n) {
     }
     case OpKind::linear_grad_input: {
       auto gm = *node_gemm(graph_, n);
-      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n);
+      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n));
       const float *dy = in(0), *w = in(1);
       return [=] { op->forward(out, dy, w); };
     }
     case OpKind::linear_grad_weight: {
       auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
-      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n);
+      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n));
       const float *dy = in(0), *x = in(1);
       float* db = out_at(1);
       return [=] { op->forward(out, db, dy, x); };
@@ -169,7 +170,7 @@ std::function<void()> Executor::make_step(const Node& n) {
                       : shape(1);
       auto [heads, d] = heads_and_d(qkv);
       float scale = n.attrs.value("scale", 1.0f);
-      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale);
+      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n));
       const float *a = in(0), *b = in(1);
       return [=] { op->forward(out, a, b); };
     }

@@ -147,6 +147,12 @@ double node_flops(const Graph& g, const Node& n);
 int64_t node_min_bytes(const Graph& g, const Node& n);
 // The GEMM of a gemm-category node; nullopt for other nodes.
 std::optional<GemmShape> node_gemm(const Graph& g, const Node& n);
+// GEMM input precision. A GEMM node with attrs "precision": "bf16" multiplies bf16 copies of
+// its f32 inputs, accumulating and writing in f32 (mixed precision as in PyTorch's autocast);
+// without the attribute (or "fp32") it runs in f32. Throws on another value.
+bool gemm_bf16(const Node& n);
+// Sets the precision ("fp32" or "bf16") of every GEMM node of g, forward and backward.
+void set_gemm_precision(Graph& g, const std::string& precision);
 
 // JSON with a "format" and "version" field; see docs/graph-format.md.
 inline constexpr int kGraphFormatVersion = 1;

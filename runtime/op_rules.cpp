@@ -265,6 +265,26 @@ Outs infer_outputs(const Graph& g, const Node& n) {
   fail("node '{}': unhandled op kind", n.name);
 }
 
+bool gemm_bf16(const Node& n) {
+  auto it = n.attrs.find("precision");
+  if (it == n.attrs.end()) return false;
+  check(it->is_string() && (*it == "fp32" || *it == "bf16"),
+        "node '{}': attribute 'precision' must be \"fp32\" or \"bf16\", got {}", n.name, it->dump());
+  return *it == "bf16";
+}
+
+void set_gemm_precision(Graph& g, const std::string& precision) {
+  check(precision == "fp32" || precision == "bf16", "precision '{}' is not fp32 or bf16", precision);
+  for (const auto& n : g.nodes()) {
+    if (!node_gemm(g, n)) continue;
+    auto& attrs = g.node(n.id).attrs;
+    if (precision == "bf16")
+      attrs["precision"] = precision;
+    else
+      attrs.erase("precision");
+  }
+}
+
 std::optional<GemmShape> node_gemm(const Graph& g, const Node& n) {
   auto rows = [](const Shape& s) { return numel(s) / s.back(); };
   // Per batch and head, products giving scores are S x S x d; those giving Q, K or V are S x d x S.

@@ -1,0 +1,41 @@
+#pragma once
+// GEMM inputs in f32 or bf16 (mixed precision, as PyTorch's CPU autocast runs matmuls): in bf16
+// an f32 input is rounded to bf16 (nearest even, by a oneDNN reorder) into a dense copy in
+// per-thread scratch just before the matmul, which accumulates in f32 and writes f32.
+// Everything outside GEMMs stays f32.
+#include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "ops/dnnl_context.h"
+
+namespace bertlab::ops {
+
+// One input of a GEMM: `view` describes it in its f32 buffer (possibly strided: a head of the
+// fused QKV, a transpose). In f32 the matmul reads the view in place. In bf16 the view is
+// gathered into a dense bf16 copy, batch dimensions outermost and the last two in the view's
+// order, which oneDNN's AMX/AVX-512 bf16 kernels take (strided bf16 views fall back to a slow
+// GEMM). Copies live in scratch slot `slot` (0 or 1: the two inputs of one GEMM) of the calling
+// thread, shared by every GEMM it runs and grown at construction, so a call allocates nothing.
+class GemmInput {
+ public:
+  static constexpr int kSlots = 3;  // 0, 1: inputs; 2: an output staged densely (AttentionGrad)
+  GemmInput() = default;
+  GemmInput(const dnnl::memory::desc& view, bool bf16, int slot);
+  // What the matmul reads: the view itself (f32) or the dense bf16 copy.
+  const dnnl::memory::desc& desc() const { return bf16_ ? dense_ : view_; }
+  // The data for the matmul given the view's base pointer: `base` itself, or the bf16 copy
+  // (valid until the slot is written again).
+  const void* operator()(const float* base) const;
+
+ private:
+  dnnl::memory::desc view_, dense_;
+  bool bf16_ = false;
+  int slot_ = 0;
+  dnnl::reorder convert_;
+  mutable PrimitiveArgs args_;
+};
+
+// Grow-only scratch of at least `bytes` in slot `slot` of the calling thread.
+std::byte* gemm_scratch(int slot, size_t bytes);
+
+}  // namespace bertlab::ops
