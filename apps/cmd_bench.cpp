@@ -56,6 +56,7 @@ void add_bench_command(CLI::App& root) {
     RunSpec run;
     run.batch = s.batch;
     run.seq = s.seq;
+    run.precision = s.precision;
     // Inference runs the graph; training runs whole optimizer steps (forward, backward, update).
     std::unique_ptr<Executor> infer;
     std::unique_ptr<TrainStepper> stepper;
@@ -80,8 +81,8 @@ void add_bench_command(CLI::App& root) {
         ex.run();
     };
 
-    fmt::print("bench: {} mode={} heads={} batch={} seq={} threads={}\n", s.config, s.mode,
-               train ? "pretraining" : s.heads, s.batch, s.seq, omp_threads());
+    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}\n", s.config, s.mode,
+               train ? "pretraining" : s.heads, s.batch, s.seq, s.precision, omp_threads());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, ex.plan().arena_bytes / 1e6,
                ex.plan().unshared_bytes / 1e6, ex.packed_weight_bytes() / 1e6);
@@ -100,9 +101,9 @@ void add_bench_command(CLI::App& root) {
     if (o->no_peak) {
       fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);
     } else {
-      auto peak = ops::measure_matmul_peak(false, 1.0);
-      fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured fp32 GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3)\n",
-                 gflops, 100 * gflops / peak.gflops, peak.gflops, peak.n);
+      auto peak = ops::measure_matmul_peak(s.precision == "bf16", 1.0);
+      fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured {} GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3)\n",
+                 gflops, 100 * gflops / peak.gflops, s.precision, peak.gflops, peak.n);
     }
     fmt::print("  peak RSS: {:.0f} MB\n", peak_rss_mb());
     fmt::print("  (where the time goes: bertlab profile with the same flags)\n");

@@ -18,6 +18,7 @@ namespace {
 struct InferOptions {
   std::string model, input, output;
   std::vector<std::string> no_fuse;
+  std::string precision = "fp32";
   int threads = 0;
 };
 }  // namespace
@@ -29,6 +30,7 @@ void add_infer_command(CLI::App& root) {
   cmd->add_option("--input", o->input, "JSON with input_ids, token_type_ids, attention_mask")->required();
   cmd->add_option("--output", o->output, "Output safetensors file")->required();
   cmd->add_option("--no-fuse", o->no_fuse, "Switch off a fusion pass (repeatable)");
+  add_precision_option(*cmd, o->precision);
   cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->callback([o] {
     set_threads(o->threads);
@@ -52,6 +54,7 @@ void add_infer_command(CLI::App& root) {
     RunSpec run;
     run.batch = batch.batch;
     run.seq = batch.seq;
+    run.precision = o->precision;
     Graph g = build_bert(m.config, run);
     apply_fusions(g, std::set<std::string>(o->no_fuse.begin(), o->no_fuse.end()));
     Executor ex(std::move(g), m.params);

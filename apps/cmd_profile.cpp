@@ -22,17 +22,17 @@ namespace {
 
 struct ProfileCliOptions {
   ModelShapeOptions shape;
-  std::string precision = "fp32", machine = "machine.json";
+  std::string machine = "machine.json";
   std::string json, trace, csv, html, markdown;
   std::vector<std::string> sweeps;
   int runs = 5, warmup = 1, accum = 1, top = 10, threads = 0;
   bool overhead = false, heads_given = false;
 };
 
-// Throws until the executor runs bf16; sweeps record the message as the reason for skipping.
-void check_precision_supported(const std::string& precision) {
-  check(precision == "fp32", "--precision {}: bf16 execution is not supported yet by the executor "
-        "(only fp32 runs); the bf16 GEMM peak is in machine.json already", precision);
+// Throws when the machine cannot run (or machine.json has no peak for) the precision; sweeps
+// record the message as the reason for skipping the point.
+void check_precision_supported(const MachineInfo& machine, const std::string& precision) {
+  machine.gemm_peak(precision);
 }
 
 struct ModelCache {
@@ -50,6 +50,7 @@ ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   s.mode = p.at("mode");
   s.batch = std::stoll(p.at("batch"));
   s.seq = std::stoll(p.at("seq"));
+  s.precision = p.at("precision");
   if (!o.heads_given) s.heads = s.mode == "train" ? "pretraining" : "none";
   return s;
 }
@@ -141,8 +142,6 @@ void add_profile_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("profile", "Break a BERT step down by category, layer and node, with roofline");
   auto o = std::make_shared<ProfileCliOptions>();
   add_model_shape_options(*cmd, o->shape);
-  cmd->add_option("--precision", o->precision, "fp32 or bf16 (bf16 not executable yet)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--accum", o->accum, "Micro-batches per optimizer step (train)")->check(CLI::PositiveNumber);
   cmd->add_option("--machine", o->machine, "machine.json from `bertlab calibrate` (default ./machine.json)");
   cmd->add_option("--runs", o->runs, "Timed runs (default 5)")->check(CLI::Range(1, 1000));
@@ -169,7 +168,7 @@ void add_profile_command(CLI::App& root) {
 
     std::vector<SweepPoint> points = parse_sweeps(o->sweeps);
     const SweepPoint defaults{{"mode", o->shape.mode}, {"batch", std::to_string(o->shape.batch)},
-                              {"seq", std::to_string(o->shape.seq)}, {"precision", o->precision},
+                              {"seq", std::to_string(o->shape.seq)}, {"precision", o->shape.precision},
                               {"accum", std::to_string(o->accum)}};
     for (auto& p : points)
       for (const auto& [k, v] : defaults) p.emplace(k, v);
@@ -185,10 +184,10 @@ void add_profile_command(CLI::App& root) {
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
                  s.mode, s.heads, s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
       if (single) {
-        check_precision_supported(p.at("precision"));
+        check_precision_supported(machine, p.at("precision"));
       } else {
         try {
-          check_precision_supported(p.at("precision"));
+          check_precision_supported(machine, p.at("precision"));
         } catch (const Error& err) {
           e.skipped = err.what();
           fmt::print("  skipped: {}\n", e.skipped);

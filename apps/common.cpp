@@ -22,6 +22,13 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   cmd.add_option("--heads", o.heads, "pretraining (MLM + NSP) or none (encoder and pooler)")
       ->check(CLI::IsMember({"pretraining", "none"}));
   cmd.add_option("--no-fuse", o.no_fuse, "Switch off a fusion pass (repeatable)");
+  add_precision_option(cmd, o.precision);
+}
+
+void add_precision_option(CLI::App& cmd, std::string& precision) {
+  cmd.add_option("--precision", precision,
+                 "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
 BertConfig resolve_config(const std::string& path) {
@@ -35,6 +42,7 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.batch = o.batch;
   run.seq = o.seq;
   run.mode = o.mode;
+  run.precision = o.precision;
   // Training always has the pretraining heads (the losses live there).
   run.heads = o.heads == "none" && o.mode != "train" ? Heads::none : Heads::pretraining;
   Graph g = build_bert(resolve_config(o.config), run);

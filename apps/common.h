@@ -9,7 +9,8 @@
 
 namespace bertlab::app {
 
-// --config/--model, --batch, --seq, --mode, --heads, --no-fuse: what a graph is built from.
+// --config/--model, --batch, --seq, --mode, --heads, --no-fuse, --precision: what a graph is
+// built from.
 struct ModelShapeOptions {
   std::string config;  // a config.json, or a model directory holding one
   int64_t batch = 1;
@@ -17,8 +18,11 @@ struct ModelShapeOptions {
   std::string mode = "infer";
   std::string heads = "pretraining";
   std::vector<std::string> no_fuse;
+  std::string precision = "fp32";  // fp32 | bf16 (GEMM inputs)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
+// --precision fp32|bf16 (also used by infer and train).
+void add_precision_option(CLI::App& cmd, std::string& precision);
 BertConfig resolve_config(const std::string& config_or_model_dir);
 Graph build_graph(const ModelShapeOptions& o);
 

@@ -140,7 +140,7 @@ void check_same_model(const BertConfig& checkpoint, const BertConfig& here, cons
 
 void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
                      const nlohmann::json& trainer_state, const fs::path& vocab_dir) {
-  const fs::path tmp = dir.parent_path() / ("." + dir.filename().string() + ".tmp");
+  const fs::path tmp = dir.parent_path() / fmt::format(".{}.tmp", dir.filename().string());
   fs::remove_all(tmp);
   save_model_dir(tmp, m.config, m.params);
   copy_vocab(vocab_dir, tmp);
@@ -218,6 +218,7 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   run.batch = o.batch_size;
   run.seq = S;
   run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
+  run.precision = o.precision;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
   nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
