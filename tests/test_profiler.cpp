@@ -227,10 +227,10 @@ TEST_CASE("Sweep arguments give the cartesian product and are validated and CSV 
   Graph g = tiny_graph(1, 4);
   std::vector<SweepEntry> entries{
       {{{"batch", "1"}, {"precision", "fp32"}}, make_profile(g, std::vector<double>(g.nodes().size(), 1e-4), 1.0, kRoof), ""},
-      {{{"batch", "1"}, {"precision", "bf16"}}, std::nullopt, "bf16 not supported yet"}};
+      {{{"batch", "1"}, {"precision", "bf16"}}, std::nullopt, "machine.json has no bf16 GEMM peak"}};
   auto csv = sweep_csv(entries);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + static_cast<long>(kProfileCategoryCount) + 1);
-  CHECK(csv.find("skipped: bf16 not supported yet") != std::string::npos);
+  CHECK(csv.find("skipped: machine.json has no bf16 GEMM peak") != std::string::npos);
   auto md = markdown_report(entries, MachineInfo{});
   CHECK(md.find("| batch=1 fp32 |") != std::string::npos);
 }
@@ -305,9 +305,25 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
   CHECK(bad_key.output.find("unknown key 'colour'") != std::string::npos);
   auto bad_value = run_command(base + " --sweep batch=1,zero");
   CHECK(bad_value.status == 1);
-  auto bf16 = run_command(base + " --precision bf16");
-  CHECK(bf16.status == 1);
-  CHECK(bf16.output.find("not supported yet") != std::string::npos);
+  // bf16 runs where the CPU has it; a machine.json without a bf16 peak is refused by name.
+  auto bf16 = run_command(fmt::format("{} --batch 1 --seq 8 --precision bf16 --json {}/b.json", base, dir.string()));
+  INFO(bf16.output);
+  if (mj.at("cpu").at("bf16").get<bool>()) {
+    REQUIRE(bf16.status == 0);
+    auto bj = read_json(dir / "b.json");
+    CHECK(bj.at("run").at("precision") == "bf16");
+    double bf16_share = 0;
+    for (const auto& c : bj.at("categories")) bf16_share += c.at("share").get<double>();
+    CHECK(bf16_share == Approx(1.0));
+  }
+  auto no_bf16 = mj;
+  no_bf16["cpu"]["bf16"] = false;
+  no_bf16["gemm_peak_gflops"]["bf16"] = nullptr;
+  std::ofstream(dir / "no_bf16.json") << no_bf16.dump();
+  auto refused = run_command(fmt::format("{} profile --config {} --machine {}/no_bf16.json --runs 1 --precision bf16",
+                                         kBinary, kTinyConfig, dir.string()));
+  CHECK(refused.status == 1);
+  CHECK(refused.output.find("no bf16 GEMM peak") != std::string::npos);
   auto unwritable = run_command(base + " --json /nonexistent/dir/p.json");
   CHECK(unwritable.status == 1);
   CHECK(unwritable.output.find("/nonexistent/dir/p.json") != std::string::npos);
@@ -327,7 +343,11 @@ TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[pro
   REQUIRE(sweep.status == 0);
   std::ifstream csv(dir / "r.csv");
   std::string csv_text((std::istreambuf_iterator<char>(csv)), {});
-  CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') == 1 + 2 * static_cast<long>(kProfileCategoryCount) + 2);
+  // bf16 points are profiled where the CPU has bf16, else listed as skipped.
+  const bool bf16 = read_json(machine).at("cpu").at("bf16").get<bool>();
+  const long profiled = bf16 ? 4 : 2;
+  CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') ==
+        1 + profiled * static_cast<long>(kProfileCategoryCount) + (4 - profiled));
 
   auto which = run_command("command -v chromium");
   INFO("headless Chromium is needed: run scripts/setup.sh browser");
@@ -342,7 +362,7 @@ TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[pro
   std::smatch expected, rendered;
   REQUIRE(std::regex_search(dom.output, expected, std::regex(R"re(data-charts-expected="(\d+)")re")));
   REQUIRE(std::regex_search(dom.output, rendered, std::regex(R"re(data-charts-rendered="(\d+)")re")));
-  CHECK(expected[1].str() == "3");  // stacked bars + one roofline per profiled configuration
+  CHECK(expected[1].str() == std::to_string(1 + profiled));  // stacked bars + a roofline per profiled point
   CHECK(rendered[1].str() == expected[1].str());
   fs::remove_all(dir);
 }
