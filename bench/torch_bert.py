@@ -5,6 +5,9 @@ torch.nn model with Hugging Face names), the same shapes and the same work per s
   infer: BertModel forward (encoder + pooler), like `bertlab bench --mode infer`
   train: forward, MLM head on the masked positions only + NSP, losses, backward, AdamW step
 
+--precision bf16 runs the forward pass (and losses) under torch.autocast("cpu", bfloat16), the
+mixed precision `bertlab --precision bf16` mirrors (bf16 GEMMs, f32 weights and optimizer).
+
 Prints sequences/s (median, min, max over --runs after --warmup) and peak RSS.
 Run with Debian's python3-torch: /usr/bin/python3 bench/torch_bert.py --config ... """
 import argparse
@@ -31,6 +34,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -46,15 +50,26 @@ def main():
     nsp_labels = torch.randint(0, 2, (B,))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5, eps=1e-6, weight_decay=0.01)
 
+    if a.precision == "bf16":
+        # PyTorch 1.13's CPU autocast hands LayerNorm bf16 inputs with f32 weights, which it then
+        # rejects; keep LayerNorm in f32 (as bertlab does: only GEMMs run in bf16).
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.register_forward_pre_hook(lambda mod, inp: tuple(x.float() for x in inp))
+
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16")
+
     def step():
         if a.mode == "infer":
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast():
                 model.bert(ids, types, mask)
             return
-        h, pooled = model.bert(ids, types, mask)
-        picked = torch.gather(h, 1, positions.unsqueeze(-1).expand(B, P, h.shape[-1]))
-        mlm, nsp = model.cls(picked, pooled)
-        loss = F.cross_entropy(mlm.reshape(-1, V), labels.reshape(-1)) + F.cross_entropy(nsp, nsp_labels)
+        with autocast():
+            h, pooled = model.bert(ids, types, mask)
+            picked = torch.gather(h, 1, positions.unsqueeze(-1).expand(B, P, h.shape[-1]))
+            mlm, nsp = model.cls(picked, pooled)
+            loss = F.cross_entropy(mlm.reshape(-1, V), labels.reshape(-1)) + F.cross_entropy(nsp, nsp_labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -70,7 +85,7 @@ def main():
         step()
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(f"torch {torch.__version__} {a.mode} {os.path.basename(a.config)} batch={B} seq={S} threads={a.threads}: "
+    print(f"torch {torch.__version__} {a.mode} {os.path.basename(a.config)} batch={B} seq={S} {a.precision} threads={a.threads}: "
           f"{B / med:.2f} sequences/s (median of {a.runs}; min {B / max(times):.2f}, max {B / min(times):.2f}); "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
