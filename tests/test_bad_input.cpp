@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ops/peak.h"
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
 #include "runtime/error.h"
@@ -537,6 +538,37 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
       for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i])));
       CHECK(err <= 1e-4);  // the golden tolerance of test_golden_infer.cpp
     }
+  }
+  SECTION("infer --precision bf16 stays near the PyTorch fp32 golden") {
+    if (!ops::cpu_has_bf16()) {
+      WARN("skipped: no native bf16 matmul on this CPU");
+      return;
+    }
+    auto r = run_bertlab(fmt::format("infer --model {} --input {} --output {} --precision bf16", model,
+                                     quote(kFixture / "input.json"), quote(out)));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    SafetensorsFile got(out);
+    SafetensorsFile want(kFixture / "expected.safetensors");
+    const std::pair<const char*, Shape> outputs[] = {{"last_hidden_state", {3, 13, 48}},
+                                                     {"pooler_output", {3, 48}},
+                                                     {"mlm_logits", {3, 13, 211}},
+                                                     {"nsp_logits", {3, 2}}};
+    double largest = 0;
+    for (const auto& [name, shape] : outputs) {
+      std::vector<float> a(numel(shape)), b(numel(shape));
+      got.read_f32(name, shape, a.data());
+      want.read_f32(name, shape, b.data());
+      double err = 0, scale = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        err = std::max(err, double(std::abs(a[i] - b[i])));
+        scale = std::max(scale, double(std::abs(b[i])));
+      }
+      INFO(name << ": max abs error " << err << " of max |value| " << scale);
+      CHECK(err <= 2e-2 * scale);  // bf16 inputs to every GEMM: 2^-9 relative rounding each
+      largest = std::max(largest, err);
+    }
+    CHECK(largest > 1e-4);  // beyond the fp32 golden tolerance: the GEMMs really ran in bf16
   }
   SECTION("graph JSON parses and round-trips") {
     const fs::path graph_file = dir / "graph.json";
