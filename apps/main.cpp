@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
   } catch (const bertlab::Error& e) {
     fmt::print(stderr, "bertlab: error: {}\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "bertlab: error: out of memory: the model, batch or sequence length given "
+                       "needs more memory than this machine has\n");
+    return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "bertlab: internal error: {}\n", e.what());
     return 2;

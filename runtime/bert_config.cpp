@@ -68,6 +68,10 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
   read_field(j, "pad_token_id", c.pad_token_id, origin);
   read_field(j, "position_embedding_type", c.position_embedding_type, origin);
 
+  // bertlab's MLM decoder is the word embedding matrix, as in BERT (HF's default).
+  check(!j.contains("tie_word_embeddings") || j.at("tie_word_embeddings") != false,
+        "{}: field 'tie_word_embeddings' is false; bertlab ties the MLM decoder to the word embeddings "
+        "(untied decoders are not supported)", origin);
   if (j.contains("model_type") && j.at("model_type").is_string())
     check(j.at("model_type") == "bert", "{}: field 'model_type' is \"{}\", expected \"bert\"",
           origin, j.at("model_type").get<std::string>());

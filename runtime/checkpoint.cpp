@@ -85,6 +85,16 @@ std::vector<std::string> load_hf_weights(ParamStore& p, const SafetensorsFile& f
                           name == "cls.predictions.decoder.bias";
     if (!expected_extra) unused.push_back(name);
   }
+  // Older checkpoints store the tied decoder too; it must be the word embeddings.
+  const std::string decoder = "cls.predictions.decoder.weight", word = "bert.embeddings.word_embeddings.weight";
+  if (f.contains(decoder) && p.contains(word)) {
+    const auto& shape = p.info(word).shape;
+    std::vector<float> d(static_cast<size_t>(numel(shape)));
+    f.read_f32(decoder, shape, d.data());
+    check(std::equal(d.begin(), d.end(), p.data(word)),
+          "{}: '{}' differs from the word embeddings; bertlab ties the MLM decoder to them as BERT "
+          "does (untied decoders are not supported)", f.path().string(), decoder);
+  }
   return unused;
 }
 

@@ -165,6 +165,9 @@ TEST_CASE("Bad config.json: each problem is named with the file and field", "[er
                     Contains("'hidden_dropout_prob'") && Contains("[0, 1)"));
   CHECK_THROWS_WITH(load_config_with(dir, "pad_token_id", 211),
                     Contains("pad_token_id 211") && Contains("[0, 211)"));
+  CHECK_THROWS_WITH(load_config_with(dir, "tie_word_embeddings", false),
+                    Contains(file) && Contains("'tie_word_embeddings'") && Contains("untied"));
+  CHECK(load_config_with(dir, "tie_word_embeddings", true).hidden_size == 48);
 
   write_text(dir / "config.json", "{ \"hidden_size\": 48, ");
   CHECK_THROWS_WITH(load_config(dir / "config.json"), Contains(file) && Contains("not valid JSON"));
@@ -307,6 +310,22 @@ TEST_CASE("Checkpoints with a wrong dtype, shape or a missing tensor name it", "
     // Without the pretraining heads the NSP bias is not needed, and is not missed.
     Model m = load_model(dir.path(), Heads::none);
     CHECK(m.from_checkpoint);
+  }
+  SECTION("stored decoder weight: accepted when tied, refused when it differs") {
+    auto t = original;
+    OwnedTensor decoder = find(t, "bert.embeddings.word_embeddings.weight");
+    decoder.name = "cls.predictions.decoder.weight";
+    t.push_back(decoder);
+    write_model_dir(dir.path(), t);
+    CHECK(load_model(dir.path(), Heads::pretraining).from_checkpoint);
+    float first;
+    std::memcpy(&first, t.back().data.data(), 4);
+    first += 1.f;
+    std::memcpy(t.back().data.data(), &first, 4);
+    write_model_dir(dir.path(), t);
+    CHECK_THROWS_WITH(load_model(dir.path(), Heads::pretraining),
+                      Contains("model.safetensors") && Contains("'cls.predictions.decoder.weight'") &&
+                          Contains("differs from the word embeddings"));
   }
   SECTION("missing model directory and config") {
     CHECK_THROWS_WITH(load_model(dir / "nope", Heads::pretraining), Contains("model directory") &&
@@ -569,6 +588,16 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
       largest = std::max(largest, err);
     }
     CHECK(largest > 1e-4);  // beyond the fp32 golden tolerance: the GEMMs really ran in bf16
+  }
+  SECTION("a model too large for memory is an error, not a crash") {
+    auto cfg = nlohmann::json::parse(read_text(kFixture / "config.json"));
+    cfg["vocab_size"] = int64_t{100'000'000'000};  // 19 TB of word embeddings
+    write_text(dir / "huge.json", cfg.dump());
+    auto r = run_bertlab(fmt::format("init --config {} --out {}", quote(dir / "huge.json"), quote(dir / "huge")));
+    INFO(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("bertlab: error:") && Contains("out of memory"));
+    CHECK_FALSE(fs::exists(dir / "huge" / "model.safetensors"));
   }
   SECTION("graph JSON parses and round-trips") {
     const fs::path graph_file = dir / "graph.json";
