@@ -23,6 +23,9 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
       ->check(CLI::IsMember({"pretraining", "none"}));
   cmd.add_option("--no-fuse", o.no_fuse, "Switch off a fusion pass (repeatable)");
   add_precision_option(cmd, o.precision);
+  cmd.add_option("--world-size", o.world_size,
+                 "Data-parallel ranks the training graph is built for (> 1: a gradient allreduce node)")
+      ->check(CLI::PositiveNumber);
 }
 
 void add_precision_option(CLI::App& cmd, std::string& precision) {
@@ -43,6 +46,7 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.seq = o.seq;
   run.mode = o.mode;
   run.precision = o.precision;
+  run.world_size = o.world_size;
   // Training always has the pretraining heads (the losses live there).
   run.heads = o.heads == "none" && o.mode != "train" ? Heads::none : Heads::pretraining;
   Graph g = build_bert(resolve_config(o.config), run);

@@ -19,6 +19,7 @@ struct ModelShapeOptions {
   std::string heads = "pretraining";
   std::vector<std::string> no_fuse;
   std::string precision = "fp32";  // fp32 | bf16 (GEMM inputs)
+  int64_t world_size = 1;          // data-parallel ranks (training graphs: gradient allreduce)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
 // --precision fp32|bf16 (also used by infer and train).

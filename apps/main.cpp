@@ -4,7 +4,20 @@
 #include <exception>
 
 #include "apps/commands.h"
+#include "runtime/distributed.h"
 #include "runtime/error.h"
+
+namespace {
+
+// After an error in one rank of an MPI job the others would wait in their next collective:
+// end the whole job.
+int end_job(int status) {
+  if (bertlab::dist::launched_by_mpi() && bertlab::dist::World::get().distributed())
+    bertlab::dist::World::get().abort(status);
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"bertlab: run, train, profile and model BERT on CPUs and accelerators"};
@@ -27,14 +40,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const bertlab::Error& e) {
     fmt::print(stderr, "bertlab: error: {}\n", e.what());
-    return 1;
+    return end_job(1);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "bertlab: error: out of memory: the model, batch or sequence length given "
                        "needs more memory than this machine has\n");
-    return 1;
+    return end_job(1);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bertlab: internal error: {}\n", e.what());
-    return 2;
+    return end_job(2);
   }
   return 0;
 }

@@ -211,6 +211,22 @@ void append_backward(Graph& g, const std::vector<std::string>& loss_nodes) {
   Differentiator(g).run(loss_nodes);
 }
 
+void append_allreduce(Graph& g, int64_t world_size) {
+  check(world_size >= 2, "an allreduce needs at least 2 ranks, got {}", world_size);
+  std::vector<int> grads;
+  for (const auto& t : g.tensors())
+    if (t.role == Role::gradient) grads.push_back(t.id);
+  check(!grads.empty(), "the graph has no parameter gradients to allreduce");
+  Node n;
+  n.name = "communication.allreduce_grads";
+  n.kind = OpKind::allreduce;
+  n.inputs = grads;
+  n.outputs = grads;  // summed in place
+  n.attrs = {{"world_size", world_size}};
+  n.phase = Phase::communication;
+  g.append_node(std::move(n));
+}
+
 void append_optimizer(Graph& g, const std::string& optimizer) {
   check(optimizer == "adamw" || optimizer == "lamb", "unknown optimizer '{}' (expected adamw or lamb)",
         optimizer);

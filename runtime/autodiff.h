@@ -22,6 +22,9 @@ void append_backward(Graph& g, const std::vector<std::string>& loss_nodes);
 // Appends grad_norm over every parameter gradient, then one update node per parameter
 // (adamw_update or lamb_update). Weight decay is off for biases and layernorm parameters.
 void append_optimizer(Graph& g, const std::string& optimizer);
+// Data parallelism: one allreduce node (phase communication) summing every parameter gradient
+// over `world_size` ranks; append after the backward and before the optimizer.
+void append_allreduce(Graph& g, int64_t world_size);
 
 // True when weight decay applies to a parameter (not a bias, not a LayerNorm parameter).
 bool decays(const std::string& param);

@@ -141,7 +141,9 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
     g.meta["run"]["optimizer"] = run.optimizer;
+    g.meta["run"]["world_size"] = run.world_size;
     append_backward(g, {"mlm.loss", "nsp.loss"});
+    if (run.world_size > 1) append_allreduce(g, run.world_size);
     append_optimizer(g, run.optimizer);
   }
   set_gemm_precision(g, run.precision);

@@ -41,7 +41,8 @@ enum PhaseMask : unsigned {
   kForward = 1u << 0,
   kBackward = 1u << 1,
   kOptimizer = 1u << 2,
-  kAllPhases = kForward | kBackward | kOptimizer | (1u << 3),
+  kCommunication = 1u << 3,
+  kAllPhases = kForward | kBackward | kOptimizer | kCommunication,
 };
 
 class Executor {

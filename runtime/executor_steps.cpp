@@ -7,6 +7,7 @@
 #include "ops/matmul.h"
 #include "ops/normalization.h"
 #include "ops/optimizer.h"
+#include "runtime/distributed.h"
 #include "runtime/error.h"
 #include "runtime/executor.h"
 
@@ -216,6 +217,21 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float* dy = in(0);
       const int64_t S = n.attrs.at("seq");
       return [=] { ops::first_token_backward(out, dy, s[0], S, s[1]); };
+    }
+    case OpKind::allreduce: {
+      // Every gradient lives in the one gradient arena (alignment gaps are zero): one in-place
+      // sum over the ranks.
+      auto& world = dist::World::get();
+      const int64_t ranks = n.attrs.at("world_size").get<int64_t>();
+      check(ranks == world.size(), "node '{}': the graph is built for {} ranks, this run has {} "
+            "(start it with mpirun -np {})", n.name, ranks, world.size(), ranks);
+      for (int t : n.inputs)
+        check(graph_.tensor(t).role == Role::gradient, "node '{}': input '{}' is not a gradient", n.name,
+              graph_.tensor(t).name);
+      check(n.inputs.size() == state_->grads.params().size(), "node '{}': allreduces {} of the {} gradients",
+            n.name, n.inputs.size(), state_->grads.params().size());
+      ParamStore* grads = &state_->grads;
+      return [grads, &world] { world.allreduce_sum(grads->arena(), grads->arena_size()); };
     }
     case OpKind::grad_norm: {
       std::vector<std::pair<const float*, int64_t>> grads;

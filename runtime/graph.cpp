@@ -40,7 +40,7 @@ constexpr std::array<const char*, kOpKindCount> kOpNames{
     "softmax_grad",       "layernorm_grad",     "gelu_grad",
     "tanh_grad",          "dropout_grad",       "embedding_grad",
     "gather_rows_grad",   "first_token_grad",   "grad_norm",
-    "adamw_update",       "lamb_update"};
+    "adamw_update",       "lamb_update",        "allreduce"};
 
 template <typename E, size_t N>
 E parse_enum(const std::string& s, const std::array<const char*, N>& names, const char* what) {

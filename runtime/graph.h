@@ -58,8 +58,11 @@ enum class OpKind : uint8_t {
   grad_norm,                // every parameter gradient -> (1) global L2 norm
   adamw_update,             // param, grad, m, v, norm(1) -> param, m, v updated in place
   lamb_update,              // param, grad, m, v, norm(1) -> param, m, v updated in place
+  // communication
+  allreduce,                // every parameter gradient -> the same, summed over the ranks in
+                            // place; attr world_size (data parallelism, runtime/distributed.h)
 };
-inline constexpr size_t kOpKindCount = 32;
+inline constexpr size_t kOpKindCount = 33;
 
 const char* to_string(DType);
 const char* to_string(Layout);

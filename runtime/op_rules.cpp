@@ -76,6 +76,8 @@ Category category_of(OpKind k) {
     case OpKind::attn_context_grad_probs:
     case OpKind::attn_context_grad_v:
       return Category::gemm;
+    case OpKind::allreduce:
+      return Category::communication;
     default:
       return Category::memory_bound;
   }
@@ -253,6 +255,13 @@ Outs infer_outputs(const Graph& g, const Node& n) {
     case OpKind::grad_norm:
       check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
       return f32({{1}});
+    case OpKind::allreduce: {
+      check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
+      check(int_attr(n, "world_size") >= 2, "node '{}': attribute 'world_size' must be at least 2", n.name);
+      Outs o;  // in place: every input is an output of the same shape
+      for (size_t i = 0; i < n.inputs.size(); ++i) o.emplace_back(in_shape(g, n, i), DType::f32);
+      return o;
+    }
     case OpKind::adamw_update:
     case OpKind::lamb_update: {
       const auto& p = in_shape(g, n, 0);
@@ -398,6 +407,13 @@ double node_flops(const Graph& g, const Node& n) {
       return kAdamFlops * in0;
     case OpKind::lamb_update:
       return kLambFlops * in0;
+    case OpKind::allreduce: {
+      // A ring allreduce's reduce-scatter: each rank adds (W-1)/W of the elements once.
+      double total = 0;
+      for (int t : n.inputs) total += static_cast<double>(g.tensor(t).numel());
+      const double w = static_cast<double>(int_attr(n, "world_size"));
+      return total * (w - 1) / w;
+    }
   }
   return 0;
 }
@@ -440,6 +456,14 @@ int64_t node_min_bytes(const Graph& g, const Node& n) {
     case OpKind::adamw_update:
     case OpKind::lamb_update:
       return 4 * in(0) + 3 * out(0);  // read param, grad, m, v; write param, m, v
+    case OpKind::allreduce: {
+      // Local memory traffic of a ring allreduce: each gradient read and written once per
+      // phase (reduce-scatter, allgather). The bytes on the wire, 2 (W-1)/W of the gradients
+      // per rank, are not memory traffic.
+      int64_t total = 0;
+      for (int t : n.inputs) total += bytes(t);
+      return 4 * total;
+    }
     default: {
       int64_t total = 0;
       for (int t : n.inputs) total += bytes(t);

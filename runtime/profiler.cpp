@@ -24,6 +24,7 @@ const char* to_string(ProfileCategory c) {
     case ProfileCategory::embedding: return "embedding";
     case ProfileCategory::loss: return "loss";
     case ProfileCategory::optimizer: return "optimizer";
+    case ProfileCategory::communication: return "communication";
     case ProfileCategory::other: return "other";
     case ProfileCategory::unattributed: return "unattributed";
   }
@@ -44,6 +45,7 @@ const char* category_label(ProfileCategory c) {
     case ProfileCategory::embedding: return "embedding";
     case ProfileCategory::loss: return "loss";
     case ProfileCategory::optimizer: return "optimizer update";
+    case ProfileCategory::communication: return "gradient allreduce";
     case ProfileCategory::other: return "other (mask, gathers)";
     case ProfileCategory::unattributed: return "unattributed";
   }
@@ -80,6 +82,7 @@ ProfileCategory profile_category_of(OpKind k) {
     case OpKind::grad_norm:
     case OpKind::adamw_update:
     case OpKind::lamb_update: return ProfileCategory::optimizer;
+    case OpKind::allreduce: return ProfileCategory::communication;
     case OpKind::mask_bias:
     case OpKind::first_token:
     case OpKind::first_token_grad:

@@ -32,10 +32,11 @@ enum class ProfileCategory : uint8_t {
   embedding,
   loss,            // cross-entropy and its gradient
   optimizer,       // gradient norm and the AdamW/LAMB update
+  communication,   // the gradient allreduce of data-parallel training (MPI)
   other,           // mask bias, first-token and masked-position gathers and their gradients
   unattributed,    // measured step time outside any node (loop, timer and dispatch overhead)
 };
-inline constexpr size_t kProfileCategoryCount = 14;
+inline constexpr size_t kProfileCategoryCount = 15;
 
 const char* to_string(ProfileCategory c);  // stable id: "gemm_linear", ...
 const char* category_label(ProfileCategory c);  // for people: "projection/FFN GEMMs", ...

@@ -14,7 +14,7 @@ namespace {
 const char* category_color(ProfileCategory c) {
   static const char* colors[kProfileCategoryCount] = {
       "#1f4e9c", "#4f8fdc", "#7b3fa0", "#b48ad8", "#e4572e", "#f3a712", "#2a9d8f",
-      "#8ab17d", "#e9c46a", "#a05a2c", "#d62828", "#264653", "#9a9a9a", "#d9d9d9"};
+      "#8ab17d", "#e9c46a", "#a05a2c", "#d62828", "#264653", "#06d6a0", "#9a9a9a", "#d9d9d9"};
   return colors[static_cast<size_t>(c)];
 }
 

@@ -4,6 +4,7 @@
 
 #include "ops/optimizer.h"
 #include "runtime/bert_builder.h"
+#include "runtime/distributed.h"
 #include "runtime/error.h"
 #include "runtime/fusion.h"
 
@@ -67,24 +68,33 @@ std::string first_non_finite(const ParamStore& grads) {
 StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr) {
   check(!micro.empty(), "a training step needs at least one micro-batch");
   auto& ctx = train_.context();
-  int64_t masked = 0, sequences = 0;
-  for (const auto& mb : micro) masked += mb.masked_count(), sequences += mb.batch;
+  auto& world = dist::World::get();
+  // Data parallel: the losses are divided by the counts of the whole batch over all ranks.
+  double counts[2] = {0, 0};  // masked tokens, sequences
+  for (const auto& mb : micro) counts[0] += double(mb.masked_count()), counts[1] += double(mb.batch);
+  world.allreduce_sum(counts, 2);
   ctx.step = step;
   ctx.lr = lr;
-  ctx.mlm_denominator = static_cast<float>(std::max<int64_t>(masked, 1));
-  ctx.nsp_denominator = static_cast<float>(sequences);
+  ctx.mlm_denominator = static_cast<float>(std::max(counts[0], 1.0));
+  ctx.nsp_denominator = static_cast<float>(counts[1]);
   state_.grads.zero();
   StepStats stats;
   for (size_t k = 0; k < micro.size(); ++k) {
-    ctx.micro = static_cast<int64_t>(k);
+    // Each rank's micro-batches draw their own dropout masks.
+    ctx.micro = static_cast<int64_t>(world.rank() * micro.size() + k);
     set_inputs(train_, micro[k]);
     train_.run(nullptr, kForward | kBackward);
     stats = collect(train_, stats);
   }
+  double sums[5] = {stats.mlm_loss, stats.mlm_accuracy, double(stats.masked), stats.nsp_loss,
+                    double(stats.sequences)};
+  world.allreduce_sum(sums, 5);
+  stats.mlm_loss = sums[0], stats.mlm_accuracy = sums[1], stats.nsp_loss = sums[3];
+  stats.masked = static_cast<int64_t>(sums[2]), stats.sequences = static_cast<int64_t>(sums[4]);
   stats = finish(stats);
   check(std::isfinite(stats.loss()), "step {}: the loss is not finite (masked LM {}, NSP {})",
         step, stats.mlm_loss, stats.nsp_loss);
-  train_.run(nullptr, kOptimizer);
+  train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
   stats.grad_norm = ctx.grad_norm;
   check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite; first: grad of '{}'",
         step, first_non_finite(state_.grads));

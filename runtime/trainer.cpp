@@ -7,6 +7,7 @@
 #include <map>
 
 #include "runtime/checkpoint.h"
+#include "runtime/distributed.h"
 #include "runtime/data/shard.h"
 #include "runtime/error.h"
 #include "runtime/data/file_util.h"
@@ -180,11 +181,18 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
         "--batch-size, --accum-steps and --max-steps must be positive");
   check(!o.out.empty(), "--out is required");
-  check(o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_directory(o.out),
-        "--out {} is not a directory", o.out.string());
-  check(!o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_empty(o.out),
-        "output directory {} exists (use --overwrite to replace it, or --resume a checkpoint)",
-        o.out.string());
+  // Data parallel (mpirun -np W): every rank trains on its share of each batch; rank 0 alone
+  // writes the output directory, checkpoints and metrics, evaluates and reports.
+  auto& world = dist::World::get();
+  const bool writer = world.rank() == 0;
+  const int64_t W = world.size();
+  if (writer) {
+    check(o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_directory(o.out),
+          "--out {} is not a directory", o.out.string());
+    check(!o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_empty(o.out),
+          "output directory {} exists (use --overwrite to replace it, or --resume a checkpoint)",
+          o.out.string());
+  }
   data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
   const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
@@ -219,29 +227,38 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   run.seq = S;
   run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
   run.precision = o.precision;
+  run.world_size = W;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
   nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
                            {"seed", o.seed},               {"batch_size", o.batch_size},
                            {"accum_steps", o.accum_steps}, {"seq_len", S},
-                           {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking}};
+                           {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
+                           {"world_size", W}};
   int64_t start = 0;
   if (!o.resume.empty()) {
     auto saved = load_checkpoint(o.resume, model, stepper.state());
-    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking"})
+    saved.emplace("world_size", 1);  // checkpoints from before data parallelism
+    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size"})
       check(saved.at(key) == run_state.at(key),
             "cannot resume {} exactly: {} was {} there, {} now", o.resume.string(), key,
             saved.at(key).dump(), run_state.at(key).dump());
     start = saved.at("step").get<int64_t>();
   }
-  fs::create_directories(o.out);
-  std::ofstream metrics(o.out / "metrics.jsonl", start > 0 ? std::ios::app : std::ios::trunc);
-  check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
+  // Every rank starts from rank 0's parameters (they already agree: same seed or checkpoint).
+  world.broadcast(model.params.arena(), model.params.arena_size());
+  std::ofstream metrics;
+  if (writer) {
+    fs::create_directories(o.out);
+    metrics.open(o.out / "metrics.jsonl", start > 0 ? std::ios::app : std::ios::trunc);
+    check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
+  }
 
   auto write_checkpoint = [&](int64_t step) {
+    if (!writer) return;
     nlohmann::json st = run_state;
     st["step"] = step;
-    st["instances_seen"] = step * o.accum_steps * o.batch_size;
+    st["instances_seen"] = step * o.accum_steps * o.batch_size * W;
     st["data"] = o.data.string();
     const fs::path dir = o.out / fmt::format("checkpoint-{}", step);
     save_checkpoint(dir, model, stepper.state(), st, o.data);
@@ -256,6 +273,7 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   };
   std::optional<data::PretrainingDataset> eval_set;
   auto run_eval = [&](int64_t step) {
+    if (!writer) return;  // no collective inside: the other ranks go on to the next step
     if (!eval_set) eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
     if (eval_set->size() == 0) return;
     TrainEvent ev;
@@ -277,8 +295,10 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   int64_t step = start;
   while (step < o.max_steps) {
     ++step;
+    // Micro-batch k of the step is W x batch_size instances of the stream; rank r takes the
+    // r-th share, so W ranks see the batches of one process with a W times larger batch.
     for (int64_t k = 0; k < o.accum_steps; ++k) {
-      uint64_t first = static_cast<uint64_t>(((step - 1) * o.accum_steps + k) * o.batch_size);
+      uint64_t first = static_cast<uint64_t>((((step - 1) * o.accum_steps + k) * W + world.rank()) * o.batch_size);
       micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
     }
     const float lr = learning_rate(o, step);
@@ -290,26 +310,32 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
     ev.max_steps = o.max_steps;
     ev.stats = s;
     ev.lr = lr;
-    ev.seq_per_s = double(o.batch_size * o.accum_steps) / per_step;
+    ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
     ev.eta_s = per_step * double(o.max_steps - step);
-    metrics << nlohmann::json{{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
-                              {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
-                              {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}}.dump()
-            << "\n";
-    if (o.log_steps > 0 && (step % o.log_steps == 0 || step == o.max_steps)) metrics.flush();
-    on_event(ev);
+    if (writer) {
+      metrics << nlohmann::json{{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
+                                {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
+                                {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}}.dump()
+              << "\n";
+      if (o.log_steps > 0 && (step % o.log_steps == 0 || step == o.max_steps)) metrics.flush();
+      on_event(ev);
+    }
     if (o.eval_steps > 0 && step % o.eval_steps == 0) run_eval(step);
-    const bool stopping = stop && stop->load();
+    // A signal may reach the ranks in different steps: stop together when any rank has it.
+    double stop_votes = stop && stop->load() ? 1 : 0;
+    world.allreduce_sum(&stop_votes, 1);
+    const bool stopping = stop_votes > 0;
     if ((o.save_steps > 0 && step % o.save_steps == 0) || stopping || step == o.max_steps)
       write_checkpoint(step);
     if (stopping) {
       TrainEvent stopped;
       stopped.kind = TrainEvent::interrupted;
       stopped.step_index = step;
-      on_event(stopped);
+      if (writer) on_event(stopped);
       return step;
     }
   }
+  if (!writer) return step;
   // The final model at the top of the output directory, as Hugging Face's Trainer leaves it.
   save_model_dir(o.out, model.config, model.params);
   copy_vocab(o.data, o.out);
