@@ -16,6 +16,7 @@
 #include "runtime/fusion.h"
 #include "runtime/model.h"
 #include "runtime/profiler.h"
+#include "test_util.h"
 
 using namespace bertlab;
 namespace fs = std::filesystem;
@@ -60,20 +61,7 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-struct CommandResult {
-  int status = -1;
-  std::string output;
-};
-CommandResult run_command(const std::string& cmd) {
-  CommandResult r;
-  FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(f != nullptr);
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), f)) r.output.append(buf.data(), n);
-  int st = ::pclose(f);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using bertlab::testing::run_shell;
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -270,11 +258,11 @@ TEST_CASE("calibrate writes machine.json and the reader names what is wrong", "[
 TEST_CASE("bertlab calibrate and profile write their files and refuse bad input", "[profiler][cli]") {
   auto dir = temp_dir("cli");
   const std::string machine = (dir / "machine.json").string();
-  auto cal = run_command(fmt::format("{} calibrate --out {} --seconds 0.001 --square 64 --batch 1 --seq 8 "
+  auto cal = run_shell(fmt::format("{} calibrate --out {} --seconds 0.001 --square 64 --batch 1 --seq 8 "
                                      "--bandwidth-mb 1 --threads 1",
                                      kBinary, machine));
   INFO(cal.output);
-  REQUIRE(cal.status == 0);
+  REQUIRE(cal.exit_code == 0);
   auto mj = read_json(machine);
   CHECK(mj.at("format") == "bertlab-machine");
   CHECK(mj.at("gemm_peak_gflops").at("f32").get<double>() > 0);
@@ -283,10 +271,10 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
 
   const std::string base = fmt::format("{} profile --config {} --machine {} --runs 2 --warmup 0 --threads 1",
                                        kBinary, kTinyConfig, machine);
-  auto prof = run_command(fmt::format("{} --batch 1 --seq 8 --json {}/p.json --trace {}/t.json", base,
+  auto prof = run_shell(fmt::format("{} --batch 1 --seq 8 --json {}/p.json --trace {}/t.json", base,
                                       dir.string(), dir.string()));
   INFO(prof.output);
-  REQUIRE(prof.status == 0);
+  REQUIRE(prof.exit_code == 0);
   CHECK(prof.output.find("unattributed") != std::string::npos);
   auto pj = read_json(dir / "p.json");
   double share = 0;
@@ -297,19 +285,19 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
   for (const auto& e : tj.at("traceEvents")) events += e.at("ph") == "X";
   CHECK(events == pj.at("nodes").size());
 
-  auto missing = run_command(fmt::format("{} profile --config {} --machine {}/none.json", kBinary, kTinyConfig, dir.string()));
-  CHECK(missing.status == 1);
+  auto missing = run_shell(fmt::format("{} profile --config {} --machine {}/none.json", kBinary, kTinyConfig, dir.string()));
+  CHECK(missing.exit_code == 1);
   CHECK(missing.output.find("bertlab calibrate") != std::string::npos);
-  auto bad_key = run_command(base + " --sweep colour=red");
-  CHECK(bad_key.status == 1);
+  auto bad_key = run_shell(base + " --sweep colour=red");
+  CHECK(bad_key.exit_code == 1);
   CHECK(bad_key.output.find("unknown key 'colour'") != std::string::npos);
-  auto bad_value = run_command(base + " --sweep batch=1,zero");
-  CHECK(bad_value.status == 1);
+  auto bad_value = run_shell(base + " --sweep batch=1,zero");
+  CHECK(bad_value.exit_code == 1);
   // bf16 runs where the CPU has it; a machine.json without a bf16 peak is refused by name.
-  auto bf16 = run_command(fmt::format("{} --batch 1 --seq 8 --precision bf16 --json {}/b.json", base, dir.string()));
+  auto bf16 = run_shell(fmt::format("{} --batch 1 --seq 8 --precision bf16 --json {}/b.json", base, dir.string()));
   INFO(bf16.output);
   if (mj.at("cpu").at("bf16").get<bool>()) {
-    REQUIRE(bf16.status == 0);
+    REQUIRE(bf16.exit_code == 0);
     auto bj = read_json(dir / "b.json");
     CHECK(bj.at("run").at("precision") == "bf16");
     double bf16_share = 0;
@@ -320,12 +308,12 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
   no_bf16["cpu"]["bf16"] = false;
   no_bf16["gemm_peak_gflops"]["bf16"] = nullptr;
   std::ofstream(dir / "no_bf16.json") << no_bf16.dump();
-  auto refused = run_command(fmt::format("{} profile --config {} --machine {}/no_bf16.json --runs 1 --precision bf16",
+  auto refused = run_shell(fmt::format("{} profile --config {} --machine {}/no_bf16.json --runs 1 --precision bf16",
                                          kBinary, kTinyConfig, dir.string()));
-  CHECK(refused.status == 1);
+  CHECK(refused.exit_code == 1);
   CHECK(refused.output.find("no bf16 GEMM peak") != std::string::npos);
-  auto unwritable = run_command(base + " --json /nonexistent/dir/p.json");
-  CHECK(unwritable.status == 1);
+  auto unwritable = run_shell(base + " --json /nonexistent/dir/p.json");
+  CHECK(unwritable.exit_code == 1);
   CHECK(unwritable.output.find("/nonexistent/dir/p.json") != std::string::npos);
   fs::remove_all(dir);
 }
@@ -333,14 +321,14 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
 TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[profiler][html]") {
   auto dir = temp_dir("html");
   const std::string machine = (dir / "machine.json").string();
-  REQUIRE(run_command(fmt::format("{} calibrate --out {} --seconds 0.001 --square 64 --batch 1 --seq 8 --bandwidth-mb 1",
-                                  kBinary, machine)).status == 0);
-  auto sweep = run_command(fmt::format(
+  REQUIRE(run_shell(fmt::format("{} calibrate --out {} --seconds 0.001 --square 64 --batch 1 --seq 8 --bandwidth-mb 1",
+                                  kBinary, machine)).exit_code == 0);
+  auto sweep = run_shell(fmt::format(
       "{} profile --config {} --machine {} --runs 1 --warmup 0 --sweep seq=4,8 --sweep precision=fp32,bf16 "
       "--html {}/r.html --csv {}/r.csv",
       kBinary, kTinyConfig, machine, dir.string(), dir.string()));
   INFO(sweep.output);
-  REQUIRE(sweep.status == 0);
+  REQUIRE(sweep.exit_code == 0);
   std::ifstream csv(dir / "r.csv");
   std::string csv_text((std::istreambuf_iterator<char>(csv)), {});
   // bf16 points are profiled where the CPU has bf16, else listed as skipped.
@@ -349,16 +337,16 @@ TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[pro
   CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') ==
         1 + profiled * static_cast<long>(kProfileCategoryCount) + (4 - profiled));
 
-  auto which = run_command("command -v chromium");
+  auto which = run_shell("command -v chromium");
   INFO("headless Chromium is needed: run scripts/setup.sh browser");
-  REQUIRE(which.status == 0);
-  auto dom = run_command(fmt::format(
+  REQUIRE(which.exit_code == 0);
+  auto dom = run_shell(fmt::format(
       "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
       "--disable-component-update --disable-sync --no-first-run --user-data-dir={0}/chrome "
       "--virtual-time-budget=5000 --dump-dom file://{0}/r.html",
       dir.string()));
   INFO(dom.output.substr(0, 2000));
-  REQUIRE(dom.status == 0);
+  REQUIRE(dom.exit_code == 0);
   std::smatch expected, rendered;
   REQUIRE(std::regex_search(dom.output, expected, std::regex(R"re(data-charts-expected="(\d+)")re")));
   REQUIRE(std::regex_search(dom.output, rendered, std::regex(R"re(data-charts-rendered="(\d+)")re")));

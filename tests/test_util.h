@@ -45,9 +45,9 @@ struct RunResult {
 
 inline std::string quote(const fs::path& p) { return fmt::format("'{}'", p.string()); }
 
-// Runs `bertlab ARGS`; a crash (signal) is reported as exit code -signal.
-inline RunResult run_bertlab(const std::string& args) {
-  const std::string cmd = fmt::format("'{}' {} 2>&1", BERTLAB_BINARY, args);
+// Runs a shell command; a crash (signal) is reported as exit code -signal.
+inline RunResult run_shell(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   RunResult r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -57,6 +57,17 @@ inline RunResult run_bertlab(const std::string& args) {
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   return r;
+}
+
+// Runs `bertlab ARGS`.
+inline RunResult run_bertlab(const std::string& args) {
+  return run_shell(fmt::format("'{}' {}", BERTLAB_BINARY, args));
+}
+
+// Runs `bertlab ARGS` as `ranks` MPI processes (OpenMPI's mpirun; root allowed, as in CI).
+inline RunResult run_bertlab_mpi(int ranks, const std::string& args) {
+  return run_shell(fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} '{}' {}", ranks,
+                               BERTLAB_BINARY, args));
 }
 
 inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }
