@@ -25,17 +25,12 @@ class DramStreams {
   // issues them row by row.
   void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
+    if (write) return sweeps(op, write, core, {sw});
     const int64_t lines = distinct_blocks(sw, L_);
     Stream& st = stream(op, core);
-    OperandTraffic& o = *st.traffic;
-    (write ? o.write_lines : o.read_lines) += lines;
-    if (!write) {
-      if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-      open_rows(st, sw);
-      return;
-    }
-    st.queue.push(sw);
-    sync(st);
+    st.traffic->read_lines += lines;
+    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
+    open_rows(st, sw);
   }
   // `times` passes over `v` of which only `fraction` of the lines miss (the lines in the
   // sets a reuse window overflows, see setload.h): the counts of full passes, scaled.
@@ -65,6 +60,26 @@ class DramStreams {
     if (lines.empty()) return;
     repeat(op, write, core, lines, times);
   }
+  // `body(i)` for i < n, where instance i does what instance i-1 did at addresses shifted
+  // by a constant (the column tiles of a block): the first few instances are counted, each
+  // later one is charged the counts of the last one counted, so the cost does not grow
+  // with n.
+  template <class F>
+  void translated(int64_t n, F&& body) {
+    constexpr int64_t kFollow = 4;
+    for (int64_t i = 0; i < std::min(n, kFollow - 1); ++i) body(i);
+    if (n < kFollow) return;
+    const auto before = counters();
+    std::vector<int64_t> was;
+    for (const int64_t* x : before) was.push_back(*x);
+    body(kFollow - 1);
+    const auto after = counters();
+    if (after != before) {  // a new operand appeared: count every instance
+      for (int64_t i = kFollow; i < n; ++i) body(i);
+      return;
+    }
+    for (size_t j = 0; j < after.size(); ++j) *after[j] += (*after[j] - was[j]) * (n - kFollow);
+  }
   // The end of the work: the write queues issue what they still hold.
   void flush_all() {
     for (auto& st : streams_) {
@@ -73,7 +88,16 @@ class DramStreams {
     }
   }
   void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
-    for (const auto& s : v) sweep(op, write, core, s);
+    if (!write) {
+      for (const auto& s : v) sweep(op, write, core, s);
+      return;
+    }
+    Stream& st = stream(op, core);
+    int64_t lines = 0;
+    for (const auto& s : v) lines += distinct_blocks(s, L_);
+    st.traffic->write_lines += lines;
+    st.queue.push(v, lines, 256);
+    sync(st);
   }
   // The same list of sweeps `times` times: done once to reach the steady state, once more
   // to measure it, then the steady-state counts are multiplied.
@@ -124,6 +148,13 @@ class DramStreams {
     if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
     st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
     st.traffic->row_misses += rows;
+  }
+  // Every count the streams add to.
+  std::vector<int64_t*> counters() {
+    std::vector<int64_t*> v;
+    for (auto& [name, o] : t_.operands) v.insert(v.end(), {&o.read_lines, &o.write_lines, &o.row_misses});
+    for (auto& x : t_.llc_misses) v.push_back(&x);
+    return v;
   }
   void sync(Stream& st) {
     st.traffic->row_misses += st.queue.row_misses() - st.queue_misses;
@@ -481,13 +512,17 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         dram.sweeps(w.y_name, false, c, ystrips);
         dram.sweeps(w.y_name, true, c, ystrips);
       } else {
-        for (int64_t nb = 0; nb < NT; ++nb) {
+        // Every column tile does what the previous one did, one tile to the right (the
+        // last one may be narrower).
+        auto tile = [&](int64_t nb) {
           auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
           dram.repeat(w.y_name, false, c, yv, 1);
           dram.repeat(w.y_name, true, c, yv, 1);
           dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
           dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
-        }
+        };
+        dram.translated(NT - 1, tile);
+        tile(NT - 1);
       }
       // L1: the block's A rows across column tiles, Y lines across the tiles sharing them.
       const int64_t F1 = Ablk + Wp2 + Ys2;

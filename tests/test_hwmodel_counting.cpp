@@ -65,7 +65,7 @@ TEST_CASE("write queue row misses match a line-by-line queue", "[hwmodel]") {
     const int sweeps = 1 + rng() % 6;
     for (int k = 0; k < sweeps; ++k) {
       const Sweep s = random_sweep(rng);
-      wq.push(s);
+      wq.push(s, 1 << 30);
       for (int64_t l : sweep_lines(s, L)) ref.push(l);
       REQUIRE(wq.row_misses() == ref.misses);
     }
@@ -77,7 +77,7 @@ TEST_CASE("write queue row misses match a line-by-line queue", "[hwmodel]") {
 
 TEST_CASE("write queue: a long regular sweep charged at its settled drain rate", "[hwmodel]") {
   // Column strips of a row-major matrix (one line per row) written back strip by strip:
-  // followed for four queue depths per strip, the rest extrapolated.
+  // followed for four queue depths of runs per strip, the rest extrapolated.
   const int64_t L = 64, R = 1024, rows = 1000, ld = 512;
   WriteQueue capped(L, R, 64), exact(L, R, 64);
   for (int64_t strip = 0; strip < ld / L; ++strip) {
