@@ -124,6 +124,43 @@ BertInputs parse_inputs(const std::string& json_text) {
 
 // --- CLI -----------------------------------------------------------------------------------
 
+struct OutputError {
+  std::string name;
+  double max_abs = 0, scale = 0;  // max |got - golden|, max |golden|
+};
+
+// `bertlab infer` of the fixture model on its input, with `flags`, against the PyTorch golden:
+// every output present, F32, and its error.
+std::vector<OutputError> infer_against_golden(const std::string& model, const std::string& flags,
+                                              const fs::path& out) {
+  auto r = run_bertlab(fmt::format("infer --model {} --input {} --output {} {}", model,
+                                   quote(kFixture / "input.json"), quote(out), flags));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  SafetensorsFile got(out);
+  SafetensorsFile want(kFixture / "expected.safetensors");
+  const std::pair<const char*, Shape> outputs[] = {{"last_hidden_state", {3, 13, 48}},
+                                                   {"pooler_output", {3, 48}},
+                                                   {"mlm_logits", {3, 13, 211}},
+                                                   {"nsp_logits", {3, 2}}};
+  std::vector<OutputError> errors;
+  for (const auto& [name, shape] : outputs) {
+    INFO(name);
+    REQUIRE(got.contains(name));
+    CHECK(got.at(name).dtype == "F32");
+    std::vector<float> a(numel(shape)), b(numel(shape));
+    got.read_f32(name, shape, a.data());
+    want.read_f32(name, shape, b.data());
+    OutputError e{name};
+    for (size_t i = 0; i < a.size(); ++i) {
+      e.max_abs = std::max(e.max_abs, double(std::abs(a[i] - b[i])));
+      e.scale = std::max(e.scale, double(std::abs(b[i])));
+    }
+    errors.push_back(e);
+  }
+  return errors;
+}
+
 }  // namespace
 
 TEST_CASE("Bad config.json: each problem is named with the file and field", "[errors]") {
@@ -536,26 +573,9 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
     CHECK_THAT(r.output, Contains("bertlab: error:") && Contains("not valid JSON"));
   }
   SECTION("good infer writes every output") {
-    auto r = run_bertlab(fmt::format("infer --model {} --input {} --output {}", model,
-                                     quote(kFixture / "input.json"), quote(out)));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    SafetensorsFile got(out);
-    SafetensorsFile want(kFixture / "expected.safetensors");
-    const std::pair<const char*, Shape> outputs[] = {{"last_hidden_state", {3, 13, 48}},
-                                                     {"pooler_output", {3, 48}},
-                                                     {"mlm_logits", {3, 13, 211}},
-                                                     {"nsp_logits", {3, 2}}};
-    for (const auto& [name, shape] : outputs) {
-      INFO(name);
-      REQUIRE(got.contains(name));
-      CHECK(got.at(name).dtype == "F32");
-      std::vector<float> a(numel(shape)), b(numel(shape));
-      got.read_f32(name, shape, a.data());
-      want.read_f32(name, shape, b.data());
-      double err = 0;
-      for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i])));
-      CHECK(err <= 1e-4);  // the golden tolerance of test_golden_infer.cpp
+    for (const auto& e : infer_against_golden(model, "", out)) {
+      INFO(e.name << ": max abs error " << e.max_abs);
+      CHECK(e.max_abs <= 1e-4);  // the golden tolerance of test_golden_infer.cpp
     }
   }
   SECTION("infer --precision bf16 stays near the PyTorch fp32 golden") {
@@ -563,29 +583,11 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
       WARN("skipped: no native bf16 matmul on this CPU");
       return;
     }
-    auto r = run_bertlab(fmt::format("infer --model {} --input {} --output {} --precision bf16", model,
-                                     quote(kFixture / "input.json"), quote(out)));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    SafetensorsFile got(out);
-    SafetensorsFile want(kFixture / "expected.safetensors");
-    const std::pair<const char*, Shape> outputs[] = {{"last_hidden_state", {3, 13, 48}},
-                                                     {"pooler_output", {3, 48}},
-                                                     {"mlm_logits", {3, 13, 211}},
-                                                     {"nsp_logits", {3, 2}}};
     double largest = 0;
-    for (const auto& [name, shape] : outputs) {
-      std::vector<float> a(numel(shape)), b(numel(shape));
-      got.read_f32(name, shape, a.data());
-      want.read_f32(name, shape, b.data());
-      double err = 0, scale = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        err = std::max(err, double(std::abs(a[i] - b[i])));
-        scale = std::max(scale, double(std::abs(b[i])));
-      }
-      INFO(name << ": max abs error " << err << " of max |value| " << scale);
-      CHECK(err <= 2e-2 * scale);  // bf16 inputs to every GEMM: 2^-9 relative rounding each
-      largest = std::max(largest, err);
+    for (const auto& e : infer_against_golden(model, "--precision bf16", out)) {
+      INFO(e.name << ": max abs error " << e.max_abs << " of max |value| " << e.scale);
+      CHECK(e.max_abs <= 2e-2 * e.scale);  // bf16 inputs to every GEMM: 2^-9 relative rounding each
+      largest = std::max(largest, e.max_abs);
     }
     CHECK(largest > 1e-4);  // beyond the fp32 golden tolerance: the GEMMs really ran in bf16
   }

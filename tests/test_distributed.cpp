@@ -9,6 +9,7 @@
 #include "runtime/profiler.h"
 #include "runtime/safetensors.h"
 #include "runtime/trainer.h"
+#include "test_configs.h"
 #include "test_util.h"
 
 using namespace bertlab;
@@ -18,13 +19,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 BertConfig small_config() {
-  BertConfig c;
-  c.vocab_size = 120;
-  c.hidden_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 32;
+  BertConfig c = small_train_config();
   // No dropout: one rank's masks cannot equal those of one process with the whole batch.
   c.hidden_dropout_prob = 0;
   c.attention_probs_dropout_prob = 0;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "runtime/trainer.h"
+#include "test_configs.h"
 #include "test_util.h"
 
 using namespace bertlab;
@@ -15,16 +16,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-BertConfig small_config() {
-  BertConfig c;
-  c.vocab_size = 120;
-  c.hidden_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 40;
-  c.max_position_embeddings = 32;
-  return c;
-}
+BertConfig small_config() { return small_train_config(); }
 
 // Random sequences with P masked positions each; rows [first, first + B) of a fixed stream.
 BertInputs random_batch(const BertConfig& c, int64_t first, int64_t B, int64_t S, int64_t P) {
