@@ -242,9 +242,68 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     }
     return v;
   };
-  if (R >= 2) {
+  if (R >= 2 && SetLoad(s.llc).uniform()) {
     dram.repeat(w.a_name, false, 0, a_refetch(P, P), R - 2);
     dram.sweeps(w.a_name, false, 0, a_refetch(P, a_last));
+  } else if (R >= 2) {
+    // Set-resolved: the same windows per LLC set. From round r to r+1 at k-panel kb: all
+    // of A, round r's weight tiles after kb and round r+1's up to kb, round r's output
+    // panels (for kb = KT-1 only from the line's rows on) and round r+1's (for kb = 0 only
+    // before them). The row-dependent part is added and removed line group by line group.
+    SetLoad a_all(s.llc);
+    for (const auto& v : a_panel) a_all.add(v);
+    auto y_lines = [&](int64_t nb, int64_t m0, int64_t m1, auto&& f) {  // lines of rows [m0, m1]
+      const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
+      for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
+    };
+    for (int64_t r = 0; r + 1 < R; ++r) {
+      const int64_t act = P, next = (r + 2 == R) ? a_last : P;
+      std::vector<Sweep> miss;
+      auto keep_line = [&](int64_t l) {
+        const uint64_t at = static_cast<uint64_t>(l) * L;
+        if (!miss.empty() && miss.back().end() == at) {
+          miss.back().width += L;
+          miss.back().stride = miss.back().width;
+        } else {
+          miss.push_back({at, 1, L, L});
+        }
+      };
+      for (int64_t kb = 0; kb < KT; ++kb) {
+        SetLoad win = a_all;
+        for (int64_t c = 0; c < act; ++c) {
+          const int64_t nb = r * P + c;
+          const int64_t after = std::min(b.rows, (kb + 1) * S);  // weight rows of the tiles after kb
+          win.add(block_sweeps(b, after, b.rows - after, nb * S, cw(b, nb * S)));
+          if (kb < KT - 1) win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+        }
+        for (int64_t c = 0; c < next; ++c) {
+          const int64_t nb = (r + 1) * P + c;
+          win.add(block_sweeps(b, 0, std::min(b.rows, (kb + 1) * S), nb * S, cw(b, nb * S)));
+          if (kb > 0) win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+        }
+        if (kb > 0 && kb < KT - 1) {
+          const auto over = win.overflowing_lines(a_panel[kb]);
+          miss.insert(miss.end(), over.begin(), over.end());
+          continue;
+        }
+        // kb = KT-1: round r's output rows from the line's last row on; kb = 0: round
+        // r+1's output rows before the line's first row.
+        if (kb == KT - 1)
+          for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, 0, w.m - 1, [&](int64_t l) { win.add_line(l, 1); });
+        for (int64_t m0 = 0; m0 < w.m;) {
+          const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+          int64_t m1 = m0;
+          while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == line) ++m1;
+          if (win.overflowing(line)) keep_line(line);
+          if (kb == KT - 1)
+            for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
+          if (kb == 0)
+            for (int64_t c = 0; c < next; ++c) y_lines((r + 1) * P + c, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+          m0 = m1 + 1;
+        }
+      }
+      dram.sweeps(w.a_name, false, 0, miss);
+    }
   }
   const int64_t worst = a_footprint(P, R >= 2 ? P : 0, KT - 1);
   ao.refetch = std::max<int64_t>(ao.refetch, worst > C ? R : 1);

@@ -22,6 +22,10 @@ class SetLoad {
     for (const auto& s : v) add(s);
   }
   void add(const SetLoad& o);
+  // `n` lines (negative: fewer) in the set of `line` (set-resolved only).
+  void add_line(int64_t line, double n) {
+    if (!uniform_) per_set_[line % sets_] += n;
+  }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;
