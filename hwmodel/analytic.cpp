@@ -325,8 +325,73 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     }
     return win;
   };
+  // The lines of rows [m0, m1] of panel column `col` of a BWMA view (contiguous rows).
+  auto rows_lines = [&](const MatrixView& v, int64_t col, int64_t m0, int64_t m1, auto&& f) {
+    const uint64_t lo = v.addr(m0, col), hi = v.addr(m1, col) + cw(v, col) * v.elem - 1;
+    for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
+  };
+  // Set-resolved: which lines of each output panel of round r miss at k-step kb >= 1. The
+  // window of the line holding rows m0..m1 of panel c runs from its use at k-step kb-1 to
+  // that at kb: every output panel of the round, the round's weight tiles kb, the input
+  // panel kb-1 from the line's rows on (its own line group only for the cores after c)
+  // and the input panel kb up to the line's rows. The input rows are added and removed
+  // line group by line group. The sets shift with the input panel, so each k-step has
+  // its own (the lines that miss move through the panel with kb).
+  auto y_misses = [&](int64_t r, int64_t act) {
+    std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
+    SetLoad base(s.llc);
+    for (int64_t c = 0; c < act; ++c) base.add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
+    const int64_t sets = s.llc.sets();
+    for (int64_t kb = 1; kb < KT; ++kb) {
+      SetLoad win = base;
+      win.add(a_panel[kb - 1]);
+      for (int64_t c = 0; c < act; ++c)
+        win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S)));
+      for (int64_t m0 = 0; m0 < w.m;) {
+        const int64_t first = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+        int64_t m1 = m0;
+        while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == first) ++m1;
+        rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
+        rows_lines(a, kb * S, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+        for (int64_t c = 0; c < act; ++c)
+          rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
+            double extra = 0;
+            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (la % sets == l % sets); });
+            if (!win.overflowing(l, extra)) return;
+            auto& v = miss[c][kb];
+            const uint64_t at = static_cast<uint64_t>(l) * L;
+            if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
+            else v.push_back({at, 1, L, L});
+          });
+        m0 = m1 + 1;
+      }
+    }
+    return miss;
+  };
+  if (!SetLoad(s.llc).uniform()) {
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t act = (r == R - 1) ? a_last : P;
+      const auto miss = y_misses(r, act);
+      for (int64_t c = 0; c < act; ++c) {
+        const int64_t nb = r * P + c;
+        dram.sweeps(w.b_name, false, c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+        // Reads: the whole panel at k-step 0, then the lines that miss at each later one;
+        // write-backs: each evicted version, then the last one.
+        const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+        dram.sweeps(w.y_name, false, c, yv);
+        bool again = false;
+        for (int64_t kb = 1; kb < KT; ++kb) {
+          dram.sweeps(w.y_name, false, c, miss[c][kb]);
+          dram.sweeps(w.y_name, true, c, miss[c][kb]);
+          again = again || !miss[c][kb].empty();
+        }
+        dram.sweeps(w.y_name, true, c, yv);
+        yo.refetch = std::max<int64_t>(yo.refetch, again ? KT : 1);
+      }
+    }
+  }
   SetLoad y_win = y_window(0);
-  for (int64_t nb = 0; nb < NT; ++nb) {
+  for (int64_t nb = 0; nb < (SetLoad(s.llc).uniform() ? NT : 0); ++nb) {
     const int64_t core = nb % P;
     if (nb % P == 0) y_win = y_window(nb / P);
     dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));

@@ -34,8 +34,11 @@ class SetLoad {
   // none is in an overflowing set, as `overflowing()` says for all of them.
   bool uniform() const { return uniform_; }
   bool overflowing_uniform() const { return base_ > ways_ + 1e-9; }
-  // Whether this window holds more lines than the ways in the set of `line` (set-resolved).
-  bool overflowing(int64_t line) const { return base_ + per_set_[line % sets_] > ways_ + 1e-9; }
+  // Whether this window, with `extra` more lines in that set, holds more lines than the
+  // ways in the set of `line` (set-resolved).
+  bool overflowing(int64_t line, double extra = 0) const {
+    return base_ + per_set_[line % sets_] + extra > ways_ + 1e-9;
+  }
   // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
   // this window overflows: the lines an LRU cache re-fetches at their next use.
   std::vector<Sweep> overflowing_lines(const std::vector<Sweep>& v) const;
