@@ -592,7 +592,28 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const double fA = frac(a_blk[c], win_a);
       fA_worst = std::max(fA_worst, fA);
       dram.sweeps(w.a_name, false, c, astrips);
-      dram.missing(w.a_name, false, c, astrips, NT - 1, win_a);
+      if (win_a.uniform()) {
+        dram.missing(w.a_name, false, c, astrips, NT - 1, win_a);
+      } else {
+        // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile
+        // nb to nb+1 holds the round's A, the weight rows of tile nb after kb1 and of tile
+        // nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb.
+        const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
+        for (int64_t nb = 0; nb + 1 < NT; ++nb)
+          for (int64_t j = 0; j * per_line < a.cols; ++j) {
+            const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
+            SetLoad win = a_round;
+            const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
+            win.add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
+            win.add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+              win.add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+            }
+            const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
+            dram.missing(w.a_name, false, c, strip_sweeps(a, r0, nr, c0, nc, L), 1, win);
+          }
+      }
       // An A line spans `tpl` k-steps of one column tile: between two of them one k-step
       // of every core runs (the Y window); its lines in sets that overflows miss again.
       if (tpl > 1 && win_y.uniform()) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
