@@ -584,6 +584,90 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                               lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L)) +
                        lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
     const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
+    // Set-resolved caches: the Y and A lines of each core's block that miss from one k-step
+    // to the next (kb-1 to kb of a column tile; the last of tile nb-1 to the first of nb
+    // when they share Y lines). The window of the line of row i: the previous k-step's A
+    // and Y rows after i, the weight tile, the next k-step's A and Y rows before i (all
+    // blocks of the round), and row i's lines of the other cores on the side of the line's
+    // core they were touched on. Rows leave and join it one by one, so each k-step costs
+    // O(sets + rows x cores).
+    struct KStepMisses {
+      std::vector<std::vector<Sweep>> y, a;
+    } k_miss;
+    if (!win_y.uniform()) {
+      k_miss.y.resize(act);
+      k_miss.a.resize(act);
+      const int64_t sets = s.llc.sets();
+      auto keep = [&](std::vector<Sweep>& v, int64_t l) {
+        const uint64_t at = static_cast<uint64_t>(l) * L;
+        if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
+        else v.push_back({at, 1, L, L});
+      };
+      auto row_lines = [&](const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
+        std::vector<int64_t> out;
+        const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
+        const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
+        for (uint64_t l = lo / L; l <= hi / L; ++l) out.push_back(static_cast<int64_t>(l));
+        return out;
+      };
+      for (int64_t nb = 0; nb < NT; ++nb)
+        for (int64_t kb = 0; kb < KT; ++kb) {
+          // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
+          // previous one (S*e < line); an A line only after its first k-tile.
+          const bool y_again = kb > 0 || (nb * S * e) % L != 0;
+          const bool a_again = (kb * S * e) % L != 0;
+          if (!y_again && !a_again) continue;
+          const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+          SetLoad win(s.llc);
+          win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
+          for (int64_t c2 = 0; c2 < act; ++c2) {
+            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+            win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
+            win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
+          }
+          std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
+          for (int64_t i = 0; i < Mb; ++i) {
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
+              if (i >= rows_of(r * P + c2)) continue;
+              const int64_t m = (r * P + c2) * Mb + i;
+              ap[c2] = row_lines(a, m, kbp), yp[c2] = row_lines(y, m, nbp);
+              ac[c2] = row_lines(a, m, kb), yc[c2] = row_lines(y, m, nb);
+              for (int64_t l : ap[c2]) win.add_line(l, -1);
+              for (int64_t l : yp[c2]) win.add_line(l, -1);
+            }
+            // Row i's lines in the window of core c's line l, counted in l's set once each:
+            // cores after c touched theirs in the previous k-step after l, cores before c
+            // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
+            auto overflows = [&](int64_t c, int64_t l, bool a_line) {
+              std::vector<int64_t> u{l};
+              for (int64_t c2 = 0; c2 < act; ++c2) {
+                if (c2 > c || (a_line && c2 == c)) u.insert(u.end(), yp[c2].begin(), yp[c2].end());
+                if (c2 > c) u.insert(u.end(), ap[c2].begin(), ap[c2].end());
+                if (c2 < c || (!a_line && c2 == c)) u.insert(u.end(), ac[c2].begin(), ac[c2].end());
+                if (c2 < c) u.insert(u.end(), yc[c2].begin(), yc[c2].end());
+              }
+              std::sort(u.begin(), u.end());
+              u.erase(std::unique(u.begin(), u.end()), u.end());
+              double extra = 0;
+              for (int64_t x : u) extra += (x % sets == l % sets);
+              return win.overflowing(l, extra);
+            };
+            for (int64_t c = 0; c < act; ++c) {
+              if (y_again)
+                for (int64_t l : yc[c])
+                  if (overflows(c, l, false)) keep(k_miss.y[c], l);
+              if (a_again)
+                for (int64_t l : ac[c])
+                  if (overflows(c, l, true)) keep(k_miss.a[c], l);
+            }
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              for (int64_t l : ac[c2]) win.add_line(l, 1);
+              for (int64_t l : yc[c2]) win.add_line(l, 1);
+            }
+          }
+        }
+    }
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
@@ -622,36 +706,14 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const double fY = frac(y_tile[c], win_y);
       fY_worst = std::max(fY_worst, fY);
       if (!win_y.uniform()) {
-        // Set-resolved: the window of k-step kb of column tile nb is A's strip kb, the
-        // round's column tile nb of Y and the weight tile (kb, nb); the sets shift with
-        // both, so each k-step has its own (O(tiles x sets) per block).
+        // Set-resolved (k_step_misses below): read once, then the lines that miss at later
+        // k-steps; write-backs: each evicted version, then the last one.
         auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
         dram.sweeps(w.y_name, false, c, ystrips);
+        dram.sweeps(w.y_name, false, c, k_miss.y[c]);
+        dram.sweeps(w.y_name, true, c, k_miss.y[c]);
         dram.sweeps(w.y_name, true, c, ystrips);
-        for (int64_t nb = 0; nb < NT; ++nb) {
-          const int64_t wn = std::min(S, y.cols - nb * S);
-          auto yv = block_sweeps(y, r0, nr, nb * S, wn);
-          for (int64_t kb = 0; kb < KT; ++kb) {
-            // k-step 0 re-uses a line only when the column tile starts inside a line of
-            // the previous one (S*e < line); an A line only after its first k-tile.
-            const bool y_again = kb > 0 || (nb * S * e) % L != 0;
-            const bool a_again = (kb * S * e) % L != 0;
-            if (!y_again && !a_again) continue;
-            SetLoad win(s.llc);
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-              win.add(block_sweeps(a, q0, qn, kb * S, std::min(S, a.cols - kb * S)));
-              win.add(block_sweeps(y, q0, qn, nb * S, wn));
-            }
-            win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
-            if (y_again) {
-              dram.missing(w.y_name, false, c, yv, 1, win);
-              dram.missing(w.y_name, true, c, yv, 1, win);
-            }
-            if (a_again)
-              dram.missing(w.a_name, false, c, block_sweeps(a, r0, nr, kb * S, std::min(S, a.cols - kb * S)), 1, win);
-          }
-        }
+        dram.sweeps(w.a_name, false, c, k_miss.a[c]);
       } else if (fY <= 0) {
         auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
         dram.sweeps(w.y_name, false, c, ystrips);
