@@ -207,8 +207,15 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // Input panel kb: re-used by the next round of output panels if everything touched in
   // between fits: all of A, one weight panel per core (tiles after kb in this round, up to
   // kb in the next), this round's output panels, and the next round's from kb = 1 on.
+  // Weight lines of one panel's tiles after kb and up to kb (narrow tiles share lines).
+  std::vector<int64_t> w_after(KT), w_upto(KT);
+  for (int64_t kb = 0; kb < KT; ++kb) {
+    const int64_t split = std::min(b.rows, (kb + 1) * S);
+    w_after[kb] = lines(b, split, b.rows - split, 0, cw(b, 0), L);
+    w_upto[kb] = lines(b, 0, split, 0, cw(b, 0), L);
+  }
   auto a_footprint = [&](int64_t act, int64_t next, int64_t kb) {
-    return A + (act * (KT - 1 - kb) + next * (kb + 1)) * Wt + act * Yp + (kb > 0 ? next * Yp : 0);
+    return A + act * w_after[kb] + next * w_upto[kb] + act * Yp + (kb > 0 ? next * Yp : 0);
   };
 
   auto& ao = t.operands[w.a_name];
@@ -222,7 +229,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   auto a_refetch = [&](int64_t act, int64_t next) {
     std::vector<Sweep> v;
     for (int64_t kb = 0; kb < KT; ++kb) {
-      const double base = A + (act * (KT - 1 - kb) + next * (kb + 1)) * Wt;
+      const double base = A + act * w_after[kb] + next * w_upto[kb];
       const double cur = (kb < KT - 1) ? act * Yp : 0, cur_tail = (kb == KT - 1) ? act * Yp : 0;
       const double nxt = (kb > 0) ? next * Yp : 0, nxt_head = (kb == 0) ? next * Yp : 0;
       // footprint(m) = base + cur + nxt + cur_tail * (M - m)/M + nxt_head * m/M
@@ -817,20 +824,22 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     auto row_lines = [&](const MatrixView& v) { return lines(v, 0, 1, 0, v.cols, L); };
     int64_t F = row_lines(o);
     for (const auto& v : mat.inputs) F += row_lines(v);
-    F *= P;
+    F *= std::min(P, (w.rows + chunk - 1) / chunk);
     // Per LLC set (setload.h): the window between two uses of a line (the next row of its
     // line group, or the next pass) is one row of every operand on every core; the lines in
     // sets it overflows are fetched at each of the group * passes uses.
+    // Cores past the last chunk have no rows (whole line groups stay on one core).
+    const int64_t busy = std::min(P, (w.rows + chunk - 1) / chunk);
     SetLoad row_win(s.llc);
-    for (int64_t c = 0; c < P; ++c) {
-      const int64_t r = std::min(w.rows - 1, c * chunk);
+    for (int64_t c = 0; c < busy; ++c) {
+      const int64_t r = c * chunk;
       for (const auto& v : mat.inputs) row_win.add(block_sweeps(v, r, 1, 0, v.cols));
       row_win.add(block_sweeps(o, r, 1, 0, o.cols));
     }
     // Between two passes over a row only the inputs' rows of every core are touched.
     SetLoad pass_win(s.llc);
-    for (int64_t c = 0; c < P; ++c) {
-      const int64_t r = std::min(w.rows - 1, c * chunk);
+    for (int64_t c = 0; c < busy; ++c) {
+      const int64_t r = c * chunk;
       for (const auto& v : mat.inputs) pass_win.add(block_sweeps(v, r, 1, 0, v.cols));
     }
     const int64_t refetch = F <= C ? 1 : group * w.passes;
