@@ -836,12 +836,10 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
       for (const auto& v : mat.inputs) row_win.add(block_sweeps(v, r, 1, 0, v.cols));
       row_win.add(block_sweeps(o, r, 1, 0, o.cols));
     }
-    // Between two passes over a row only the inputs' rows of every core are touched.
+    // Between two passes over a row only that row of the inputs is touched: a core runs
+    // the passes of its row back to back.
     SetLoad pass_win(s.llc);
-    for (int64_t c = 0; c < busy; ++c) {
-      const int64_t r = c * chunk;
-      for (const auto& v : mat.inputs) pass_win.add(block_sweeps(v, r, 1, 0, v.cols));
-    }
+    for (const auto& v : mat.inputs) pass_win.add(block_sweeps(v, 0, 1, 0, v.cols));
     const int64_t refetch = F <= C ? 1 : group * w.passes;
     auto operand_sweeps = [&](const MatrixView& v, int64_t r0, int64_t nr) {
       if (v.panel_width == 0) return block_sweeps(v, r0, nr, 0, v.cols);
@@ -861,19 +859,18 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     // Set-resolved caches: the window of each line group is its own rows (their sets
     // shift with the group), and its refetches follow its first fetch.
     for (int64_t i = 0; i < (row_win.uniform() ? 0 : chunk); i += group) {
-      SetLoad win(s.llc), pwin(s.llc);
+      SetLoad win(s.llc);
       for (int64_t c = 0; c < P; ++c) {
         const int64_t r = c * chunk + i;
         if (r >= w.rows) continue;
-        for (const auto& v : mat.inputs) {
-          win.add(block_sweeps(v, r, 1, 0, v.cols));
-          pwin.add(block_sweeps(v, r, 1, 0, v.cols));
-        }
+        for (const auto& v : mat.inputs) win.add(block_sweeps(v, r, 1, 0, v.cols));
         win.add(block_sweeps(o, r, 1, 0, o.cols));
       }
       for (int64_t c = 0; c < P; ++c) {
         const int64_t r = c * chunk + i, nr = std::min({group, w.rows - r, chunk - i});
         if (nr <= 0) continue;
+        SetLoad pwin(s.llc);  // this core's row of the inputs (its passes run back to back)
+        for (const auto& v : mat.inputs) pwin.add(block_sweeps(v, r, 1, 0, v.cols));
         for (size_t k = 0; k < mat.inputs.size(); ++k) {
           auto v = operand_sweeps(mat.inputs[k], r, nr);
           dram.sweeps(w.input_names[k], false, c, v);
@@ -887,20 +884,37 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
         dram.missing(w.output_name, true, c, v, group - 1, win);
       }
     }
-    for (int64_t c = 0; c < (row_win.uniform() ? P : 0); ++c) {
+    // Uniform caches: one window per core's rows, except that once the last busy core has
+    // run out of rows (it may hold fewer) the others' windows lose its lines.
+    const int64_t last_rows = w.rows - (busy - 1) * chunk;
+    SetLoad row_win_tail(s.llc);
+    for (int64_t c = 0; c + 1 < busy && row_win.uniform() && last_rows < chunk; ++c) {
+      for (const auto& v : mat.inputs) row_win_tail.add(block_sweeps(v, c * chunk, 1, 0, v.cols));
+      row_win_tail.add(block_sweeps(o, c * chunk, 1, 0, o.cols));
+    }
+    for (int64_t c = 0; c < (row_win.uniform() ? busy : 0); ++c) {
       const int64_t r0 = c * chunk, nr = std::min(w.rows, r0 + chunk) - r0;
       if (nr <= 0) continue;
-      for (size_t k = 0; k < mat.inputs.size(); ++k) {
-        auto v = operand_sweeps(mat.inputs[k], r0, nr);
-        dram.repeat(w.input_names[k], false, c, v, 1);
-        dram.missing(w.input_names[k], false, c, v, group - 1, row_win);
-        dram.missing(w.input_names[k], false, c, v, group * (w.passes - 1), pass_win);
+      const bool tail = c + 1 < busy && last_rows < nr;
+      auto rows_with = [&](int64_t a0, int64_t n, const SetLoad& rw) {
+        for (size_t k = 0; k < mat.inputs.size(); ++k) {
+          auto v = operand_sweeps(mat.inputs[k], a0, n);
+          dram.repeat(w.input_names[k], false, c, v, 1);
+          dram.missing(w.input_names[k], false, c, v, group - 1, rw);
+          dram.missing(w.input_names[k], false, c, v, group * (w.passes - 1), pass_win);
+        }
+        auto v = operand_sweeps(o, a0, n);
+        dram.repeat(w.output_name, false, c, v, 1);
+        dram.repeat(w.output_name, true, c, v, 1);
+        dram.missing(w.output_name, false, c, v, group - 1, rw);
+        dram.missing(w.output_name, true, c, v, group - 1, rw);
+      };
+      if (!tail) {
+        rows_with(r0, nr, row_win);
+      } else {
+        rows_with(r0, last_rows, row_win);
+        rows_with(r0 + last_rows, nr - last_rows, row_win_tail);
       }
-      auto v = operand_sweeps(o, r0, nr);
-      dram.repeat(w.output_name, false, c, v, 1);
-      dram.repeat(w.output_name, true, c, v, 1);
-      dram.missing(w.output_name, false, c, v, group - 1, row_win);
-      dram.missing(w.output_name, true, c, v, group - 1, row_win);
     }
     for (const auto& n : w.input_names) {
       t.operands[n].refetch = refetch;
