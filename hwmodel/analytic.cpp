@@ -397,10 +397,16 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       }
     }
   }
-  SetLoad y_win = y_window(0);
+  // Uniform caches: the cores before the round's last one also find the previous input
+  // panel's line of their row group in the window (the later cores read it after them).
+  SetLoad y_win_last = y_window(0), y_win_early = y_win_last;
   for (int64_t nb = 0; nb < (SetLoad(s.llc).uniform() ? NT : 0); ++nb) {
-    const int64_t core = nb % P;
-    if (nb % P == 0) y_win = y_window(nb / P);
+    const int64_t core = nb % P, act = (nb / P == R - 1) ? a_last : P;
+    if (nb % P == 0) {
+      y_win_last = y_win_early = y_window(nb / P);
+      y_win_early.add(Sweep{0, 1, L, std::max<int64_t>(1, S * y.elem / L) * L});
+    }
+    const SetLoad& y_win = core == act - 1 ? y_win_last : y_win_early;
     dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
     const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
     SetLoad mine(s.llc);
