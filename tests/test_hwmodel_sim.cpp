@@ -57,7 +57,7 @@ struct Worst {
   }
 };
 
-void compare(const Traffic& an, const Traffic& ex, const std::string& label, Worst& worst, bool assert_bound = true) {
+void compare(const Traffic& an, const Traffic& ex, const std::string& label, Worst& worst) {
   const double eb = rel(an.dram_bytes(), ex.dram_bytes());
   const double eu = rel(an.bursts(), ex.bursts());
   const double er = rel(an.row_misses(), ex.row_misses());
@@ -78,10 +78,9 @@ void compare(const Traffic& an, const Traffic& ex, const std::string& label, Wor
                           a.read_lines, o.read_lines, a.write_lines, o.write_lines, a.row_misses,
                           o.row_misses, a.why);
   }
-  if (e > 0.02) UNSCOPED_INFO(label << detail);
-  // Known gap (docs/hwmodel.md): reuse footprints within a few percent of the LLC capacity
-  // and write-queue coalescing of scattered BWMA row writes are approximated.
-  if (assert_bound) CHECK(e <= 0.40);
+  // Every shape within 2% on bytes, bursts and row misses (the acceptance bar).
+  INFO(label << detail);
+  CHECK(e <= 0.02);
 }
 
 }  // namespace
@@ -103,68 +102,71 @@ TEST_CASE("floor_sum and distinct_blocks match enumeration", "[hwmodel]") {
 
 namespace {
 
-// The random shapes of the agreement test on an LLC of `llc_ways` ways (16 KB); returns
-// the worst case and the count within 2%. `assert_bound`: each shape within 40%.
-Worst agreement(int64_t llc_ways, bool assert_bound) {
+// One GEMM under one arrangement, both models, compared.
+void check_gemm(Arrangement arr, int64_t M, int64_t N, int64_t K, int64_t S, int64_t P, int64_t llc_ways,
+                Worst& worst) {
+  SystemDesc sys = small_system(S, llc_ways);
+  sys.cores = P;
+  Allocator al;
+  GemmWork w;
+  w.arrangement = arr;
+  w.S = S;
+  w.m = M;
+  w.n = N;
+  w.k = K;
+  w.block_rows = sys.rwma_block_rows;
+  auto mk = [&](int64_t r, int64_t c) { return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S); };
+  w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
+  TraceSim sim(sys, P);
+  sim.run(w);
+  const Traffic ex = sim.finish();
+  compare(analytic_traffic(w, sys, P), ex,
+          fmt::format("gemm {} M={} N={} K={} S={} cores={}", to_string(arr), M, N, K, S, P), worst);
+}
+
+// One row op (`inputs` inputs and `matrices` matrices of rows x len) under one arrangement.
+void check_rows(Arrangement arr, int64_t rows, int64_t len, int64_t S, int64_t P, int64_t passes, int inputs,
+                int matrices, int64_t llc_ways, Worst& worst) {
+  SystemDesc sys = small_system(S, llc_ways);
+  Allocator al;
+  RowWork w;
+  w.rows = rows;
+  w.len = len;
+  w.passes = passes;
+  for (int i = 0; i < inputs; ++i) w.input_names.push_back(fmt::format("in{}", i));
+  for (int mtx = 0; mtx < matrices; ++mtx) {
+    RowMatrix m;
+    for (int i = 0; i < inputs; ++i)
+      m.inputs.push_back(make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S));
+    m.output = make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S);
+    w.matrices.push_back(m);
+  }
+  TraceSim sim(sys, P);
+  sim.run(w);
+  compare(analytic_traffic(w, sys, P), sim.finish(),
+          fmt::format("rows {} rows={} len={} S={} cores={} passes={} inputs={} matrices={}", to_string(arr), rows,
+                      len, S, P, passes, inputs, matrices),
+          worst);
+}
+
+// The random shapes of the agreement test on an LLC of `llc_ways` ways (16 KB), then a few
+// fixed shapes that once exposed model errors (found with other sampling seeds); returns
+// the worst case and the counts within 2%.
+Worst agreement(int64_t llc_ways) {
   std::mt19937 rng(2024);
   Worst worst;
-  int cases = 0;
   for (int it = 0; it < 36; ++it) {
     const int64_t S = int64_t{4} << (rng() % 3);  // 4, 8, 16
     const int64_t P = int64_t{1} << (rng() % 3);  // 1, 2, 4 cores
     const int64_t M = 16 * (1 + rng() % 12), K = 64 * (1 + rng() % 4), N = 64 * (1 + rng() % 4);
-    SystemDesc sys = small_system(S, llc_ways);
-    sys.cores = P;
-    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
-      Allocator al;
-      GemmWork w;
-      w.arrangement = arr;
-      w.S = S;
-      w.m = M;
-      w.n = N;
-      w.k = K;
-      w.block_rows = sys.rwma_block_rows;
-      auto mk = [&](int64_t r, int64_t c) {
-        return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S);
-      };
-      w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
-      TraceSim sim(sys, P);
-      sim.run(w);
-      const Traffic ex = sim.finish();
-      const Traffic an = analytic_traffic(w, sys, P);
-      compare(an, ex, fmt::format("gemm {} M={} N={} K={} S={} cores={}", to_string(arr), M, N, K, S, P),
-              worst, assert_bound);
-      ++cases;
-    }
+    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) check_gemm(arr, M, N, K, S, P, llc_ways, worst);
   }
   for (int it = 0; it < 12; ++it) {
     const int64_t S = int64_t{4} << (rng() % 3);
     const int64_t P = int64_t{1} << (rng() % 3);
     const int64_t rows = 16 * (1 + rng() % 16), len = 64 * (1 + rng() % 4);
-    SystemDesc sys = small_system(S, llc_ways);
-    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) {
-      Allocator al;
-      RowWork w;
-      w.rows = rows;
-      w.len = len;
-      w.passes = 1 + it % 3;
-      const int inputs = 1 + it % 2;
-      for (int i = 0; i < inputs; ++i) w.input_names.push_back(fmt::format("in{}", i));
-      for (int mtx = 0; mtx < 1 + it % 2; ++mtx) {
-        RowMatrix m;
-        for (int i = 0; i < inputs; ++i)
-          m.inputs.push_back(make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S));
-        m.output = make_view(arr, al.take(view_bytes(arr, rows, len, 1, S)), rows, len, 1, S);
-        w.matrices.push_back(m);
-      }
-      TraceSim sim(sys, P);
-      sim.run(w);
-      compare(analytic_traffic(w, sys, P), sim.finish(),
-              fmt::format("rows {} rows={} len={} S={} cores={} passes={}", to_string(arr), rows, len,
-                          S, P, w.passes),
-              worst, assert_bound);
-      ++cases;
-    }
+    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma})
+      check_rows(arr, rows, len, S, P, 1 + it % 3, 1 + it % 2, 1 + it % 2, llc_ways, worst);
   }
   for (int it = 0; it < 8; ++it) {
     const int64_t P = int64_t{1} << (rng() % 3);
@@ -180,31 +182,31 @@ Worst agreement(int64_t llc_ways, bool assert_bound) {
     TraceSim sim(sys, P);
     sim.run(w);
     compare(analytic_traffic(w, sys, P), sim.finish(),
-            fmt::format("stream bytes={} rows={} cores={}", bytes, rows, P), worst, assert_bound);
-    ++cases;
+            fmt::format("stream bytes={} rows={} cores={}", bytes, rows, P), worst);
   }
-  CHECK(cases >= 50);
+  // Narrow weight tiles sharing lines (BWMA input-panel footprints), row ops that leave
+  // cores idle or give the last core fewer rows, several passes on four cores.
+  check_gemm(Arrangement::bwma, 48, 256, 256, 4, 2, llc_ways, worst);
+  check_gemm(Arrangement::bwma, 192, 64, 64, 4, 2, llc_ways, worst);
+  check_rows(Arrangement::bwma, 16, 192, 4, 4, 1, 2, 2, llc_ways, worst);
+  check_rows(Arrangement::bwma, 80, 192, 4, 4, 2, 2, 2, llc_ways, worst);
+  CHECK(worst.total >= 50);
   return worst;
 }
 
 }  // namespace
 
 TEST_CASE("analytic DRAM traffic agrees with the trace simulator", "[hwmodel]") {
-  const Worst worst = agreement(256, true);
+  const Worst worst = agreement(256);
   WARN(fmt::format("fully associative 16 KB LLC: {}; worst {:.3f}% at {}", worst.counts(), 100 * worst.err,
                    worst.what));
-  CHECK(worst.within >= 0.85 * worst.total);
+  CHECK(worst.within == worst.total);
 }
 
 // The realistic set-associative LLC (8 ways, 32 sets, modulo index): reuse decided per
-// set (hwmodel/setload.h). Asserted at the level reached, not yet the bar of every
-// shape within 2% (docs/hwmodel.md names the remaining gaps: write-back timing and the
-// row-buffer interleaving of scattered write-backs, BWMA input panels near capacity,
-// RWMA weight lines shared by neighbouring column tiles).
+// set (hwmodel/setload.h).
 TEST_CASE("analytic DRAM traffic vs the trace simulator on an 8-way LLC", "[hwmodel]") {
-  const Worst worst = agreement(8, false);
+  const Worst worst = agreement(8);
   WARN(fmt::format("8-way 16 KB LLC: {}; worst {:.3f}% at {}", worst.counts(), 100 * worst.err, worst.what));
-  CHECK(worst.within_bytes >= 0.95 * worst.total);
-  CHECK(worst.within_bursts >= 0.95 * worst.total);
-  CHECK(worst.within >= 0.80 * worst.total);
+  CHECK(worst.within == worst.total);
 }
