@@ -1,0 +1,254 @@
+// The analytic traffic of the BWMA GEMM schedule (work.h): reuse windows of the output
+// panels across k-tiles and of the input panels across rounds of output panels.
+#include "hwmodel/analytic_detail.h"
+
+namespace bertlab::hw::analytic_detail {
+
+// Weight-stationary GEMM over block-wise (panel) data.
+void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
+  const int64_t C1 = s.l1.lines();
+  auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
+  std::vector<std::vector<Sweep>> a_panel(KT);
+  std::vector<int64_t> a_lines(KT);
+  int64_t A = 0;
+  for (int64_t kb = 0; kb < KT; ++kb) {
+    a_panel[kb] = block_sweeps(a, 0, w.m, kb * S, cw(a, kb * S));
+    a_lines[kb] = lines_of(a_panel[kb], L);
+    A += a_lines[kb];
+  }
+  const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
+  const int64_t Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);                 // one weight panel
+  const int64_t Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                    // one output panel
+  const int64_t Ap = a_lines[0];
+  const int64_t R = (NT + P - 1) / P, a_last = NT - (R - 1) * P;
+
+  // Input panel kb: re-used by the next round of output panels if everything touched in
+  // between fits: all of A, one weight panel per core (tiles after kb in this round, up to
+  // kb in the next), this round's output panels, and the next round's from kb = 1 on.
+  // Weight lines of one panel's tiles after kb and up to kb (narrow tiles share lines).
+  std::vector<int64_t> w_after(KT), w_upto(KT);
+  for (int64_t kb = 0; kb < KT; ++kb) {
+    const int64_t split = std::min(b.rows, (kb + 1) * S);
+    w_after[kb] = lines(b, split, b.rows - split, 0, cw(b, 0), L);
+    w_upto[kb] = lines(b, 0, split, 0, cw(b, 0), L);
+  }
+  auto a_footprint = [&](int64_t act, int64_t next, int64_t kb) {
+    return A + act * w_after[kb] + next * w_upto[kb] + act * Yp + (kb > 0 ? next * Yp : 0);
+  };
+
+  auto& ao = t.operands[w.a_name];
+  auto& bo = t.operands[w.b_name];
+  auto& yo = t.operands[w.y_name];
+  // A: round 0 brings every panel in (core 0 touches each line first).
+  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, 0, a_panel[kb]);
+  // Rows of panel kb that miss: for kb = KT-1 only this round's output rows after m are
+  // still to be touched, for kb = 0 only the next round's rows before m have been: there
+  // the footprint depends linearly on the row, and the missing rows form one range.
+  auto a_refetch = [&](int64_t act, int64_t next) {
+    std::vector<Sweep> v;
+    for (int64_t kb = 0; kb < KT; ++kb) {
+      const double base = A + act * w_after[kb] + next * w_upto[kb];
+      const double cur = (kb < KT - 1) ? act * Yp : 0, cur_tail = (kb == KT - 1) ? act * Yp : 0;
+      const double nxt = (kb > 0) ? next * Yp : 0, nxt_head = (kb == 0) ? next * Yp : 0;
+      // footprint(m) = base + cur + nxt + cur_tail * (M - m)/M + nxt_head * m/M
+      int64_t lo = w.m, hi = 0;  // rows [lo, hi) miss
+      const double c0 = base + cur + nxt + cur_tail, slope = (nxt_head - cur_tail) / w.m;
+      if (slope == 0) {
+        if (c0 > C) lo = 0, hi = w.m;
+      } else {
+        // rows with c0 + slope*m > C
+        const double mstar = (C - c0) / slope;
+        if (slope > 0) lo = std::clamp<int64_t>(static_cast<int64_t>(std::floor(mstar)) + 1, 0, w.m), hi = w.m;
+        else lo = 0, hi = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(mstar)), 0, w.m);
+      }
+      if (lo >= hi) continue;
+      auto sw = block_sweeps(a, lo, hi - lo, kb * S, cw(a, kb * S));
+      v.insert(v.end(), sw.begin(), sw.end());
+    }
+    return v;
+  };
+  if (R >= 2 && SetLoad(s.llc).uniform()) {
+    dram.repeat(w.a_name, false, 0, a_refetch(P, P), R - 2);
+    dram.sweeps(w.a_name, false, 0, a_refetch(P, a_last));
+  } else if (R >= 2) {
+    // Set-resolved: the same windows per LLC set. From round r to r+1 at k-panel kb: all
+    // of A, round r's weight tiles after kb and round r+1's up to kb, round r's output
+    // panels (for kb = KT-1 only from the line's rows on) and round r+1's (for kb = 0 only
+    // before them). The row-dependent part is added and removed line group by line group.
+    SetLoad a_all(s.llc);
+    for (const auto& v : a_panel) a_all.add(v);
+    auto y_lines = [&](int64_t nb, int64_t m0, int64_t m1, auto&& f) {  // lines of rows [m0, m1]
+      const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
+      for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
+    };
+    for (int64_t r = 0; r + 1 < R; ++r) {
+      const int64_t act = P, next = (r + 2 == R) ? a_last : P;
+      std::vector<Sweep> miss;
+      auto keep_line = [&](int64_t l) {
+        const uint64_t at = static_cast<uint64_t>(l) * L;
+        if (!miss.empty() && miss.back().end() == at) {
+          miss.back().width += L;
+          miss.back().stride = miss.back().width;
+        } else {
+          miss.push_back({at, 1, L, L});
+        }
+      };
+      for (int64_t kb = 0; kb < KT; ++kb) {
+        SetLoad win = a_all;
+        for (int64_t c = 0; c < act; ++c) {
+          const int64_t nb = r * P + c;
+          const int64_t after = std::min(b.rows, (kb + 1) * S);  // weight rows of the tiles after kb
+          win.add(block_sweeps(b, after, b.rows - after, nb * S, cw(b, nb * S)));
+          if (kb < KT - 1) win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+        }
+        for (int64_t c = 0; c < next; ++c) {
+          const int64_t nb = (r + 1) * P + c;
+          win.add(block_sweeps(b, 0, std::min(b.rows, (kb + 1) * S), nb * S, cw(b, nb * S)));
+          if (kb > 0) win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+        }
+        if (kb > 0 && kb < KT - 1) {
+          const auto over = win.overflowing_lines(a_panel[kb]);
+          miss.insert(miss.end(), over.begin(), over.end());
+          continue;
+        }
+        // kb = KT-1: round r's output rows from the line's last row on; kb = 0: round
+        // r+1's output rows before the line's first row.
+        if (kb == KT - 1)
+          for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, 0, w.m - 1, [&](int64_t l) { win.add_line(l, 1); });
+        for (int64_t m0 = 0; m0 < w.m;) {
+          const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+          int64_t m1 = m0;
+          while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == line) ++m1;
+          if (win.overflowing(line)) keep_line(line);
+          if (kb == KT - 1)
+            for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
+          if (kb == 0)
+            for (int64_t c = 0; c < next; ++c) y_lines((r + 1) * P + c, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+          m0 = m1 + 1;
+        }
+      }
+      dram.sweeps(w.a_name, false, 0, miss);
+    }
+  }
+  const int64_t worst = a_footprint(P, R >= 2 ? P : 0, KT - 1);
+  ao.refetch = std::max<int64_t>(ao.refetch, worst > C ? R : 1);
+  ao.why = fmt::format("input panels re-read by each of {} round(s) of {} output panel(s): {}", R,
+                       P, fit_text(worst, C));
+
+  // W: every tile is used once; Y: each core's panels, once or once per k-tile.
+  // Reuse window of an output panel across k-tiles, per LLC set (setload.h): the round's
+  // output panels, one input panel, the round's weight tiles. Lines of a panel in sets it
+  // overflows are read-modify-written once per k-tile; with one set this is y_fits.
+  auto y_window = [&](int64_t round) {
+    SetLoad win(s.llc);
+    win.add(a_panel[0]);
+    const int64_t act = (round == R - 1) ? a_last : P;
+    for (int64_t c = 0; c < act; ++c) {
+      const int64_t nb = round * P + c;
+      win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
+      win.add(block_sweeps(b, 0, std::min(S, b.rows), nb * S, cw(b, nb * S)));
+    }
+    return win;
+  };
+  // The lines of rows [m0, m1] of panel column `col` of a BWMA view (contiguous rows).
+  auto rows_lines = [&](const MatrixView& v, int64_t col, int64_t m0, int64_t m1, auto&& f) {
+    const uint64_t lo = v.addr(m0, col), hi = v.addr(m1, col) + cw(v, col) * v.elem - 1;
+    for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
+  };
+  // Set-resolved: which lines of each output panel of round r miss at k-step kb >= 1. The
+  // window of the line holding rows m0..m1 of panel c runs from its use at k-step kb-1 to
+  // that at kb: every output panel of the round, the round's weight tiles kb, the input
+  // panel kb-1 from the line's rows on (its own line group only for the cores after c)
+  // and the input panel kb up to the line's rows. The input rows are added and removed
+  // line group by line group. The sets shift with the input panel, so each k-step has
+  // its own (the lines that miss move through the panel with kb).
+  auto y_misses = [&](int64_t r, int64_t act) {
+    std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
+    SetLoad base(s.llc);
+    for (int64_t c = 0; c < act; ++c) base.add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
+    const int64_t sets = s.llc.sets();
+    for (int64_t kb = 1; kb < KT; ++kb) {
+      SetLoad win = base;
+      win.add(a_panel[kb - 1]);
+      for (int64_t c = 0; c < act; ++c)
+        win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S)));
+      for (int64_t m0 = 0; m0 < w.m;) {
+        const int64_t first = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+        int64_t m1 = m0;
+        while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == first) ++m1;
+        rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
+        rows_lines(a, kb * S, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+        for (int64_t c = 0; c < act; ++c)
+          rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
+            double extra = 0;
+            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (la % sets == l % sets); });
+            if (!win.overflowing(l, extra)) return;
+            auto& v = miss[c][kb];
+            const uint64_t at = static_cast<uint64_t>(l) * L;
+            if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
+            else v.push_back({at, 1, L, L});
+          });
+        m0 = m1 + 1;
+      }
+    }
+    return miss;
+  };
+  if (!SetLoad(s.llc).uniform()) {
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t act = (r == R - 1) ? a_last : P;
+      const auto miss = y_misses(r, act);
+      for (int64_t c = 0; c < act; ++c) {
+        const int64_t nb = r * P + c;
+        dram.sweeps(w.b_name, false, c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+        // Reads: the whole panel at k-step 0, then the lines that miss at each later one;
+        // write-backs: each evicted version, then the last one.
+        const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+        dram.sweeps(w.y_name, false, c, yv);
+        bool again = false;
+        for (int64_t kb = 1; kb < KT; ++kb) {
+          dram.sweeps(w.y_name, false, c, miss[c][kb]);
+          dram.sweeps(w.y_name, true, c, miss[c][kb]);
+          again = again || !miss[c][kb].empty();
+        }
+        dram.sweeps(w.y_name, true, c, yv);
+        yo.refetch = std::max<int64_t>(yo.refetch, again ? KT : 1);
+      }
+    }
+  }
+  // Uniform caches: the cores before the round's last one also find the previous input
+  // panel's line of their row group in the window (the later cores read it after them).
+  SetLoad y_win_last = y_window(0), y_win_early = y_win_last;
+  for (int64_t nb = 0; nb < (SetLoad(s.llc).uniform() ? NT : 0); ++nb) {
+    const int64_t core = nb % P, act = (nb / P == R - 1) ? a_last : P;
+    if (nb % P == 0) {
+      y_win_last = y_win_early = y_window(nb / P);
+      y_win_early.add(Sweep{0, 1, L, std::max<int64_t>(1, S * y.elem / L) * L});
+    }
+    const SetLoad& y_win = core == act - 1 ? y_win_last : y_win_early;
+    dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+    const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+    SetLoad mine(s.llc);
+    mine.add(yv);
+    const double fY = mine.total() > 0 ? mine.lines_over(y_win) / mine.total() : 0.0;
+    dram.repeat(w.y_name, false, core, yv, 1);
+    dram.repeat(w.y_name, true, core, yv, 1);
+    dram.missing(w.y_name, false, core, yv, KT - 1, y_win);
+    dram.missing(w.y_name, true, core, yv, KT - 1, y_win);
+    yo.refetch = std::max<int64_t>(yo.refetch, fY > 0 ? KT : 1);
+  }
+  bo.why = "each weight tile is loaded once";
+  yo.why = fmt::format("output panel read-modify-written over {} k-tiles: {}", KT,
+                       fit_text(P * Yp + Ap + P * Wt, C));
+
+  // L1 (private, per core): the same reuse questions with one core's footprints.
+  for (int64_t c = 0; c < P; ++c) {
+    const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
+    const int64_t y1 = (Yp + Ap + Wt <= C1) ? Yp : Yp * KT;
+    const int64_t a1 = (A + Wp + 2 * Yp <= C1) ? (c == 0 ? A : 0) : A * panels;
+    t.l1_misses[c] += panels * (Wp + y1) + a1;
+  }
+}
+
+}  // namespace bertlab::hw::analytic_detail

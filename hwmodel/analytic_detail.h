@@ -1,0 +1,180 @@
+#pragma once
+// Shared by the analytic traffic model's files (analytic.cpp, analytic_bwma.cpp,
+// analytic_rwma.cpp): the DRAM request-stream bookkeeping, small helpers, and the GEMM
+// models of the two arrangements. Not part of the public interface (analytic.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hwmodel/setload.h"
+#include "hwmodel/system.h"
+#include "hwmodel/work.h"
+#include "hwmodel/writequeue.h"
+
+namespace bertlab::hw::analytic_detail {
+
+// Row-buffer bookkeeping of the DRAM request streams (operand x direction x core): each
+// stream keeps the last row it touched (its own bank, see tracesim.h).
+class DramStreams {
+ public:
+  DramStreams(const SystemDesc& s, Traffic& t) : L_(s.llc.line_bytes), R_(s.dram.row_bytes), t_(t) {}
+
+  // One sweep of fetches (or write-backs): its lines, and the rows it opens. Reads open
+  // rows in sweep order; write-backs wait in the stream's write queue (writequeue.h), which
+  // issues them row by row.
+  void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
+    if (sw.count <= 0 || sw.width <= 0) return;
+    if (write) return sweeps(op, write, core, {sw});
+    const int64_t lines = distinct_blocks(sw, L_);
+    Stream& st = stream(op, core);
+    st.traffic->read_lines += lines;
+    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
+    open_rows(st, sw);
+  }
+  // `times` further uses of the lines of `v`: only those in sets `window` overflows miss
+  // (LRU stack distance per set, setload.h); their rows are opened in sweep order.
+  void missing(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
+               int64_t times, const SetLoad& window) {
+    if (times <= 0) return;
+    const auto lines = window.overflowing_lines(v);
+    if (lines.empty()) return;
+    repeat(op, write, core, lines, times);
+  }
+  // `body(i)` for i < n, where instance i does what instance i-1 did at addresses shifted
+  // by a constant (the column tiles of a block): the first few instances are counted, each
+  // later one is charged the counts of the last one counted, so the cost does not grow
+  // with n.
+  template <class F>
+  void translated(int64_t n, F&& body) {
+    constexpr int64_t kFollow = 4;
+    for (int64_t i = 0; i < std::min(n, kFollow - 1); ++i) body(i);
+    if (n < kFollow) return;
+    const auto before = counters();
+    std::vector<int64_t> was;
+    for (const int64_t* x : before) was.push_back(*x);
+    body(kFollow - 1);
+    const auto after = counters();
+    if (after != before) {  // a new operand appeared: count every instance
+      for (int64_t i = kFollow; i < n; ++i) body(i);
+      return;
+    }
+    for (size_t j = 0; j < after.size(); ++j) *after[j] += (*after[j] - was[j]) * (n - kFollow);
+  }
+  // The end of the work: the write queues issue what they still hold.
+  void flush_all() {
+    for (auto& st : streams_) {
+      st.queue.drain_all();
+      sync(st);
+    }
+  }
+  void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
+    if (!write) {
+      for (const auto& s : v) sweep(op, write, core, s);
+      return;
+    }
+    Stream& st = stream(op, core);
+    int64_t lines = 0;
+    for (const auto& s : v) lines += distinct_blocks(s, L_);
+    st.traffic->write_lines += lines;
+    st.queue.push(v, lines, 256);
+    sync(st);
+  }
+  // The same list of sweeps `times` times: done once to reach the steady state, once more
+  // to measure it, then the steady-state counts are multiplied.
+  void repeat(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
+              int64_t times) {
+    if (times <= 0) return;
+    Stream& st = stream(op, core);
+    sweeps(op, write, core, v);
+    if (times == 1) return;
+    auto& o = *st.traffic;
+    const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
+                                   core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
+    sweeps(op, write, core, v);
+    const int64_t k = times - 2;
+    o.read_lines += (o.read_lines - std::get<0>(before)) * k;
+    o.write_lines += (o.write_lines - std::get<1>(before)) * k;
+    o.row_misses += (o.row_misses - std::get<2>(before)) * k;
+    if (core < (int64_t)t_.llc_misses.size())
+      t_.llc_misses[core] += (t_.llc_misses[core] - std::get<3>(before)) * k;
+  }
+
+ private:
+  // Per operand and core: the last row its reads left open (0: none) and its write queue.
+  // Found by a short linear scan (a node has a handful of operands), no string-keyed tree
+  // in the hot path.
+  struct Stream {
+    Stream(int64_t L, int64_t R) : queue(L, R, kWriteQueueLines) {}
+    std::string op;
+    int64_t core = 0;
+    OperandTraffic* traffic = nullptr;
+    int64_t last_row = 0;
+    WriteQueue queue;
+    int64_t queue_misses = 0;  // the queue's row misses already in `traffic`
+  };
+  Stream& stream(const std::string& op, int64_t core) {
+    for (auto& st : streams_)
+      if (st.core == core && st.op == op) return st;
+    Stream& st = streams_.emplace_back(L_, R_);
+    st.op = op;
+    st.core = core;
+    st.traffic = &t_.operands[op];  // std::map: the pointer stays valid
+    return st;
+  }
+  void open_rows(Stream& st, const Sweep& sw) {
+    // Row misses of reads: the rows a monotone sweep enters, less the one still open from
+    // the previous sweep of this stream.
+    int64_t rows = distinct_blocks(sw, R_);
+    if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
+    st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
+    st.traffic->row_misses += rows;
+  }
+  // Every count the streams add to.
+  std::vector<int64_t*> counters() {
+    std::vector<int64_t*> v;
+    for (auto& [name, o] : t_.operands) v.insert(v.end(), {&o.read_lines, &o.write_lines, &o.row_misses});
+    for (auto& x : t_.llc_misses) v.push_back(&x);
+    return v;
+  }
+  void sync(Stream& st) {
+    st.traffic->row_misses += st.queue.row_misses() - st.queue_misses;
+    st.queue_misses = st.queue.row_misses();
+  }
+
+  int64_t L_, R_;
+  Traffic& t_;
+  std::deque<Stream> streams_;  // stable addresses
+};
+
+inline Traffic empty_traffic(const SystemDesc& s, int64_t cores) {
+  Traffic t;
+  t.line_bytes = s.llc.line_bytes;
+  t.burst_bytes = s.dram.burst_bytes;
+  t.l1_misses.assign(cores, 0);
+  t.llc_misses.assign(cores, 0);
+  return t;
+}
+
+inline int64_t lines(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc, int64_t L) {
+  return lines_of(block_sweeps(v, r0, nr, c0, nc), L);
+}
+
+inline std::string fit_text(int64_t footprint, int64_t capacity) {
+  return fmt::format("{} lines {} {} of the LLC", footprint, footprint <= capacity ? "fit in" : "exceed",
+                     capacity);
+}
+
+// Weight-stationary GEMM over block-wise (panel) data (analytic_bwma.cpp).
+void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
+// Weight-stationary GEMM over row-major data with sequence blocks (analytic_rwma.cpp).
+void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
+
+}  // namespace bertlab::hw::analytic_detail
