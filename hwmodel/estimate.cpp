@@ -661,7 +661,7 @@ NodeClasses classify_nodes(const Graph& g) {
         key += to_string(t.dtype);
         // Operands that alias one tensor share their addresses: part of the signature.
         for (size_t k = 0; k < i; ++k)
-          if (ts[k] == ts[i]) key += "=" + std::to_string(k);
+          if (ts[k] == ts[i]) (key += '=') += std::to_string(k);
       }
       key += ';';
     };
