@@ -195,7 +195,7 @@ RunSpec run_spec(const std::string& mode, const std::string& precision) {
 
 }  // namespace
 
-TEST_CASE("--precision bf16 marks every GEMM node, forward and backward, and only those", "[graph][bf16]") {
+TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only those", "[graph][bf16]") {
   const auto c = bf16_test_config();
   for (const char* mode : {"infer", "train"}) {
     Graph g = build_bert(c, run_spec(mode, "bf16"));
