@@ -49,6 +49,12 @@ void add_calibrate_command(CLI::App& root) {
                m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "");
     fmt::print("  bandwidth ({} MB arrays): read {:.1f}, write {:.1f}, triad {:.1f} GB/s\n",
                m.bandwidth_array_bytes >> 20, m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad);
+    if (m.bandwidth_triad_resident)
+      fmt::print("  cache-resident triad ({} MB arrays): {:.1f} GB/s\n", m.bandwidth_resident_array_bytes >> 20,
+                 *m.bandwidth_triad_resident);
+    if (m.parallel_region_seconds)
+      fmt::print("  OpenMP parallel region ({} threads, median): {:.2f} us\n", m.threads,
+                 *m.parallel_region_seconds * 1e6);
     write_text_atomically(o->out, machine_to_json(m).dump(2) + "\n");
     if (o->out != "-") fmt::print("  wrote {}\n", o->out);
   });

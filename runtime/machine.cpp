@@ -160,6 +160,10 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
   m.bandwidth_read = ops::measure_bandwidth(BandwidthKernel::read, m.bandwidth_array_bytes, o.seconds).gbs;
   m.bandwidth_write = ops::measure_bandwidth(BandwidthKernel::write, m.bandwidth_array_bytes, o.seconds).gbs;
   m.bandwidth_triad = ops::measure_bandwidth(BandwidthKernel::triad, m.bandwidth_array_bytes, o.seconds).gbs;
+  m.bandwidth_resident_array_bytes = o.resident_array_bytes;
+  m.bandwidth_triad_resident =
+      ops::measure_bandwidth(BandwidthKernel::triad, o.resident_array_bytes, o.seconds).gbs;
+  m.parallel_region_seconds = ops::measure_parallel_region_seconds(o.seconds);
   return m;
 }
 
@@ -168,7 +172,9 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
   for (const auto& g : m.gemms)
     gemms.push_back({{"name", g.name}, {"precision", g.precision}, {"batch", g.batch},
                      {"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
-  return {{"format", "bertlab-machine"},
+  nlohmann::json bandwidth = {{"read", m.bandwidth_read}, {"write", m.bandwidth_write}, {"triad", m.bandwidth_triad}};
+  if (m.bandwidth_triad_resident) bandwidth["triad_resident"] = *m.bandwidth_triad_resident;
+  nlohmann::json j = {{"format", "bertlab-machine"},
           {"version", kMachineFormatVersion},
           {"cpu", {{"model", m.cpu_model}, {"isa", m.isa}, {"bf16", m.bf16}, {"logical_cpus", m.logical_cpus}}},
           {"threads", m.threads},
@@ -176,10 +182,13 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
           {"gemm_peak_gflops",
            {{"f32", m.gemm_peak_f32},
             {"bf16", m.gemm_peak_bf16 ? nlohmann::json(*m.gemm_peak_bf16) : nlohmann::json(nullptr)}}},
-          {"bandwidth_gbs", {{"read", m.bandwidth_read}, {"write", m.bandwidth_write}, {"triad", m.bandwidth_triad}}},
+          {"bandwidth_gbs", bandwidth},
           {"gemms", gemms},
           {"bandwidth_array_bytes", m.bandwidth_array_bytes},
           {"seconds_per_measurement", m.seconds_per_measurement}};
+  if (m.bandwidth_triad_resident) j["bandwidth_resident_array_bytes"] = m.bandwidth_resident_array_bytes;
+  if (m.parallel_region_seconds) j["parallel_region_us"] = *m.parallel_region_seconds * 1e6;
+  return j;
 }
 
 MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin) {
@@ -207,6 +216,14 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   m.bandwidth_triad = positive(j, "bandwidth_gbs.triad", origin, "GB/s");
   m.bandwidth_array_bytes = static_cast<int64_t>(positive(j, "bandwidth_array_bytes", origin, "bytes"));
   m.seconds_per_measurement = positive(j, "seconds_per_measurement", origin, "seconds");
+  // Later additions: optional, so machine.json files written before them still load.
+  if (j.at("bandwidth_gbs").contains("triad_resident")) {
+    m.bandwidth_triad_resident = positive(j, "bandwidth_gbs.triad_resident", origin, "GB/s");
+    m.bandwidth_resident_array_bytes =
+        static_cast<int64_t>(positive(j, "bandwidth_resident_array_bytes", origin, "bytes"));
+  }
+  if (j.contains("parallel_region_us"))
+    m.parallel_region_seconds = positive(j, "parallel_region_us", origin, "microseconds") * 1e-6;
   const auto& gemms = field(j, "gemms", origin);
   check(gemms.is_array(), "{}: field 'gemms' must be a list; run `bertlab calibrate`", origin);
   for (size_t i = 0; i < gemms.size(); ++i) {
