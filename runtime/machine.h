@@ -39,6 +39,7 @@ struct MachineInfo {
   std::optional<double> bandwidth_triad_resident;
   int64_t bandwidth_resident_array_bytes = 0;
   std::optional<double> parallel_region_seconds;
+  int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
 
   // The compute roof for GEMMs of a precision ("f32"/"fp32" or "bf16"); throws if unmeasured.
@@ -55,6 +56,8 @@ struct CalibrateOptions {
   // BERT-shaped GEMMs: those of a BERT-base inference graph at this batch and sequence length,
   // plus the backward dX and dW GEMMs of its linear layers.
   int64_t batch = 8, seq = 128;
+  // Whole passes over every measurement; each figure keeps its best (a shared machine).
+  int passes = 1;
 };
 
 // Measures this machine with the OpenMP thread count in force (see apps/common.h set_threads).
