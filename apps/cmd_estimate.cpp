@@ -23,7 +23,7 @@ namespace {
 
 struct EstimateOptions {
   std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
-  std::string precision = "fp32", compare_profile;
+  std::string precision = "fp32", heads = "pretraining", compare_profile;
   int64_t batch = 1, seq = 128;
   bool train = false, precision_given = false;
   int top = 10;
@@ -63,6 +63,7 @@ Graph make_graph(const EstimateOptions& o) {
     m.seq = o.seq;
     m.mode = o.train ? "train" : "infer";
     m.precision = o.precision;
+    m.heads = o.heads;
     g = build_graph(m);
   }
   if (!o.nodes.empty()) {
@@ -284,6 +285,9 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--seq", o->seq, "Sequence length")->check(CLI::PositiveNumber);
   cmd->add_flag("--train", o->train, "Estimate the training graph");
   add_precision_option(*cmd, o->precision);
+  cmd->add_option("--heads", o->heads,
+                  "Inference graph heads: pretraining (default) or none (as `bertlab profile --mode infer` builds it)")
+      ->check(CLI::IsMember({"pretraining", "none"}));
   cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
   cmd->add_option("--arrangement", o->arrangement, "rwma, bwma or both")->check(CLI::IsMember({"rwma", "bwma", "both"}));
   cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")->delimiter(',')->check(CLI::PositiveNumber);

@@ -36,11 +36,12 @@ void check_same_run(const Graph& g, const json& profile, const std::string& orig
   const json graph_run = g.meta.is_object() ? g.meta.value("run", json::object()) : json::object();
   const json prof_run = profile.value("run", json::object());
   if (!graph_run.is_object() || !prof_run.is_object()) return;
-  for (const char* key : {"mode", "batch", "seq", "precision"}) {
+  for (const char* key : {"mode", "batch", "seq", "precision", "heads"}) {
     if (!graph_run.contains(key) || !prof_run.contains(key)) continue;
     check(graph_run.at(key) == prof_run.at(key),
-          "{}: the profile is of another graph: field 'run.{}' is {} but the estimated graph has {} {}", origin, key,
-          prof_run.at(key).dump(), key, graph_run.at(key).dump());
+          "{}: the profile is of another graph: field 'run.{}' is {} but the estimated graph has {} {} (estimate "
+          "with the profile's --batch, --seq, --precision, --heads and --train)",
+          origin, key, prof_run.at(key).dump(), key, graph_run.at(key).dump());
   }
 }
 
