@@ -217,17 +217,19 @@ struct CpuGraphFacts {
 //               the executor runs around the matmul that calibrate's GEMMs did not (bf16
 //               copies of f32 operands, the per-step packing of training weights).
 //   other nodes: time = parallel-region cost + max(FLOPs / f32 peak, bytes / bandwidth).
-//   bandwidth: the cache-resident triad for a node whose bytes fit in the LLC (activations a
-//   producer just wrote), except optimizer nodes (each parameter, gradient and moment is
-//   touched once per step, 28 bytes per parameter in all, so they stream from DRAM); the
-//   DRAM triad otherwise, or when the resident triad was not measured.
+//   bandwidth: the cache-resident triad for a forward node whose bytes fit in the LLC (it
+//   reads what the node before it just wrote); the DRAM triad for backward nodes (they read
+//   activations saved during the forward pass, long since evicted: hundreds of MB for
+//   BERT-base at batch 8), optimizer nodes (each parameter, gradient and moment is touched
+//   once per step, 28 bytes per parameter in all), nodes larger than the LLC, and when the
+//   resident triad was not measured.
 NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms) {
   if (s.cpu_model == "roofline") return cpu_roofline_node(g, node, s, terms);
   NodeEstimate n;
   n.model = "cpu-calibrated";
   n.flops = node_flops(g, node);
   const double bytes = static_cast<double>(node_min_bytes(g, node));
-  const bool resident = s.resident_gbps > 0 && node.phase != Phase::optimizer && bytes <= s.llc.size_bytes;
+  const bool resident = s.resident_gbps > 0 && node.phase == Phase::forward && bytes <= s.llc.size_bytes;
   const double gbps = resident ? s.resident_gbps : s.dram.peak_gbps;
   const char* where = resident ? "cache-resident triad" : "DRAM triad";
   const double region = s.parallel_region_seconds;

@@ -91,11 +91,13 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     CHECK(seconds_of(estimate_graph(g, small_llc, Arrangement::rwma), "enc.add") ==
           Approx(2e-6 + 6144 / 10e9).epsilon(1e-12));
   }
-  SECTION("training packs every linear weight before its GEMM") {
+  SECTION("training: backward nodes at the DRAM triad, linear weights packed before every GEMM") {
     Graph t = small_graph();
     const int y = *t.find_tensor("enc.fc.out");
     t.add_node(OpKind::add, "enc.add_grad", {y, y}, nlohmann::json::object(), Phase::backward);
     const GraphEstimate et = estimate_graph(t, s, Arrangement::rwma);
+    // A backward node reads activations saved in the forward pass: the DRAM triad.
+    CHECK(seconds_of(et, "enc.add_grad") == Approx(2e-6 + 6144 / 10e9).epsilon(1e-12));
     // f32: W (2048 elements) read and written packed, 8 bytes each at 50 GB/s, one more region.
     CHECK(seconds_of(et, "enc.fc") == Approx(2 * 2e-6 + 66048 / 20e9 + 2048 * 8 / 50e9).epsilon(1e-12));
     // bf16: x and W both rounded into bf16 copies, (1024 + 2048) x 6 bytes, three regions.
