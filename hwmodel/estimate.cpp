@@ -216,7 +216,12 @@ struct CpuGraphFacts {
 //               GEMM shape of the node's own precision, and the conversions are the reorders
 //               the executor runs around the matmul that calibrate's GEMMs did not (bf16
 //               copies of f32 operands, the per-step packing of training weights).
-//   other nodes: time = parallel-region cost + max(FLOPs / f32 peak, bytes / bandwidth).
+//   other nodes: time = parallel-region cost + max(FLOPs / f32 peak, bytes / bandwidth +
+//               re-reads / resident bandwidth), re-reads being the extra passes of row ops
+//               over their inputs, as the accelerator model counts them (rows()): softmax 3
+//               passes (max, sum, output), layernorm 2 (statistics, output), softmax_grad 2
+//               (row sum, dx), layernorm_grad 3 (statistics, the two row sums, dx). A row
+//               the first pass brought in is re-read from cache, wherever the first came from.
 //   bandwidth: the cache-resident triad for a forward node whose bytes fit in the LLC (it
 //   reads what the node before it just wrote); the DRAM triad for backward nodes (they read
 //   activations saved during the forward pass, long since evicted: hundreds of MB for
@@ -237,10 +242,23 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   if (!gemm) {
     // Scalar work at the f32 GEMM peak is only a floor: these nodes are memory-bound.
     const double peak = s.gemm_peak_gflops.at("f32").get<double>() * 1e9;
-    const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9);
+    auto in_bytes = [&](size_t i) { return static_cast<double>(g.tensor(node.inputs.at(i)).bytes()); };
+    double rereads = 0;
+    switch (node.kind) {
+      case OpKind::softmax: rereads = 2 * in_bytes(0); break;
+      case OpKind::layernorm: rereads = in_bytes(0); break;
+      case OpKind::softmax_grad: rereads = in_bytes(0) + in_bytes(1); break;
+      case OpKind::layernorm_grad: rereads = 2 * (in_bytes(0) + in_bytes(1)); break;
+      default: break;
+    }
+    const double reread_gbps = s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps;
+    const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
     n.seconds = region + std::max(t_comp, t_mem);
-    term_if(terms, n, "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, bytes {:.3g} / {} {:.4g} GB/s) = {:.3f} us",
-            to_string(node.kind), region * 1e6, n.flops, peak / 1e9, bytes, where, gbps, n.seconds * 1e6);
+    term_if(terms, n,
+            "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, bytes {:.3g} / {} {:.4g} GB/s "
+            "+ row re-reads {:.3g} / {:.4g} GB/s) = {:.3f} us",
+            to_string(node.kind), region * 1e6, n.flops, peak / 1e9, bytes, where, gbps, rereads, reread_gbps,
+            n.seconds * 1e6);
     n.cycles = n.seconds * s.clock_ghz * 1e9;
     return n;
   }

@@ -103,6 +103,20 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     // bf16: x and W both rounded into bf16 copies, (1024 + 2048) x 6 bytes, three regions.
     CHECK(seconds_of(et, "enc.fc_bf16") == Approx(3 * 2e-6 + 66048 / 80e9 + 3072 * 6 / 50e9).epsilon(1e-12));
   }
+  SECTION("row ops re-read their inputs once per extra pass") {
+    Graph r;
+    const int x = r.add_tensor("x", {16, 64}, DType::f32, Role::input);
+    r.apply(OpKind::softmax, "sm", {x});
+    // 4096 bytes in + 4096 out, and two more passes over x (max, sum, output): 16384 bytes
+    // at the resident 50 GB/s; FLOPs (a few per element) stay far below it at 100 GFLOP/s.
+    CHECK(estimate_graph(r, s, Arrangement::rwma).seconds() == Approx(2e-6 + 16384 / 50e9).epsilon(1e-12));
+    // Backward: the first pass from DRAM (dy, y and dx: 12288 bytes at 10 GB/s), the second
+    // pass over dy and y from cache (8192 bytes at 50 GB/s).
+    const int y = *r.find_tensor("sm.out");
+    r.add_node(OpKind::softmax_grad, "sm.grad", {x, y}, nlohmann::json::object(), Phase::backward);
+    CHECK(seconds_of(estimate_graph(r, s, Arrangement::rwma), "sm.grad") ==
+          Approx(2e-6 + 12288 / 10e9 + 8192 / 50e9).epsilon(1e-12));
+  }
   SECTION("the nearest measured shape gives the rate") {
     Graph big;
     const int x = big.add_tensor("x", {1000, 1000}, DType::f32, Role::input);
