@@ -56,9 +56,9 @@ void add_calibrate_command(CLI::App& root) {
     if (m.bandwidth_triad_resident)
       fmt::print("  cache-resident triad ({} MB arrays): {:.1f} GB/s\n", m.bandwidth_resident_array_bytes >> 20,
                  *m.bandwidth_triad_resident);
-    if (m.parallel_region_seconds)
+    if (m.parallel_region_us)
       fmt::print("  OpenMP parallel region ({} threads, median): {:.2f} us\n", m.threads,
-                 *m.parallel_region_seconds * 1e6);
+                 *m.parallel_region_us);
     write_text_atomically(o->out, machine_to_json(m).dump(2) + "\n");
     if (o->out != "-") fmt::print("  wrote {}\n", o->out);
   });

@@ -98,7 +98,7 @@ void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origi
   s.dram.peak_gbps = m.bandwidth_triad;
   s.gemm_rates = m.gemms;
   s.resident_gbps = m.bandwidth_triad_resident.value_or(0);
-  s.parallel_region_seconds = m.parallel_region_seconds.value_or(0);
+  s.parallel_region_seconds = m.parallel_region_us.value_or(0) * 1e-6;
 }
 
 SystemDesc from_machine(const json& j, const std::string& origin) {

@@ -157,7 +157,7 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
   m.bandwidth_resident_array_bytes = o.resident_array_bytes;
   m.bandwidth_triad_resident =
       ops::measure_bandwidth(BandwidthKernel::triad, o.resident_array_bytes, o.seconds).gbs;
-  m.parallel_region_seconds = ops::measure_parallel_region_seconds(o.seconds);
+  m.parallel_region_us = ops::measure_parallel_region_seconds(o.seconds) * 1e6;
   return m;
 }
 
@@ -179,7 +179,7 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
     m.bandwidth_write = std::max(m.bandwidth_write, next.bandwidth_write);
     m.bandwidth_triad = std::max(m.bandwidth_triad, next.bandwidth_triad);
     m.bandwidth_triad_resident = std::max(*m.bandwidth_triad_resident, *next.bandwidth_triad_resident);
-    m.parallel_region_seconds = std::min(*m.parallel_region_seconds, *next.parallel_region_seconds);
+    m.parallel_region_us = std::min(*m.parallel_region_us, *next.parallel_region_us);
   }
   m.passes = o.passes;
   // The roof of each precision: the best measured GEMM. Degenerate shapes (the pooler's 8
@@ -212,7 +212,7 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
           {"bandwidth_array_bytes", m.bandwidth_array_bytes},
           {"seconds_per_measurement", m.seconds_per_measurement}};
   if (m.bandwidth_triad_resident) j["bandwidth_resident_array_bytes"] = m.bandwidth_resident_array_bytes;
-  if (m.parallel_region_seconds) j["parallel_region_us"] = *m.parallel_region_seconds * 1e6;
+  if (m.parallel_region_us) j["parallel_region_us"] = *m.parallel_region_us;
   if (m.passes > 1) j["passes"] = m.passes;
   return j;
 }
@@ -250,7 +250,7 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   }
   if (j.contains("passes")) m.passes = static_cast<int>(positive(j, "passes", origin, "a count"));
   if (j.contains("parallel_region_us"))
-    m.parallel_region_seconds = positive(j, "parallel_region_us", origin, "microseconds") * 1e-6;
+    m.parallel_region_us = positive(j, "parallel_region_us", origin, "microseconds");
   const auto& gemms = field(j, "gemms", origin);
   check(gemms.is_array(), "{}: field 'gemms' must be a list; run `bertlab calibrate`", origin);
   for (size_t i = 0; i < gemms.size(); ++i) {

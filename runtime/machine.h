@@ -35,10 +35,11 @@ struct MachineInfo {
   int64_t bandwidth_array_bytes = 0;  // bytes per array in the bandwidth loops
   // Added after version 1 was first written; absent in older files (readers must cope):
   // triad over arrays small enough to stay in cache between repetitions (BERT-base activation
-  // sizes), GB/s, with its array size; and the fixed cost of one OpenMP parallel region, s.
+  // sizes), GB/s, with its array size; and the fixed cost of one OpenMP parallel region in
+  // microseconds (the unit of the file, so that a file read and written again is unchanged).
   std::optional<double> bandwidth_triad_resident;
   int64_t bandwidth_resident_array_bytes = 0;
-  std::optional<double> parallel_region_seconds;
+  std::optional<double> parallel_region_us;
   int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
 
