@@ -1,15 +1,19 @@
 // bertlab estimate: replays an op graph on an accelerator (or CPU) description and reports
-// time and off-chip traffic per node and end to end, RWMA against BWMA (docs/hwmodel.md).
+// time and off-chip traffic per node and end to end, RWMA against BWMA (docs/hwmodel.md). On
+// a cpu description, --compare-profile checks the estimate against `bertlab profile --json`.
 #include <fmt/core.h>
 
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <set>
 
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "hwmodel/estimate.h"
+#include "hwmodel/profile_compare.h"
 #include "runtime/error.h"
 #include "runtime/fusion.h"
 
@@ -19,8 +23,10 @@ namespace {
 
 struct EstimateOptions {
   std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
+  std::string precision = "fp32", heads = "pretraining", compare_profile;
   int64_t batch = 1, seq = 128;
-  bool train = false;
+  bool train = false, precision_given = false;
+  int top = 10;
   std::vector<int64_t> kernels, cores;
   int bench = 0;
 };
@@ -45,6 +51,8 @@ Graph make_graph(const EstimateOptions& o) {
   check(o.graph.empty() != o.config.empty(), "give exactly one of --graph FILE or --config CONFIG");
   check(!(o.train && !o.graph.empty()), "--train builds the training graph from --config; a --graph file "
                                         "already says which graph it is");
+  check(!(o.precision_given && !o.graph.empty()), "--precision builds the graph from --config; a --graph file "
+                                                  "already says which precision its GEMMs run in");
   Graph g;
   if (!o.graph.empty()) {
     g = load_graph_file(o.graph);
@@ -54,6 +62,8 @@ Graph make_graph(const EstimateOptions& o) {
     m.batch = o.batch;
     m.seq = o.seq;
     m.mode = o.train ? "train" : "infer";
+    m.precision = o.precision;
+    m.heads = o.heads;
     g = build_graph(m);
   }
   if (!o.nodes.empty()) {
@@ -75,17 +85,23 @@ std::vector<hw::Arrangement> arrangements(const std::string& a) {
   return {hw::Arrangement::rwma, hw::Arrangement::bwma};
 }
 
-std::string csv_rows(const hw::GraphEstimate& e) {
+// Measured seconds per node name (--compare-profile), for the CSV and JSON outputs.
+using MeasuredSeconds = std::map<std::string, double>;
+
+std::string csv_rows(const hw::GraphEstimate& e, const MeasuredSeconds* measured) {
   std::string s;
-  for (const auto& n : e.nodes)
-    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{}\n", e.system.array.kernel,
+  for (const auto& n : e.nodes) {
+    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{}", e.system.array.kernel,
                      e.system.cores, to_string(e.arrangement), n.name, n.op, n.model, n.region, n.seconds,
                      n.cycles, n.compute_cycles, n.memory_cycles, n.dram_cycles, n.traffic.dram_bytes(),
                      n.traffic.bursts(), n.traffic.row_hits(), n.traffic.row_misses(), n.tiles);
+    if (measured) s += fmt::format(",{:.6g}", measured->at(n.name));
+    s += "\n";
+  }
   return s;
 }
 
-nlohmann::json to_json(const hw::GraphEstimate& e) {
+nlohmann::json to_json(const hw::GraphEstimate& e, const MeasuredSeconds* measured) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : e.nodes) {
     nlohmann::json ops = nlohmann::json::object();
@@ -99,15 +115,51 @@ nlohmann::json to_json(const hw::GraphEstimate& e) {
                      {"bursts", n.traffic.bursts()}, {"row_hits", n.traffic.row_hits()},
                      {"row_misses", n.traffic.row_misses()}, {"tiles", n.tiles}, {"operands", ops},
                      {"terms", n.terms}});
+    if (measured) nodes.back()["measured_seconds"] = measured->at(n.name);
   }
   return {{"kernel", e.system.array.kernel}, {"cores", e.system.cores},
           {"arrangement", to_string(e.arrangement)}, {"seconds", e.seconds()},
           {"dram_bytes", e.dram_bytes()}, {"nodes", nodes}};
 }
 
+std::string ratio(double predicted, double measured) {
+  return measured > 0 ? fmt::format("{:.2f}", predicted / measured) : "-";
+}
+
+void print_comparison(const hw::ProfileComparison& c, const std::string& path, int top) {
+  fmt::print("\ncompared with the measured profile {}{}:\n", path,
+             c.accum > 1 ? fmt::format(" ({} micro-batches per step: forward and backward predictions x{})", c.accum,
+                                       c.accum)
+                         : "");
+  fmt::print("  {:<26} {:>11} {:>12} {:>10} {:>6}\n", "category", "measured ms", "predicted ms", "pred/meas", "nodes");
+  for (const auto& r : c.categories) {
+    if (r.nodes == 0 && r.measured == 0) continue;
+    const bool unattributed = r.key == "unattributed";
+    fmt::print("  {:<26} {:>11.2f} {:>12} {:>10} {:>6}\n", r.label, r.measured * 1e3,
+               unattributed ? "-" : fmt::format("{:.2f}", r.predicted * 1e3),
+               unattributed ? "-" : ratio(r.predicted, r.measured), r.nodes);
+  }
+  fmt::print("  {:<26} {:>11.2f} {:>12.2f} {:>10} {:>6}\n", "whole step", c.measured_step * 1e3,
+             c.predicted_step * 1e3, ratio(c.predicted_step, c.measured_step), c.nodes.size());
+  const auto worst = c.worst(static_cast<size_t>(top));
+  fmt::print("\n  worst-predicted {} nodes (largest |predicted - measured|):\n", worst.size());
+  fmt::print("  {:<52} {:<24} {:>11} {:>12} {:>10}\n", "node", "op", "measured ms", "predicted ms", "pred/meas");
+  for (size_t i : worst) {
+    const auto& n = c.nodes[i];
+    fmt::print("  {:<52} {:<24} {:>11.3f} {:>12.3f} {:>10}\n", n.name, to_string(n.kind), n.measured * 1e3,
+               n.predicted * 1e3, ratio(n.predicted, n.measured));
+  }
+}
+
 void run(const EstimateOptions& o) {
   check(!o.system.empty(), "--system FILE is required (see configs/systems/)");
   hw::SystemDesc base = hw::load_system(o.system);
+  std::optional<nlohmann::json> profile;
+  if (!o.compare_profile.empty()) {
+    hw::check_comparable(base, o.system);
+    check(o.bench == 0, "--compare-profile and --bench do not go together");
+    profile = hw::load_profile(o.compare_profile);
+  }
   const Graph g = make_graph(o);
   if (!o.explain.empty())
     check(g.find_node(o.explain).has_value(), "--explain: the graph has no node named '{}'", o.explain);
@@ -151,7 +203,10 @@ void run(const EstimateOptions& o) {
 
   const hw::NodeClasses classes = hw::classify_nodes(g);
   std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
-                    "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles\n";
+                    "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles";
+  csv += profile ? ",measured_seconds\n" : "\n";
+  std::optional<hw::ProfileComparison> comparison;
+  MeasuredSeconds measured;
   nlohmann::json all = nlohmann::json::array();
   std::string table;
   fmt::print("system {} ({}), {} nodes\n", base.name, o.system, g.nodes().size());
@@ -170,8 +225,13 @@ void run(const EstimateOptions& o) {
         eo.terms = !o.json.empty();  // the JSON carries every node's terms
         eo.explain = o.explain;
         est[a] = hw::estimate_graph(g, s, a, eo);
-        csv += csv_rows(est[a]);
-        all.push_back(to_json(est[a]));
+        if (profile && !comparison) {
+          comparison = hw::compare_with_profile(g, est[a], *profile, o.compare_profile);
+          for (const auto& n : comparison->nodes) measured[n.name] = n.measured;
+        }
+        const MeasuredSeconds* m = profile ? &measured : nullptr;
+        csv += csv_rows(est[a], m);
+        all.push_back(to_json(est[a], m));
         if (!o.explain.empty()) {
           fmt::print("--- {} under {} (S={}, cores={}):\n", o.explain, to_string(a), S, P);
           for (const auto& n : est[a].nodes)
@@ -203,6 +263,7 @@ void run(const EstimateOptions& o) {
                              100.0 * (1 - double(b.dram_bytes()) / r.dram_bytes()));
       }
     }
+  if (comparison) print_comparison(*comparison, o.compare_profile, o.top);
   if (!o.csv.empty()) write_text_atomically(o.csv, csv);
   if (!o.json.empty()) write_text_atomically(o.json, all.dump(1) + "\n");
   if (!o.paper_table.empty()) {
@@ -223,6 +284,10 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--batch", o->batch, "Batch size")->check(CLI::PositiveNumber);
   cmd->add_option("--seq", o->seq, "Sequence length")->check(CLI::PositiveNumber);
   cmd->add_flag("--train", o->train, "Estimate the training graph");
+  add_precision_option(*cmd, o->precision);
+  cmd->add_option("--heads", o->heads,
+                  "Inference graph heads: pretraining (default) or none (as `bertlab profile --mode infer` builds it)")
+      ->check(CLI::IsMember({"pretraining", "none"}));
   cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
   cmd->add_option("--arrangement", o->arrangement, "rwma, bwma or both")->check(CLI::IsMember({"rwma", "bwma", "both"}));
   cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")->delimiter(',')->check(CLI::PositiveNumber);
@@ -233,7 +298,14 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--nodes", o->nodes, "Only nodes whose name starts with this prefix (e.g. encoder.0.)");
   cmd->add_option("--paper-table", o->paper_table, "Write the BWMA-over-RWMA table (markdown) to this file");
   cmd->add_option("--bench", o->bench, "Time the model over this many system configurations");
-  cmd->callback([o] { run(*o); });
+  cmd->add_option("--compare-profile", o->compare_profile,
+                  "Compare a cpu estimate with `bertlab profile --json` of the same graph (per category, step, nodes)");
+  cmd->add_option("--top", o->top, "Worst-predicted nodes listed with --compare-profile (default 10)")
+      ->check(CLI::Range(0, 100000));
+  cmd->callback([o, cmd] {
+    o->precision_given = cmd->count("--precision") > 0;
+    run(*o);
+  });
 }
 
 }  // namespace bertlab::app

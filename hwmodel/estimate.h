@@ -13,7 +13,7 @@
 namespace bertlab::hw {
 
 struct NodeEstimate {
-  std::string name, op, model;  // model: gemm | rows | stream | convert | fallback-stream | cpu-roofline
+  std::string name, op, model;  // model: gemm | rows | stream | convert | fallback-stream | cpu-roofline | cpu-calibrated
   std::string phase, region;    // region: attention | ffn | other
   double flops = 0;
   double compute_cycles = 0;    // busiest core: array issues incl. fill/drain, or scalar work

@@ -84,8 +84,11 @@ void validate_cache(const CacheDesc& c, const std::string& what, const std::stri
 }
 
 // A CPU described by what `bertlab calibrate` measured (runtime/machine.h): the GEMM
-// peaks per precision, the triad bandwidth (reads and writes mixed, as node_min_bytes
-// counts them) and the thread count. Caches are not measured; typical values stand in.
+// peaks per precision and the rates of the BERT-shaped GEMMs, the triad bandwidth (reads and
+// writes mixed, as node_min_bytes counts them) over DRAM-sized and cache-resident arrays, the
+// cost of a parallel region and the thread count. The last two measurements are absent from
+// older machine.json files: the model then goes without them. Caches are not measured;
+// typical values stand in.
 void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origin) {
   s.kind = "cpu";
   s.name = fmt::format("this CPU: {} ({} threads, calibrated {}, from {})", m.cpu_model, m.threads, m.date, origin);
@@ -93,6 +96,9 @@ void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origi
   s.gemm_peak_gflops = json{{"f32", m.gemm_peak_f32}};
   if (m.gemm_peak_bf16) s.gemm_peak_gflops["bf16"] = *m.gemm_peak_bf16;
   s.dram.peak_gbps = m.bandwidth_triad;
+  s.gemm_rates = m.gemms;
+  s.resident_gbps = m.bandwidth_triad_resident.value_or(0);
+  s.parallel_region_seconds = m.parallel_region_us.value_or(0) * 1e-6;
 }
 
 SystemDesc from_machine(const json& j, const std::string& origin) {
@@ -147,6 +153,9 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   if (s.kind == "cpu") {
     s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
     s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
+    s.cpu_model = field_or<std::string>(j, "cpu_model", "calibrated", "", origin);
+    s.resident_gbps = field_or<double>(j, "resident_gbps", 0, "", origin);
+    s.parallel_region_seconds = field_or<double>(j, "parallel_region_us", 0, "", origin) * 1e-6;
   } else {
     const json a = field<json>(j, "array", "", origin);
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
@@ -198,6 +207,14 @@ void validate(const SystemDesc& s, const std::string& origin) {
         "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,
         s.l1.line_bytes, s.llc.line_bytes);
   if (s.kind == "cpu") {
+    check(s.cpu_model == "calibrated" || s.cpu_model == "roofline",
+          "{}: field 'cpu_model' must be calibrated or roofline, got '{}'", origin, s.cpu_model);
+    check(s.resident_gbps >= 0, "{}: field 'resident_gbps' must not be negative, got {}", origin, s.resident_gbps);
+    check(s.parallel_region_seconds >= 0, "{}: field 'parallel_region_us' must not be negative", origin);
+    for (const auto& r : s.gemm_rates)
+      check(r.gflops > 0 && r.batch >= 1 && r.m >= 1 && r.n >= 1 && r.k >= 1,
+            "{}: measured GEMM '{}' ({}, batch {} m {} n {} k {}) needs positive dimensions and GFLOP/s, got {}",
+            origin, r.name, r.precision, r.batch, r.m, r.n, r.k, r.gflops);
     check(s.gemm_peak_gflops.is_object() && s.gemm_peak_gflops.contains(s.precision) &&
               s.gemm_peak_gflops.at(s.precision).is_number() &&
               s.gemm_peak_gflops.at(s.precision).get<double>() > 0,
@@ -274,6 +291,9 @@ json system_to_json(const SystemDesc& s) {
   if (s.kind == "cpu") {
     j["gemm_peak_gflops"] = s.gemm_peak_gflops;
     j["precision"] = s.precision;
+    j["cpu_model"] = s.cpu_model;
+    j["resident_gbps"] = s.resident_gbps;
+    j["parallel_region_us"] = s.parallel_region_seconds * 1e6;
   } else {
     j["array"] = {{"kernel", s.array.kernel},
                   {"dataflow", to_string(s.array.dataflow)},

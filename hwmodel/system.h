@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "runtime/machine.h"
 
 namespace bertlab::hw {
 
@@ -58,7 +61,12 @@ struct SystemDesc {
   DramDesc dram;
   // cpu kind: measured GEMM peak per precision (GFLOP/s, all cores) and memory bandwidth.
   nlohmann::json gemm_peak_gflops = nlohmann::json::object();
-  std::string precision = "f32";
+  std::string precision = "f32";     // the "roofline" model's precision for every GEMM
+  // cpu kind, "calibrated" model (estimate.cpp cpu_node); from machine.json when it has them:
+  std::string cpu_model = "calibrated";   // calibrated | roofline (one peak, DRAM bandwidth)
+  std::vector<GemmCalibration> gemm_rates;  // measured BERT-shaped GEMMs (empty: peaks only)
+  double resident_gbps = 0;            // cache-resident triad, GB/s (0: unmeasured, use DRAM)
+  double parallel_region_seconds = 0;  // fixed cost of one OpenMP parallel region (0: unmeasured)
 
   double dram_bytes_per_cycle() const { return dram.peak_gbps / clock_ghz; }
 };

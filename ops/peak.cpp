@@ -166,4 +166,24 @@ BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, d
   return {rate, reps};
 }
 
+double measure_parallel_region_seconds(double seconds) {
+  const int threads = omp_get_max_threads();
+  std::vector<double> sink(static_cast<size_t>(threads) * 8, 0.0);  // a cache line per thread
+  auto region = [&] {
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < threads; ++t) sink[static_cast<size_t>(t) * 8] += 1.0;
+  };
+  constexpr int kBatch = 100;
+  region();
+  std::vector<double> per_region;
+  const auto start = clock_type::now();
+  do {
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < kBatch; ++i) region();
+    per_region.push_back(seconds_since(t0) / kBatch);
+  } while (per_region.size() < 5 || seconds_since(start) < seconds);
+  std::sort(per_region.begin(), per_region.end());
+  return per_region[per_region.size() / 2];
+}
+
 }  // namespace bertlab::ops

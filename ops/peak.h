@@ -46,4 +46,11 @@ struct BandwidthResult {
 };
 BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, double seconds);
 
+// Fixed cost of one OpenMP parallel region (fork, a static loop of one trivial iteration per
+// thread, join) with the thread count in force: the median over batches of regions run for
+// about `seconds`. Every executor node enters at least one (an OpenMP loop or a oneDNN
+// primitive), so it is a floor under small nodes; on a machine shared with other processes
+// it grows whenever a thread waits for a core, and the median keeps that typical share.
+double measure_parallel_region_seconds(double seconds);
+
 }  // namespace bertlab::ops

@@ -33,6 +33,14 @@ struct MachineInfo {
   double bandwidth_read = 0, bandwidth_write = 0, bandwidth_triad = 0;  // GB/s (1e9 B/s)
   std::vector<GemmCalibration> gemms;
   int64_t bandwidth_array_bytes = 0;  // bytes per array in the bandwidth loops
+  // Added after version 1 was first written; absent in older files (readers must cope):
+  // triad over arrays small enough to stay in cache between repetitions (BERT-base activation
+  // sizes), GB/s, with its array size; and the fixed cost of one OpenMP parallel region in
+  // microseconds (the unit of the file, so that a file read and written again is unchanged).
+  std::optional<double> bandwidth_triad_resident;
+  int64_t bandwidth_resident_array_bytes = 0;
+  std::optional<double> parallel_region_us;
+  int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
 
   // The compute roof for GEMMs of a precision ("f32"/"fp32" or "bf16"); throws if unmeasured.
@@ -43,9 +51,14 @@ struct CalibrateOptions {
   double seconds = 1.0;          // per measurement
   int square_n = 2048;           // the large square GEMM
   int64_t bandwidth_array_bytes = 0;  // 0: 4 x the last-level cache, at least 256 MB, at most 1 GB
+  // The cache-resident triad: arrays the size of a BERT-base batch-8 activation (1024 x 768
+  // f32 is 3 MB), 12 MB in all.
+  int64_t resident_array_bytes = int64_t{4} << 20;
   // BERT-shaped GEMMs: those of a BERT-base inference graph at this batch and sequence length,
   // plus the backward dX and dW GEMMs of its linear layers.
   int64_t batch = 8, seq = 128;
+  // Whole passes over every measurement; each figure keeps its best (a shared machine).
+  int passes = 1;
 };
 
 // Measures this machine with the OpenMP thread count in force (see apps/common.h set_threads).

@@ -1,0 +1,293 @@
+// hwmodel's "this CPU" model (estimate.cpp cpu_node) against hand-computed times on a small
+// graph and a small hand-written machine.json; the comparison with a measured profile
+// (hwmodel/profile_compare.*) on a synthetic profile; the CLI's error paths. No timing.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <string>
+
+#include "hwmodel/estimate.h"
+#include "hwmodel/profile_compare.h"
+#include "hwmodel/system.h"
+#include "runtime/error.h"
+#include "test_util.h"
+
+using namespace bertlab;
+using namespace bertlab::hw;
+using bertlab::testing::quote;
+using bertlab::testing::run_bertlab;
+using bertlab::testing::TempDir;
+
+namespace {
+
+// f32 peak 100 and bf16 peak 400 GFLOP/s; DRAM triad 10 GB/s, cache-resident triad 50 GB/s;
+// 2 us per parallel region; three measured GEMMs. As `bertlab calibrate` writes it, by hand.
+const char* kMachine = R"({
+  "format": "bertlab-machine", "version": 1,
+  "cpu": {"model": "hand-written cpu", "isa": "avx512_core_amx", "bf16": true, "logical_cpus": 2},
+  "threads": 2, "date": "2026-01-01T00:00:00Z",
+  "gemm_peak_gflops": {"f32": 100, "bf16": 400},
+  "bandwidth_gbs": {"read": 12, "write": 8, "triad": 10, "triad_resident": 50},
+  "bandwidth_resident_array_bytes": 4194304,
+  "parallel_region_us": 2,
+  "gemms": [
+    {"name": "small", "precision": "f32", "batch": 1, "m": 16, "n": 32, "k": 64, "gflops": 20},
+    {"name": "large", "precision": "f32", "batch": 1, "m": 1024, "n": 1024, "k": 1024, "gflops": 100},
+    {"name": "small", "precision": "bf16", "batch": 1, "m": 16, "n": 32, "k": 64, "gflops": 80}
+  ],
+  "bandwidth_array_bytes": 268435456, "seconds_per_measurement": 1
+})";
+
+SystemDesc machine() { return system_from_json(nlohmann::json::parse(kMachine), "machine.json"); }
+
+// x (16,64) -> fc (f32 linear, 32 outputs) -> add (y + y); x -> fc_bf16 (the same in bf16).
+Graph small_graph() {
+  Graph g;
+  const int x = g.add_tensor("x", {16, 64}, DType::f32, Role::input);
+  const int w = g.add_tensor("w", {32, 64}, DType::f32, Role::weight);
+  const int b = g.add_tensor("b", {32}, DType::f32, Role::weight);
+  const int y = g.apply(OpKind::linear, "enc.fc", {x, w, b});
+  g.apply(OpKind::add, "enc.add", {y, y});
+  g.apply(OpKind::linear, "enc.fc_bf16", {x, w, b}, {{"precision", "bf16"}});
+  g.meta = {{"run", {{"batch", 1}, {"seq", 16}, {"mode", "infer"}, {"precision", "fp32"}}}};
+  return g;
+}
+
+double seconds_of(const GraphEstimate& e, const std::string& name) {
+  for (const auto& n : e.nodes)
+    if (n.name == name) return n.seconds;
+  FAIL("no node " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json", "[hwmodel][hwmodel_cpu]") {
+  const SystemDesc s = machine();
+  REQUIRE(s.kind == "cpu");
+  CHECK(s.gemm_rates.size() == 3);
+  CHECK(s.resident_gbps == 50);
+  CHECK(s.parallel_region_seconds == Approx(2e-6));
+  const Graph g = small_graph();
+  const GraphEstimate e = estimate_graph(g, s, Arrangement::rwma);
+  for (const auto& n : e.nodes) CHECK(n.model == "cpu-calibrated");
+
+  // enc.fc: FLOPs 2*16*32*64 + 512 (bias) = 66048 at the measured (16,32,64) f32 rate of
+  // 20 GFLOP/s = 3.3024 us; bytes 4096 + 8192 + 128 + 2048 = 14464 at the resident 50 GB/s
+  // = 0.28928 us (below the compute time); one parallel region, 2 us. Inference: no packing.
+  CHECK(seconds_of(e, "enc.fc") == Approx(2e-6 + 66048 / 20e9).epsilon(1e-12));
+  // enc.add: 512 FLOPs (a floor of 5.12 ns at 100 GFLOP/s) vs 3 x 2048 bytes at 50 GB/s =
+  // 0.12288 us, plus one region.
+  CHECK(seconds_of(e, "enc.add") == Approx(2e-6 + 6144 / 50e9).epsilon(1e-12));
+  // enc.fc_bf16: the bf16 (16,32,64) rate 80 GFLOP/s: 0.8256 us (memory 0.28928 us is
+  // below it); the inference weight is prepacked in bf16, so only x (1024 elements) is
+  // rounded into a bf16 copy: 1024 x (4 + 2) bytes at 50 GB/s = 0.12288 us; two regions
+  // (the reorder and the matmul).
+  CHECK(seconds_of(e, "enc.fc_bf16") == Approx(2 * 2e-6 + 66048 / 80e9 + 6144 / 50e9).epsilon(1e-12));
+  CHECK(e.seconds() == Approx(2e-6 + 66048 / 20e9 + 2e-6 + 6144 / 50e9 + 4e-6 + 66048 / 80e9 + 6144 / 50e9));
+
+  SECTION("nodes larger than the LLC stream at the DRAM triad") {
+    SystemDesc small_llc = s;
+    small_llc.llc = {4096, 1, 64, 40, false};  // the add's 6144 bytes no longer fit
+    CHECK(seconds_of(estimate_graph(g, small_llc, Arrangement::rwma), "enc.add") ==
+          Approx(2e-6 + 6144 / 10e9).epsilon(1e-12));
+  }
+  SECTION("training: backward nodes at the DRAM triad, linear weights packed before every GEMM") {
+    Graph t = small_graph();
+    const int y = *t.find_tensor("enc.fc.out");
+    t.add_node(OpKind::add, "enc.add_grad", {y, y}, nlohmann::json::object(), Phase::backward);
+    const GraphEstimate et = estimate_graph(t, s, Arrangement::rwma);
+    // A backward node reads activations saved in the forward pass: the DRAM triad.
+    CHECK(seconds_of(et, "enc.add_grad") == Approx(2e-6 + 6144 / 10e9).epsilon(1e-12));
+    // f32: W (2048 elements) read and written packed, 8 bytes each at 50 GB/s, one more region.
+    CHECK(seconds_of(et, "enc.fc") == Approx(2 * 2e-6 + 66048 / 20e9 + 2048 * 8 / 50e9).epsilon(1e-12));
+    // bf16: x and W both rounded into bf16 copies, (1024 + 2048) x 6 bytes, three regions.
+    CHECK(seconds_of(et, "enc.fc_bf16") == Approx(3 * 2e-6 + 66048 / 80e9 + 3072 * 6 / 50e9).epsilon(1e-12));
+  }
+  SECTION("row ops re-read their inputs once per extra pass") {
+    Graph r;
+    const int x = r.add_tensor("x", {16, 64}, DType::f32, Role::input);
+    r.apply(OpKind::softmax, "sm", {x});
+    // 4096 bytes in + 4096 out, and two more passes over x (max, sum, output): 16384 bytes
+    // at the resident 50 GB/s; FLOPs (a few per element) stay far below it at 100 GFLOP/s.
+    CHECK(estimate_graph(r, s, Arrangement::rwma).seconds() == Approx(2e-6 + 16384 / 50e9).epsilon(1e-12));
+    // Backward: the first pass from DRAM (dy, y and dx: 12288 bytes at 10 GB/s), the second
+    // pass over dy and y from cache (8192 bytes at 50 GB/s).
+    const int y = *r.find_tensor("sm.out");
+    r.add_node(OpKind::softmax_grad, "sm.grad", {x, y}, nlohmann::json::object(), Phase::backward);
+    CHECK(seconds_of(estimate_graph(r, s, Arrangement::rwma), "sm.grad") ==
+          Approx(2e-6 + 12288 / 10e9 + 8192 / 50e9).epsilon(1e-12));
+  }
+  SECTION("the nearest measured shape gives the rate") {
+    Graph big;
+    const int x = big.add_tensor("x", {1000, 1000}, DType::f32, Role::input);
+    const int w = big.add_tensor("w", {1000, 1000}, DType::f32, Role::weight);
+    const int b = big.add_tensor("b", {1000}, DType::f32, Role::weight);
+    big.apply(OpKind::linear, "fc", {x, w, b});
+    // (1000,1000,1000) is nearest to the measured (1024,1024,1024) at 100 GFLOP/s: 2.001e9
+    // FLOPs = 20.01 ms; 12.004 MB over the DRAM triad (larger than the 1 MB LLC) = 1.2 ms.
+    CHECK(estimate_graph(big, s, Arrangement::rwma).seconds() == Approx(2e-6 + 2.001e9 / 100e9).epsilon(1e-12));
+  }
+  SECTION("plain roofline model (before calibrated rates)") {
+    SystemDesc r = s;
+    r.cpu_model = "roofline";
+    const GraphEstimate er = estimate_graph(g, r, Arrangement::rwma);
+    // max(66048 / 100 GFLOP/s, 14464 B / 10 GB/s) = 1.4464 us; f32 peak for the bf16 node too.
+    CHECK(seconds_of(er, "enc.fc") == Approx(14464 / 10e9));
+    CHECK(seconds_of(er, "enc.fc_bf16") == Approx(14464 / 10e9));
+    CHECK(seconds_of(er, "enc.add") == Approx(6144 / 10e9));
+  }
+}
+
+TEST_CASE("cpu model: older machine.json files and missing bf16 peaks", "[hwmodel][hwmodel_cpu]") {
+  auto j = nlohmann::json::parse(kMachine);
+  // Written before the resident triad and the parallel-region cost were measured.
+  j.erase("parallel_region_us");
+  j.erase("bandwidth_resident_array_bytes");
+  j["bandwidth_gbs"].erase("triad_resident");
+  const SystemDesc old = system_from_json(j, "old-machine.json");
+  CHECK(old.resident_gbps == 0);
+  CHECK(old.parallel_region_seconds == 0);
+  const Graph g = small_graph();
+  const GraphEstimate e = estimate_graph(g, old, Arrangement::rwma);
+  CHECK(seconds_of(e, "enc.add") == Approx(6144 / 10e9).epsilon(1e-12));
+  CHECK(seconds_of(e, "enc.fc") == Approx(66048 / 20e9).epsilon(1e-12));
+  // Without any measured shapes: the peak of the node's precision, 66048 / 400 GFLOP/s =
+  // 0.165 us, is below the memory floor 14464 B / 10 GB/s = 1.4464 us; plus x's bf16 copy.
+  j["gemms"] = nlohmann::json::array();
+  const SystemDesc peaks_only = system_from_json(j, "peaks.json");
+  CHECK(seconds_of(estimate_graph(g, peaks_only, Arrangement::rwma), "enc.fc_bf16") ==
+        Approx(14464 / 10e9 + 6144 / 10e9).epsilon(1e-12));
+  // A bf16 GEMM on a CPU calibrated without bf16: the node and the field are named.
+  j["gemm_peak_gflops"]["bf16"] = nullptr;
+  j["cpu"]["bf16"] = false;
+  CHECK_THROWS_WITH(estimate_graph(g, system_from_json(j, "nobf16.json"), Arrangement::rwma),
+                    Catch::Contains("enc.fc_bf16") && Catch::Contains("gemm_peak_gflops.bf16"));
+}
+
+TEST_CASE("compare with a profile: per-category, step and node arithmetic", "[hwmodel][hwmodel_cpu]") {
+  const SystemDesc s = machine();
+  const Graph g = small_graph();
+  const GraphEstimate e = estimate_graph(g, s, Arrangement::rwma);
+  const double fc = seconds_of(e, "enc.fc"), add = seconds_of(e, "enc.add"), fcb = seconds_of(e, "enc.fc_bf16");
+  nlohmann::json p = {{"format", "bertlab-profile"},
+                      {"version", 1},
+                      {"run", {{"batch", 1}, {"seq", 16}, {"mode", "infer"}, {"precision", "fp32"}}},
+                      {"step_seconds", 100e-6},
+                      {"step_stats", {{"accum", 1}}},
+                      {"nodes",
+                       {{{"name", "enc.fc_bf16"}, {"seconds", 10e-6}},
+                        {{"name", "enc.fc"}, {"seconds", 40e-6}},
+                        {{"name", "enc.add"}, {"seconds", 30e-6}}}}};
+  ProfileComparison c = compare_with_profile(g, e, p, "p.json");
+  const auto& lin = c.categories[static_cast<size_t>(ProfileCategory::gemm_linear)];
+  CHECK(lin.label == std::string("projection/FFN GEMMs"));
+  CHECK(lin.nodes == 2);
+  CHECK(lin.measured == Approx(50e-6));
+  CHECK(lin.predicted == Approx(fc + fcb));
+  const auto& adds = c.categories[static_cast<size_t>(ProfileCategory::add)];
+  CHECK(adds.measured == Approx(30e-6));
+  CHECK(adds.predicted == Approx(add));
+  // Step time outside every node: 100 - 80 us; nothing predicted for it.
+  const auto& un = c.categories[static_cast<size_t>(ProfileCategory::unattributed)];
+  CHECK(un.measured == Approx(20e-6));
+  CHECK(un.predicted == 0);
+  CHECK(c.measured_step == Approx(100e-6));
+  CHECK(c.predicted_step == Approx(fc + add + fcb));
+  // Worst first by |predicted - measured|: fc (40 us measured, ~5.3 predicted), then add.
+  const auto worst = c.worst(2);
+  REQUIRE(worst.size() == 2);
+  CHECK(c.nodes[worst[0]].name == "enc.fc");
+  CHECK(c.nodes[worst[1]].name == "enc.add");
+
+  SECTION("accum: forward and backward nodes ran once per micro-batch") {
+    p["step_stats"]["accum"] = 3;
+    c = compare_with_profile(g, e, p, "p.json");
+    CHECK(c.accum == 3);
+    CHECK(c.predicted_step == Approx(3 * (fc + add + fcb)));
+  }
+  SECTION("another graph: the node names on each side are named") {
+    p["nodes"][0]["name"] = "enc.other";
+    CHECK_THROWS_WITH(compare_with_profile(g, e, p, "p.json"),
+                      Catch::Contains("p.json") && Catch::Contains("another graph") &&
+                          Catch::Contains("enc.fc_bf16") && Catch::Contains("enc.other"));
+  }
+  SECTION("another run of the same graph") {
+    p["run"]["precision"] = "bf16";
+    CHECK_THROWS_WITH(compare_with_profile(g, e, p, "p.json"), Catch::Contains("run.precision"));
+  }
+  SECTION("not a profile") {
+    p["format"] = "bertlab-machine";
+    CHECK_THROWS_WITH(compare_with_profile(g, e, p, "p.json"), Catch::Contains("not a bertlab profile"));
+    p["format"] = "bertlab-profile";
+    p["nodes"][1].erase("seconds");
+    CHECK_THROWS_WITH(compare_with_profile(g, e, p, "p.json"), Catch::Contains("nodes[1].seconds"));
+  }
+}
+
+TEST_CASE("bertlab estimate --compare-profile: output and error paths", "[hwmodel][hwmodel_cpu]") {
+  TempDir dir("hwcpu");
+  const std::string src = BERTLAB_SOURCE_DIR;
+  std::ofstream(dir / "machine.json") << kMachine;
+  const std::string graph_args =
+      fmt::format("--config {} --batch 1 --seq 8", quote(bertlab::testing::source_dir() / "configs/bert-tiny.json"));
+  auto r = run_bertlab(fmt::format("graph {} -o {}", graph_args, quote(dir / "g.json")));
+  REQUIRE(r.exit_code == 0);
+  const auto graph = nlohmann::json::parse(std::ifstream(dir / "g.json"));
+  // A synthetic profile of that graph: 10 us per node, a 1 ms step.
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : graph.at("nodes")) nodes.push_back({{"name", n.at("name")}, {"seconds", 10e-6}});
+  nlohmann::json prof = {{"format", "bertlab-profile"}, {"version", 1},   {"run", graph.at("meta").at("run")},
+                         {"step_seconds", 1e-3},        {"nodes", nodes}};
+  std::ofstream(dir / "p.json") << prof.dump();
+  const std::string est = fmt::format("estimate {} --system {} ", graph_args, quote(dir / "machine.json"));
+
+  r = run_bertlab(est + fmt::format("--compare-profile {} --csv {} --json {}", quote(dir / "p.json"),
+                                    quote(dir / "e.csv"), quote(dir / "e.json")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("projection/FFN GEMMs") && Catch::Contains("whole step") &&
+                           Catch::Contains("worst-predicted"));
+  std::ifstream csv(dir / "e.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK_THAT(header, Catch::EndsWith(",measured_seconds"));
+  const auto ej = nlohmann::json::parse(std::ifstream(dir / "e.json"));
+  CHECK(ej.at(0).at("nodes").at(0).at("measured_seconds").get<double>() == Approx(10e-6));
+
+  // Not a profile: a machine.json, and not JSON at all.
+  r = run_bertlab(est + "--compare-profile " + quote(dir / "machine.json"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("machine.json") && Catch::Contains("not a bertlab profile"));
+  std::ofstream(dir / "junk.json") << "not json";
+  r = run_bertlab(est + "--compare-profile " + quote(dir / "junk.json"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("junk.json"));
+  // A sweep.
+  std::ofstream(dir / "sweep.json") << R"({"format": "bertlab-profile-sweep", "version": 1, "entries": []})";
+  r = run_bertlab(est + "--compare-profile " + quote(dir / "sweep.json"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("sweep"));
+  // Another graph: one node renamed, and another batch size.
+  prof["nodes"][2]["name"] = "no.such.node";
+  std::ofstream(dir / "other.json") << prof.dump();
+  r = run_bertlab(est + "--compare-profile " + quote(dir / "other.json"));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("another graph") && Catch::Contains("no.such.node") &&
+                           Catch::Contains(graph.at("nodes").at(2).at("name").get<std::string>()));
+  r = run_bertlab(fmt::format("estimate --config {} --batch 2 --seq 8 --system {} --compare-profile {}",
+                              quote(bertlab::testing::source_dir() / "configs/bert-tiny.json"),
+                              quote(dir / "machine.json"), quote(dir / "p.json")));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("run.batch"));
+  // An accelerator description.
+  r = run_bertlab(fmt::format("estimate {} --system {} --compare-profile {}", graph_args,
+                              quote(bertlab::testing::source_dir() / "configs/systems/paper-ticsat.json"),
+                              quote(dir / "p.json")));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("cpu description"));
+  // --precision with a graph file is refused (the file already says).
+  r = run_bertlab(fmt::format("estimate --graph {} --precision bf16 --system {}", quote(dir / "g.json"),
+                              quote(dir / "machine.json")));
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::Contains("--precision"));
+}
