@@ -1,6 +1,7 @@
 // bertlab: one command, many subcommands (graph, infer, bench, ...).
 #include <fmt/core.h>
 
+#include <cstdio>
 #include <exception>
 
 #include "apps/commands.h"
@@ -20,6 +21,10 @@ int end_job(int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun every rank runs the same command; rank 0 alone prints results (errors, on
+  // stderr, still come from every rank).
+  if (bertlab::dist::launched_by_mpi() && bertlab::dist::World::get().rank() != 0)
+    std::freopen("/dev/null", "w", stdout);
   CLI::App app{"bertlab: run, train, profile and model BERT on CPUs and accelerators"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "bertlab 0.1.0");
