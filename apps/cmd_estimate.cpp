@@ -15,6 +15,7 @@
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 #include "runtime/fusion.h"
 
 namespace bertlab::app {
@@ -32,14 +33,7 @@ struct EstimateOptions {
 };
 
 Graph load_graph_file(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open graph file '{}'", path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
+  const auto j = read_json_file(path, "graph file");
   try {
     return graph_from_json(j);
   } catch (const Error& e) {

@@ -8,6 +8,7 @@
 #include "apps/common.h"
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 #include "runtime/fusion.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
@@ -40,15 +41,7 @@ void add_infer_command(CLI::App& root) {
     for (const auto& name : m.unused_tensors)
       fmt::print(stderr, "note: checkpoint tensor '{}' was not used\n", name);
 
-    std::ifstream in(o->input);
-    check(in.good(), "cannot open input file {}", o->input);
-    nlohmann::json j;
-    try {
-      in >> j;
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: not valid JSON: {}", o->input, e.what());
-    }
-    BertInputs batch = inputs_from_json(j, o->input);
+    BertInputs batch = inputs_from_json(read_json_file(o->input, "input file"), o->input);
     validate_inputs(batch, m.config, o->input);
 
     RunSpec run;

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 
 namespace bertlab::hw {
 
@@ -64,15 +65,7 @@ std::vector<size_t> ProfileComparison::worst(size_t n) const {
 }
 
 json load_profile(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open profile '{}' (write one with `bertlab profile --json FILE`)", path);
-  json j;
-  try {
-    in >> j;
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON, so not a bertlab profile: {}", path, e.what());
-  }
-  return j;
+  return read_json_file(path, "profile", "; write one with `bertlab profile --json FILE`");
 }
 
 ProfileComparison compare_with_profile(const Graph& g, const GraphEstimate& e, const json& profile,

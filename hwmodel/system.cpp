@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 #include "runtime/machine.h"
 
 namespace bertlab::hw {
@@ -253,15 +254,7 @@ void validate(const SystemDesc& s, const std::string& origin) {
 }
 
 SystemDesc load_system(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open system description '{}'", path);
-  json j;
-  try {
-    in >> j;
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
-  return system_from_json(j, path);
+  return system_from_json(read_json_file(path, "system description"), path);
 }
 
 json system_to_json(const SystemDesc& s) {

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 
 namespace bertlab {
 
@@ -103,18 +104,7 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
 }
 
 BertConfig load_config(const std::filesystem::path& file) {
-  // Reading a directory throws std::ios_base::failure from inside the JSON parser.
-  check(!std::filesystem::is_directory(file), "{} is a directory, expected a config.json file",
-        file.string());
-  std::ifstream in(file);
-  check(in.good(), "cannot open config file {}", file.string());
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", file.string(), e.what());
-  }
-  return config_from_json(j, file.string());
+  return config_from_json(read_json_file(file, "config file"), file.string());
 }
 
 nlohmann::json config_to_json(const BertConfig& c) {

@@ -14,6 +14,7 @@
 #include "ops/peak.h"
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 
 namespace bertlab {
 
@@ -270,16 +271,8 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
 }
 
 MachineInfo load_machine(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  check(in.good(), "cannot read machine description {}: run `bertlab calibrate` first (it writes "
-        "machine.json), or pass --machine FILE",
-        file.string());
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{} is not valid JSON ({}); run `bertlab calibrate` to write a new one", file.string(), e.what());
-  }
+  const auto j = read_json_file(file, "machine description",
+                                "; run `bertlab calibrate` (it writes machine.json), or pass --machine FILE");
   return machine_from_json(j, file.string());
 }
 

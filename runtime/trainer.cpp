@@ -8,6 +8,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/distributed.h"
+#include "runtime/json_file.h"
 #include "runtime/data/shard.h"
 #include "runtime/error.h"
 #include "runtime/data/file_util.h"
@@ -89,16 +90,6 @@ void copy_vocab(const fs::path& from, const fs::path& to) {
     if (!from.empty() && fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
 }
 
-nlohmann::json read_json_file(const fs::path& file) {
-  std::ifstream in(file);
-  check(in.good(), "cannot open {}", file.string());
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON: {}", file.string(), e.what());
-  }
-}
-
 StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, int64_t batch_size,
                    int64_t max_batches, double& baseline) {
   const int64_t B = std::min<int64_t>(batch_size, static_cast<int64_t>(eval.size()));
@@ -169,7 +160,7 @@ nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) 
     opt.read_f32("exp_avg:" + p.name, p.shape, s.exp_avg.data(p.name));
     opt.read_f32("exp_avg_sq:" + p.name, p.shape, s.exp_avg_sq.data(p.name));
   }
-  auto state = read_json_file(dir / "trainer_state.json");
+  auto state = read_json_file(dir / "trainer_state.json", "trainer state");
   check(state.value("format", "") == kStateFormat && state.value("version", 0) == kStateVersion,
         "{}: not a bertlab trainer state of version {}", (dir / "trainer_state.json").string(),
         kStateVersion);
