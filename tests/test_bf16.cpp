@@ -20,6 +20,7 @@
 #include "runtime/model.h"
 #include "runtime/train_step.h"
 #include "test_util.h"
+#include "test_configs.h"
 
 using namespace bertlab;
 using bertlab::app::synthetic_inputs;
@@ -175,16 +176,7 @@ TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", 
 
 namespace {
 
-BertConfig bf16_test_config() {
-  BertConfig c;
-  c.vocab_size = 200;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 128;
-  c.max_position_embeddings = 64;
-  return c;
-}
+BertConfig bf16_test_config() { return testing::bert_config(200, 64, 2, 4, 128, 64); }
 
 RunSpec run_spec(const std::string& mode, const std::string& precision) {
   RunSpec r;

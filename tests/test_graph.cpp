@@ -5,20 +5,12 @@
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
 #include "runtime/fusion.h"
+#include "test_configs.h"
 
 using namespace bertlab;
 
 namespace {
-BertConfig small_config() {
-  BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 12;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 3;
-  c.intermediate_size = 20;
-  c.max_position_embeddings = 16;
-  return c;
-}
+BertConfig small_config() { return testing::tiny_graph_config(); }
 RunSpec run(int64_t b, int64_t s) {
   RunSpec r;
   r.batch = b;

@@ -11,6 +11,7 @@
 #include "runtime/bert_builder.h"
 #include "runtime/error.h"
 #include "runtime/machine.h"
+#include "test_configs.h"
 
 using namespace bertlab;
 using namespace bertlab::hw;
@@ -121,12 +122,7 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
 }
 
 TEST_CASE("estimate a BERT graph under both arrangements", "[hwmodel]") {
-  BertConfig c;
-  c.hidden_size = 64;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 256;
-  c.num_hidden_layers = 1;
-  c.vocab_size = 100;
+  const BertConfig c = testing::bert_config(100, 64, 1, 4, 256, BertConfig{}.max_position_embeddings);
   RunSpec run;
   run.batch = 2;
   run.seq = 32;

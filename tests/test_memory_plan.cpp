@@ -14,21 +14,13 @@
 #include "runtime/fusion.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model.h"
+#include "test_configs.h"
 
 using namespace bertlab;
 
 namespace {
 
-BertConfig small_config() {
-  BertConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 36;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 3;
-  c.intermediate_size = 52;
-  c.max_position_embeddings = 24;
-  return c;
-}
+BertConfig small_config() { return testing::bert_config(97, 36, 2, 3, 52, 24); }
 
 Graph small_graph(int64_t batch, int64_t seq, bool fused) {
   RunSpec run;

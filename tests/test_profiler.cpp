@@ -17,22 +17,14 @@
 #include "runtime/model.h"
 #include "runtime/profiler.h"
 #include "test_util.h"
+#include "test_configs.h"
 
 using namespace bertlab;
 namespace fs = std::filesystem;
 
 namespace {
 
-BertConfig tiny_config() {
-  BertConfig c;
-  c.vocab_size = 50;
-  c.hidden_size = 12;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 3;
-  c.intermediate_size = 20;
-  c.max_position_embeddings = 16;
-  return c;
-}
+BertConfig tiny_config() { return testing::tiny_graph_config(); }
 
 Graph tiny_graph(int64_t batch, int64_t seq) {
   RunSpec r;
