@@ -341,7 +341,8 @@ class NodeModel {
         case OpKind::embedding_grad: out.push_back(embedding_grad(node)); break;
         case OpKind::grad_norm:
         case OpKind::adamw_update:
-        case OpKind::lamb_update: out.push_back(optimizer(node)); break;
+        case OpKind::lamb_update:
+        case OpKind::allreduce: out.push_back(optimizer(node)); break;
         default: out.push_back(fallback(node)); break;
       }
     }
@@ -679,23 +680,30 @@ class NodeModel {
     return n;
   }
 
-  // Optimizer (AdamW, LAMB) and the gradient norm: pure streams over the fp32 master
-  // parameters, gradients and moments (their graph dtypes, whatever the accelerator's
-  // element size), each read once and each updated tensor written once; layout-independent.
+  // Optimizer (AdamW, LAMB), the gradient norm and the data-parallel gradient allreduce: pure
+  // streams over the fp32 master parameters, gradients and moments (their graph dtypes,
+  // whatever the accelerator's element size); layout-independent. A tensor updated in place
+  // (parameter, moments; every gradient of the allreduce) is one read-modify-write stream:
+  // each line fetched once and written back once. Read-only inputs are read once. For the
+  // allreduce this is its local memory traffic only: the interconnect is not modelled.
   NodeEstimate optimizer(const Node& node) {
     NodeEstimate n = base(node, "stream");
     StreamWork w;
+    const bool writes = node.kind != OpKind::grad_norm;
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorDesc& t = g_.tensor(node.inputs[i]);
+      const bool in_place = writes && std::find(node.outputs.begin(), node.outputs.end(), t.id) != node.outputs.end();
+      if (in_place) continue;  // its read is the fetch of the output's read-modify-write
       w.accesses.push_back({node.kind == OpKind::grad_norm ? "grads" : fmt::format("in{}", i), low_.whole(t.name, t.bytes()), false});
     }
-    if (node.kind != OpKind::grad_norm)
+    if (writes)
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         const TensorDesc& t = g_.tensor(node.outputs[i]);
         w.accesses.push_back({fmt::format("out{}", i), low_.whole(t.name, t.bytes()), true});
       }
     n.traffic = analytic_traffic(w, s_, s_.cores);
-    term(n, "{}: every operand streamed once in storage order at its graph dtype (fp32 state)", n.op);
+    term(n, "{}: every operand streamed once in storage order at its graph dtype (fp32 state), updated tensors read-modify-written{}", n.op,
+         node.kind == OpKind::allreduce ? "; local traffic only, the interconnect is not modelled" : "");
     describe_traffic(n, s_, terms_);
     finish_time(n, s_, scalar_compute(n.flops), terms_);
     return n;

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "hwmodel/estimate.h"
 #include "runtime/bert_builder.h"
 #include "runtime/distributed.h"
 #include "runtime/profiler.h"
@@ -70,6 +71,21 @@ TEST_CASE("A data-parallel training graph sums the gradients before the optimize
   r.world_size = 1;
   const Graph single = build_bert(small_config(), r);
   for (const auto& m : single.nodes()) CHECK(m.kind != OpKind::allreduce);
+  // hwmodel costs the node as its local memory traffic: every fp32 gradient read and written
+  // once (whole 64-byte lines), whatever the accelerator's element size.
+  const auto est = hw::estimate_graph(g, hw::load_system((source_dir() / "configs/systems/paper-ticsat.json").string()),
+                                      hw::Arrangement::bwma);
+  int64_t grad_bytes = 0;
+  for (int t : n.inputs) grad_bytes += g.tensor(t).bytes();
+  bool costed = false;
+  for (const auto& e : est.nodes)
+    if (e.name == n.name) {
+      costed = true;
+      CHECK(e.model == "stream");
+      CHECK(e.traffic.dram_bytes() >= 2 * grad_bytes);
+      CHECK(e.traffic.dram_bytes() <= 2 * grad_bytes + 2 * 64 * static_cast<int64_t>(n.inputs.size()));
+    }
+  CHECK(costed);
   // A graph for 4 ranks refuses to run in a world of 1.
   Model model = init_model(small_config(), Heads::pretraining, 1);
   TrainingState state(model.params);
