@@ -9,7 +9,7 @@ namespace bertlab::ops {
 
 // Per slot and thread: all GEMMs of a thread run one after another.
 std::byte* gemm_scratch(int slot, size_t bytes) {
-  thread_local std::array<AlignedBuffer<std::byte>, GemmInput::kSlots> slots;
+  thread_local std::array<AlignedBuffer<std::byte>, kScratchSlots> slots;
   auto& s = slots.at(static_cast<size_t>(slot));
   if (s.size() < bytes) s = AlignedBuffer<std::byte>(bytes);
   return s.data();
@@ -42,7 +42,7 @@ memory::desc dense_bf16(const memory::desc& view) {
 }  // namespace
 
 GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot) : view_(view), bf16_(bf16), slot_(slot) {
-  check(slot >= 0 && slot < 2, "GEMM input: bad scratch slot {}", slot);
+  check(slot >= 0 && slot < kInputSlots, "GEMM input: bad scratch slot {}", slot);
   if (!bf16) return;
   dense_ = dense_bf16(view);
   auto& ctx = dnnl_context();

@@ -16,9 +16,12 @@ namespace bertlab::ops {
 // order, which oneDNN's AMX/AVX-512 bf16 kernels take (strided bf16 views fall back to a slow
 // GEMM). Copies live in scratch slot `slot` (0 or 1: the two inputs of one GEMM) of the calling
 // thread, shared by every GEMM it runs and grown at construction, so a call allocates nothing.
+// Scratch slots per thread: 0 and 1 for the two inputs of a GEMM, kOutputSlot for an output
+// staged densely before it is copied into a strided view (AttentionGrad).
+inline constexpr int kInputSlots = 2, kOutputSlot = 2, kScratchSlots = 3;
+
 class GemmInput {
  public:
-  static constexpr int kSlots = 3;  // 0, 1: inputs; 2: an output staged densely (AttentionGrad)
   GemmInput() = default;
   GemmInput(const dnnl::memory::desc& view, bool bf16, int slot);
   // What the matmul reads: the view itself (f32) or the dense bf16 copy.

@@ -354,7 +354,7 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
     dst_view_ = dst;
     dst = memory::desc({B, heads, S, d}, dt::f32, tag::acbd);
     scatter_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, dst, ctx.engine, dst_view_));
-    gemm_scratch(2, dst.get_size());
+    gemm_scratch(kOutputSlot, dst.get_size());
   }
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_.desc(), wei_.desc(), dst), attr, ctx.engine);
   prim_ = dnnl::matmul(pd_);
@@ -384,7 +384,7 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
                           {DNNL_ARG_DST, pd_.dst_desc(), dst}});
     return;
   }
-  std::byte* staged = gemm_scratch(2, pd_.dst_desc().get_size());
+  std::byte* staged = gemm_scratch(kOutputSlot, pd_.dst_desc().get_size());
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src_(src)},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei_(wei)},
                         {DNNL_ARG_DST, pd_.dst_desc(), staged}});
