@@ -21,13 +21,10 @@ inline void thread_chunk(int64_t n, int t, int nt, int64_t& begin, int64_t& end)
   end = std::min<int64_t>(n, begin + chunk);
 }
 
-// body(begin, end, partial) reduces [begin, end) into partial (a copy of `init`);
-// combine(acc, partial) folds the partials, thread 0 first. T is small (a few scalars).
-template <typename T, typename Body, typename Combine>
-T ordered_reduce(int64_t n, const T& init, Body body, Combine combine) {
-  const int threads = std::clamp(omp_get_max_threads(), 1, kMaxReduceThreads);
-  std::array<T, kMaxReduceThreads> parts;
-  std::fill_n(parts.begin(), threads, init);
+// Runs f(t, begin, end) on `threads` OpenMP threads, thread t on its chunk of [0, n); returns
+// the number of threads the runtime gave (chunks beyond it are not run).
+template <typename F>
+int for_each_thread_chunk(int64_t n, int threads, F f) {
   int used = threads;
 #pragma omp parallel num_threads(threads)
   {
@@ -36,8 +33,19 @@ T ordered_reduce(int64_t n, const T& init, Body body, Combine combine) {
     used = nt;
     int64_t begin, end;
     thread_chunk(n, t, nt, begin, end);
-    body(begin, end, parts[t]);
+    f(t, begin, end);
   }
+  return used;
+}
+
+// body(begin, end, partial) reduces [begin, end) into partial (a copy of `init`);
+// combine(acc, partial) folds the partials, thread 0 first. T is small (a few scalars).
+template <typename T, typename Body, typename Combine>
+T ordered_reduce(int64_t n, const T& init, Body body, Combine combine) {
+  const int threads = std::clamp(omp_get_max_threads(), 1, kMaxReduceThreads);
+  std::array<T, kMaxReduceThreads> parts;
+  std::fill_n(parts.begin(), threads, init);
+  const int used = for_each_thread_chunk(n, threads, [&](int t, int64_t begin, int64_t end) { body(begin, end, parts[t]); });
   T acc = init;
   for (int t = 0; t < used; ++t) combine(acc, parts[t]);
   return acc;
@@ -52,16 +60,8 @@ void ordered_row_sums(int64_t n, int64_t width, std::vector<float>& scratch, Bod
   if (scratch.size() < static_cast<size_t>(threads * width)) scratch.resize(threads * width);
   std::fill_n(scratch.begin(), threads * width, 0.f);
   float* parts = scratch.data();
-  int used = threads;
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-#pragma omp single
-    used = nt;
-    int64_t begin, end;
-    thread_chunk(n, t, nt, begin, end);
-    body(begin, end, parts + t * width);
-  }
+  const int used =
+      for_each_thread_chunk(n, threads, [&](int t, int64_t begin, int64_t end) { body(begin, end, parts + t * width); });
   for (int t = 0; t < used; ++t) fold(static_cast<const float*>(parts + t * width));
 }
 
