@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libdnnl-dev libeigen3-dev libtbb-dev catch2 nlohmann-json3-dev libcli11-dev
-  libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev
+  libfmt-dev libutf8proc-dev libcsv-dev openmpi-bin libopenmpi-dev
   python3-torch python3-numpy
 )
 # Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test;
