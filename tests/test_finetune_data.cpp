@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "runtime/data/downstream.h"
+#include "runtime/data/file_util.h"
 #include "runtime/data/task_data.h"
 #include "runtime/error.h"
 #include "tests/data_test_util.h"
@@ -155,4 +158,56 @@ TEST_CASE("sequence examples encode as a pair and truncate longest first", "[fin
   e = encode_text(tok, ex, 3, 7);
   CHECK(tokens_of(tok, e) == std::vector<std::string>{"[CLS]", "the", "quick", "[SEP]", "lazy", "dog", "[SEP]"});
   CHECK(e.truncated);
+}
+
+
+TEST_CASE("Brown base tags", "[finetune][data][brown]") {
+  for (auto [tag, base] : std::vector<std::pair<const char*, const char*>>{
+           {"nn-tl", "nn"}, {"vb+ppo", "vb"}, {"bez*", "bez"}, {"--", "--"}, {"''", "''"}, {"np$", "np$"},
+           {"fw-at+nn", "fw"}, {"*", "*"}, {"dod*", "dod"}})
+    CHECK(brown_base_tag(tag) == base);
+  CHECK(brown_category("ca01") == "news");
+  CHECK(brown_category("cr09") == "humor");
+}
+
+TEST_CASE("prepare --task pos: held-out documents and hand-computed baselines", "[finetune][data][brown]") {
+  TempDir d("ft-brown");
+  fs::create_directories(d.path / "brown");
+  write(d, "brown/ca01", "\n\tThe/at dog/nn barks/vbz ./.\n\n\tThe/at dog/vb ./.\n");
+  write(d, "brown/cb01", "\n\tThe/at-tl dog/nn ./.\n\n\tdogs/nns+bez bark/vb ./.\n");
+  DownstreamOptions o;
+  o.eval_fraction = 0.5;
+  auto st = prepare_downstream(d.path / "brown", DownstreamTask::pos, nullptr, o, d.path / "pos");
+  REQUIRE(st.eval_document_names.size() == 1);
+  auto meta = nlohmann::json::parse(read_file(d.path / "pos/meta.json"));
+  CHECK(meta.at("eval_documents") == nlohmann::json{st.eval_document_names[0]});
+  // Ties go to the smaller tag: "dog" -> nn (nn 1, vb 1 in ca01); the overall tag is "." there.
+  if (st.eval_document_names[0] == "cb01") {
+    CHECK(st.eval_tokens == 6);
+    CHECK(st.most_frequent_tag_accuracy == Approx(4.0 / 6));
+    CHECK(st.oov_rate == Approx(2.0 / 6));
+    CHECK(st.majority_accuracy == Approx(2.0 / 6));
+  } else {
+    CHECK(st.eval_tokens == 7);
+    CHECK(st.most_frequent_tag_accuracy == Approx(5.0 / 7));
+    CHECK(st.oov_rate == Approx(1.0 / 7));
+    CHECK(st.majority_accuracy == Approx(2.0 / 7));
+  }
+  auto train = read_conll(d.path / "pos/train.conll", true), eval = read_conll(d.path / "pos/eval.conll", true);
+  CHECK(train.size() == 2);
+  CHECK(eval.size() == 2);
+  CHECK_THROWS_WITH(prepare_downstream(d.path / "brown", DownstreamTask::pos, nullptr, o, d.path / "pos"),
+                    Catch::Contains("already exists and is not empty"));
+  // Genre: chunks of whole sentences within the token budget, labelled by category.
+  auto tok = small_tokenizer();
+  o.max_tokens = 12;
+  st = prepare_downstream(d.path / "brown", DownstreamTask::genre, &tok, o, d.path / "genre");
+  auto ex = read_text_examples(d.path / "genre/train.csv", true);
+  auto ev = read_text_examples(d.path / "genre/eval.csv", true);
+  CHECK(LabelSet::from_examples(ex).size() == 1);
+  CHECK(ex[0].label == (st.eval_document_names[0] == "cb01" ? "news" : "editorial"));
+  for (const auto& e : ex) CHECK(tok.encode_ids(e.text).size() + 2 <= 12);
+  // ca01: 8 + 3 pieces do not fit one chunk of 12 with [CLS]/[SEP]; cb01: 3 + 7 do.
+  CHECK(ex.size() + ev.size() == 3);
+  CHECK(st.majority_accuracy == 0);   // the eval document's genre is not the training one
 }
