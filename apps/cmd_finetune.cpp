@@ -47,6 +47,8 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(CLI::PositiveNumber);
   cmd->add_option("--max-seq-length", o.max_seq_length, "Longer examples are truncated (and counted)")
       ->check(CLI::Range(4, 1 << 20))->capture_default_str();
+  cmd->add_option("--eval-max-seq-length", o.eval_max_seq_length, "The same for the evaluation file (default: --max-seq-length)")
+      ->check(CLI::Range(4, 1 << 20));
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-grad-norm", o.optimizer.max_grad_norm, "Gradient-norm clip (0: off)");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: every epoch)");

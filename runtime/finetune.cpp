@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
@@ -357,20 +358,26 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
         config.vocab_size);
 
   // Data: labels from the training file; sequences cut to the model's positions.
-  const size_t max_len = static_cast<size_t>(std::min(o.max_seq_length, config.max_position_embeddings));
+  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
+  const size_t max_len = cap(o.max_seq_length);
+  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
   LabelSet labels;
   EncodedSet train = encode_file(o.train, o.task, tok, &labels, true, max_len);
-  EncodedSet eval = encode_file(o.eval, o.task, tok, &labels, true, max_len);
+  EncodedSet eval = encode_file(o.eval, o.task, tok, &labels, true, eval_max_len);
   check(labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(), labels.size());
   const int64_t L = labels.size();
-  for (auto [name, set] : {std::pair{"training", &train}, std::pair{"evaluation", &eval}})
+  for (auto [name, set, len] : {std::tuple{"training", &train, max_len}, std::tuple{"evaluation", &eval, eval_max_len}})
     if (set->truncated > 0)
-      say(fmt::format("truncated {} of {} {} examples to {} tokens (--max-seq-length, max_position_embeddings {})",
-                      set->truncated, set->items.size(), name, max_len, config.max_position_embeddings));
-  const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len),
-                                      (static_cast<int64_t>(std::max(train.longest, eval.longest)) + 7) / 8 * 8);
-  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {}", L, train.items.size(),
-                  eval.items.size(), S));
+      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
+                      set->truncated, set->items.size(), name, len, set == &eval ? "eval-" : "",
+                      config.max_position_embeddings));
+  // Batches are padded to the longest example of their set (rounded up to 8).
+  auto padded = [](const EncodedSet& set, size_t limit) {
+    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
+  };
+  const int64_t S = padded(train, max_len), S_eval = padded(eval, eval_max_len);
+  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {})", L,
+                  train.items.size(), eval.items.size(), S, S_eval));
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
   // one for the same labels).
@@ -402,7 +409,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   ctx.seed = o.seed;
   ctx.beta1 = o.optimizer.beta1, ctx.beta2 = o.optimizer.beta2, ctx.eps = o.optimizer.eps;
   ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
-  Executor eval_ex(classification_graph(config, heads, L, B, S, false, o.precision, o.optimizer.name),
+  Executor eval_ex(classification_graph(config, heads, L, B, S_eval, false, o.precision, o.optimizer.name),
                    static_cast<const ParamStore&>(model.params));
 
   fs::create_directories(o.out);
@@ -423,7 +430,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     FinetuneEvent e;
     e.kind = FinetuneEvent::evaluation;
     e.step_index = step, e.max_steps = max_steps;
-    e.eval = evaluate_set(eval_ex, eval, B, S, heads, L, tok, labels);
+    e.eval = evaluate_set(eval_ex, eval, B, S_eval, heads, L, tok, labels);
     e.eval.majority_accuracy = majority_accuracy;
     e.best = e.eval.metric(o.metric) > best_metric;
     if (e.best) {

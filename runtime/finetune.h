@@ -25,6 +25,7 @@ struct FinetuneOptions {
   int64_t max_steps = 0;  // > 0: overrides epochs
   int64_t batch_size = 8, accum_steps = 1;
   int64_t max_seq_length = 128;  // longer examples are truncated (counted)
+  int64_t eval_max_seq_length = 0;  // 0: max_seq_length
   float lr = 5e-5f;
   int64_t warmup_steps = 0;  // > 0: overrides warmup_ratio
   double warmup_ratio = 0;

@@ -276,6 +276,15 @@ TEST_CASE("finetune + predict: token classification, checked by an independent l
   INFO(check.output);
   CHECK(check.exit_code == 0);
   CHECK_THAT(check.output, Catch::Contains("check_finetuned: OK: BertForTokenClassification, 4 labels, 2 examples"));
+  // Short training sequences, every evaluation word scored.
+  r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 2 "
+                              "--max-seq-length 8 --eval-max-seq-length 40 --threads 1",
+                              quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(d / "out-short")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("training examples to 8 tokens (--max-seq-length"));
+  CHECK_THAT(r.output, !Catch::Contains("evaluation examples to"));
+  CHECK_THAT(r.output, Catch::Contains("sequence length 8 (evaluation "));
   r = run_bertlab(fmt::format("finetune --task seq-cls --model {} --train {} --eval {} --out {}", quote(d / "out"),
                               quote(d / "train.conll"), quote(d / "dev.conll"), quote(d / "out2")));
   CHECK(r.exit_code == 1);
