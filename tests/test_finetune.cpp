@@ -237,6 +237,21 @@ TEST_CASE("finetune + predict: sequence classification, checked by an independen
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("--task token-cls: model directory") &&
                            Catch::Contains("fine-tuned for sequence_classification (BertForSequenceClassification"));
+  write_text(d / "empty.csv", "");
+  r = run_bertlab(fmt::format("finetune --task seq-cls --model {} --train {} --eval {} --out {}", quote(model),
+                              quote(d / "empty.csv"), quote(d / "dev.csv"), quote(d / "out5")));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("empty.csv: the file is empty"));
+  write_text(d / "nolabel.tsv", "text\tpair\nthe dog\tfox\n");
+  r = run_bertlab(fmt::format("finetune --task seq-cls --model {} --train {} --eval {} --out {}", quote(model),
+                              quote(d / "nolabel.tsv"), quote(d / "dev.csv"), quote(d / "out6")));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("nolabel.tsv:1: header: no 'label' column (columns: text, pair)"));
+  r = run_bertlab(fmt::format("predict --model {} --input {} --output {}", quote(model), quote(d / "new.csv"),
+                              quote(d / "pred2.jsonl")));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("not a fine-tuned model"));
+  CHECK_FALSE(std::filesystem::exists(d / "pred2.jsonl"));
   std::filesystem::remove(model / "vocab.txt");
   r = run_bertlab(fmt::format("finetune --task seq-cls --model {} --train {} --eval {} --out {}", quote(model),
                               quote(d / "train.csv"), quote(d / "dev.csv"), quote(d / "out3")));
