@@ -2,10 +2,12 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <optional>
 
 #include "apps/commands.h"
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
+#include "runtime/data/downstream.h"
 #include "runtime/data/pretraining.h"
 #include "runtime/data/shard.h"
 #include "runtime/error.h"
@@ -14,7 +16,7 @@ namespace bertlab::app {
 
 namespace {
 struct PrepareCommandOptions {
-  std::string corpus, vocab, out, format = "auto", verify;
+  std::string corpus, vocab, out, format = "auto", verify, task;
   data::PrepareOptions prepare;
   int threads = 0;
 };
@@ -27,8 +29,30 @@ void run_verify(const std::string& dir) {
   }
 }
 
+// --task pos|genre: labelled data for `bertlab finetune` from the Brown corpus, held out like
+// pretraining, with the baselines a fine-tuned model must beat.
+void run_prepare_task(const PrepareCommandOptions& o) {
+  check(!o.corpus.empty() && !o.out.empty(), "prepare --task needs --corpus (brown) and --out");
+  const auto task = data::parse_downstream_task(o.task);
+  std::optional<data::BertTokenizer> tok;
+  if (!o.vocab.empty()) tok.emplace(data::BertTokenizer::load(o.vocab));
+  data::DownstreamOptions d;
+  d.eval_fraction = o.prepare.eval_fraction, d.seed = o.prepare.seed, d.overwrite = o.prepare.overwrite;
+  d.max_tokens = static_cast<std::size_t>(o.prepare.max_seq_length);
+  auto st = data::prepare_downstream(data::resolve_corpus(o.corpus), task, tok ? &*tok : nullptr, d, o.out);
+  const char* unit = task == data::DownstreamTask::pos ? "sentences" : "chunks";
+  fmt::print("prepare: {}: {} labels; train {} documents, {} {}; eval {} documents (held out as for pretraining), {} {}\n",
+             o.task, st.labels, st.train_documents, st.train_examples, unit, st.eval_documents, st.eval_examples, unit);
+  if (task == data::DownstreamTask::pos)
+    fmt::print("prepare: pos: eval {} words, {:.1f}% not in training; most-frequent-tag-per-word baseline {:.1f}% token accuracy\n",
+               st.eval_tokens, 100 * st.oov_rate, 100 * st.most_frequent_tag_accuracy);
+  fmt::print("prepare: {}: majority-class baseline {:.1f}% accuracy on eval\n", o.task, 100 * st.majority_accuracy);
+  fmt::print("prepare: wrote {}\n", o.out);
+}
+
 void run_prepare(const PrepareCommandOptions& o) {
   if (!o.verify.empty()) return run_verify(o.verify);
+  if (!o.task.empty()) return run_prepare_task(o);
   check(!o.corpus.empty() && !o.vocab.empty() && !o.out.empty(), "prepare needs --corpus, --vocab and --out");
   auto start = std::chrono::steady_clock::now();
   auto limit = limit_data_threads(o.threads);
@@ -71,6 +95,8 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
   cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--verify", o->verify, "Only check the shards of a prepared directory");
+  cmd->add_option("--task", o->task, "Instead of pretraining data: pos (CoNLL) or genre (CSV) fine-tuning data from Brown")
+      ->check(CLI::IsMember({"pos", "genre"}));
   cmd->callback([o] { run_prepare(*o); });
 }
 

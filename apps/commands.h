@@ -16,6 +16,8 @@ void add_prepare_command(CLI::App& root);
 void add_estimate_command(CLI::App& root);
 void add_calibrate_command(CLI::App& root);
 void add_profile_command(CLI::App& root);
+void add_finetune_command(CLI::App& root);
+void add_predict_command(CLI::App& root);
 
 
 

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   bertlab::app::add_estimate_command(app);
   bertlab::app::add_calibrate_command(app);
   bertlab::app::add_profile_command(app);
+  bertlab::app::add_finetune_command(app);
+  bertlab::app::add_predict_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

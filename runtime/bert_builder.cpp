@@ -83,7 +83,9 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
         c.max_position_embeddings);
   check(run.mode == "infer" || run.mode == "train", "mode '{}' is not infer or train", run.mode);
   const bool train = run.mode == "train";
-  check(!train || run.heads == Heads::pretraining, "training needs the pretraining heads");
+  const bool classifier = run.heads == Heads::sequence_classification || run.heads == Heads::token_classification;
+  check(!train || run.heads != Heads::none, "training needs the pretraining or a classification head");
+  check(!classifier || run.num_labels > 0, "a classification head needs num_labels > 0, got {}", run.num_labels);
   Builder b{c, run, {}};
   Graph& g = b.g;
   const int64_t H = c.hidden_size, B = run.batch, S = run.seq, P = run.predictions();
@@ -102,10 +104,35 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = b.encoder_layer(i, x, mask_bias);
   if (!train) g.mark_output(x, "last_hidden_state");
 
-  int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
-  int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
-  int pooled = g.apply(OpKind::tanh, "pooler.tanh", {pooled_pre});
-  if (!train) g.mark_output(pooled, "pooler_output");
+  // BertForTokenClassification has no pooler (add_pooling_layer=False).
+  int pooled = -1;
+  if (run.heads != Heads::token_classification) {
+    int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
+    int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
+    pooled = g.apply(OpKind::tanh, "pooler.tanh", {pooled_pre});
+    if (!train) g.mark_output(pooled, "pooler_output");
+  }
+  if (classifier) {
+    // Hugging Face: dropout(hidden_dropout_prob), then `classifier` (num_labels x H) on the
+    // pooler output, or on every token (all positions gathered into rows, so the logits are
+    // (B*S, num_labels) and labels are -100 where not predicted).
+    const int64_t L = run.num_labels;
+    int in = pooled;
+    int64_t labels_len = B;
+    if (run.heads == Heads::token_classification) {
+      int positions = g.add_tensor("token_positions", {B, S}, DType::i32, Role::input);
+      in = g.apply(OpKind::gather_rows, "classifier.gather", {x, positions});
+      labels_len = B * S;
+    }
+    in = b.dropout("classifier.dropout", in, c.hidden_dropout_prob);
+    int logits = b.linear("classifier", "classifier", in, L, H);
+    if (train) {
+      int labels = g.add_tensor("labels", {labels_len}, DType::i32, Role::input);
+      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}), "loss");
+    } else {
+      g.mark_output(logits, "logits");
+    }
+  }
 
   if (run.heads == Heads::pretraining) {
     // Training runs the MLM head on the masked positions only.
@@ -135,14 +162,19 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
              {{"batch", run.batch},
               {"seq", run.seq},
               {"mode", run.mode},
-              {"heads", run.heads == Heads::pretraining ? "pretraining" : "none"},
+              {"heads", heads_name(run.heads)},
               {"precision", run.precision}}}};
   if (train) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
     g.meta["run"]["optimizer"] = run.optimizer;
     g.meta["run"]["world_size"] = run.world_size;
-    append_backward(g, {"mlm.loss", "nsp.loss"});
+    // The classifier loss is divided by StepContext::nsp_denominator (autodiff names the loss
+    // by the node's prefix; everything but "mlm" takes that denominator): the labelled
+    // sequences or tokens of the whole accumulated batch.
+    if (classifier) g.meta["run"]["num_labels"] = run.num_labels;
+    append_backward(g, classifier ? std::vector<std::string>{"classifier.loss"}
+                                  : std::vector<std::string>{"mlm.loss", "nsp.loss"});
     if (run.world_size > 1) append_allreduce(g, run.world_size);
     append_optimizer(g, run.optimizer);
   }

@@ -32,7 +32,10 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin);
 BertConfig load_config(const std::filesystem::path& file);
 nlohmann::json config_to_json(const BertConfig& c);  // HF-compatible fields
 
-enum class Heads { none, pretraining };  // BertModel, or BertForPreTraining (MLM + NSP)
+// BertModel, BertForPreTraining (MLM + NSP), BertForSequenceClassification (classifier on the
+// pooler output) or BertForTokenClassification (classifier on every token, no pooler).
+enum class Heads { none, pretraining, sequence_classification, token_classification };
+const char* heads_name(Heads h);  // none | pretraining | sequence_classification | token_classification
 
 struct RunSpec {
   int64_t batch = 1;
@@ -40,6 +43,7 @@ struct RunSpec {
   std::string mode = "infer";  // infer | train
   Heads heads = Heads::pretraining;
   std::string precision = "fp32";  // fp32 | bf16: GEMM inputs (runtime/graph.h gemm_bf16)
+  int64_t num_labels = 0;          // classification heads: classes
   // Training only:
   int64_t max_predictions = 0;     // masked positions per sequence; 0: ceil(0.15 * seq)
   bool dropout = true;             // dropout nodes with the config's probabilities

@@ -9,11 +9,12 @@
 
 namespace bertlab {
 
-Model init_model(const BertConfig& c, Heads heads, uint64_t seed) {
+Model init_model(const BertConfig& c, Heads heads, uint64_t seed, int64_t num_labels) {
   RunSpec shape;
   shape.batch = 1;
   shape.seq = 1;
   shape.heads = heads;
+  shape.num_labels = num_labels;
   Model m;
   m.config = c;
   m.heads = heads;

@@ -19,8 +19,9 @@ struct Model {
   std::vector<std::string> unused_tensors;  // checkpoint tensors that matched no parameter
 };
 
-// The parameters of a model with this config and heads, initialised like BERT.
-Model init_model(const BertConfig& c, Heads heads, uint64_t seed);
+// The parameters of a model with this config and heads, initialised like BERT (num_labels:
+// classes of a classification head).
+Model init_model(const BertConfig& c, Heads heads, uint64_t seed, int64_t num_labels = 0);
 // dir holds config.json and, optionally, model.safetensors (else: initialised with `seed`).
 Model load_model(const std::filesystem::path& dir, Heads heads, uint64_t seed = 0);
 

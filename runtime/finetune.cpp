@@ -1,0 +1,582 @@
+#include "runtime/finetune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <tuple>
+
+#include "runtime/bert_builder.h"
+#include "runtime/checkpoint.h"
+#include "runtime/data/file_util.h"
+#include "runtime/error.h"
+#include "runtime/fusion.h"
+#include "runtime/json_file.h"
+#include "runtime/trainer.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+using data::EncodedExample;
+using data::LabelSet;
+using data::TaskKind;
+
+namespace {
+
+constexpr const char* kSeqArch = "BertForSequenceClassification";
+constexpr const char* kTokenArch = "BertForTokenClassification";
+
+Heads heads_for(TaskKind t) {
+  switch (t) {
+    case TaskKind::sequence_classification: return Heads::sequence_classification;
+    case TaskKind::token_classification: return Heads::token_classification;
+  }
+  return Heads::none;
+}
+
+const char* architecture(Heads h) {
+  switch (h) {
+    case Heads::sequence_classification: return kSeqArch;
+    case Heads::token_classification: return kTokenArch;
+    case Heads::none: return "BertModel";
+    case Heads::pretraining: return "BertForPreTraining";
+  }
+  return "";
+}
+
+const char* task_flag(Heads h) { return h == Heads::token_classification ? "token-cls" : "seq-cls"; }
+
+// Label names from id2label of a fine-tuned config.json, in id order.
+std::vector<std::string> id2label(const nlohmann::json& cfg, const fs::path& file) {
+  check(cfg.contains("id2label") && cfg["id2label"].is_object(), "{}: no id2label; not a fine-tuned model",
+        file.string());
+  std::vector<std::string> names(cfg["id2label"].size());
+  for (auto it = cfg["id2label"].begin(); it != cfg["id2label"].end(); ++it) {
+    size_t id = 0;
+    try {
+      id = std::stoul(it.key());
+    } catch (const std::exception&) {
+      fail("{}: id2label key '{}' is not an integer", file.string(), it.key());
+    }
+    check(id < names.size() && it.value().is_string(), "{}: id2label entry '{}' is invalid", file.string(), it.key());
+    names[id] = it.value().get<std::string>();
+  }
+  return names;
+}
+
+void check_tokenizer(const fs::path& dir) {
+  check(fs::is_directory(dir), "model directory {} does not exist", dir.string());
+  check(fs::exists(dir / "vocab.txt"), "model directory {} has no tokenizer: vocab.txt is missing", dir.string());
+}
+
+// Hugging Face's _init_weights for a Linear: weight ~ normal(0, initializer_range), bias 0.
+void init_classifier(ParamStore& p, const BertConfig& c, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x636c617373696669ull);
+  std::normal_distribution<float> normal(0.f, static_cast<float>(c.initializer_range));
+  const auto& w = p.info("classifier.weight");
+  float* d = p.data("classifier.weight");
+  for (int64_t i = 0; i < w.numel(); ++i) d[i] = normal(rng);
+  std::fill_n(p.data("classifier.bias"), p.info("classifier.bias").numel(), 0.f);
+}
+
+nlohmann::json finetuned_config(const BertConfig& c, Heads h, const LabelSet& labels) {
+  auto j = config_to_json(c);
+  j["architectures"] = {architecture(h)};
+  nlohmann::json i2l = nlohmann::json::object(), l2i = nlohmann::json::object();
+  for (int32_t i = 0; i < labels.size(); ++i) i2l[std::to_string(i)] = labels.name(i), l2i[labels.name(i)] = i;
+  j["id2label"] = i2l;
+  j["label2id"] = l2i;
+  j["num_labels"] = labels.size();
+  if (h == Heads::sequence_classification) j["problem_type"] = "single_label_classification";
+  return j;
+}
+
+// Encoded examples of one file, with their count of truncated ones.
+struct EncodedSet {
+  std::vector<EncodedExample> items;
+  int64_t truncated = 0;
+  size_t longest = 0;
+};
+
+EncodedSet encode_file(const fs::path& file, TaskKind task, const data::BertTokenizer& tok,
+                       LabelSet* labels, bool labelled, size_t max_length) {
+  EncodedSet out;
+  auto add = [&](EncodedExample e) {
+    out.truncated += e.truncated;
+    out.longest = std::max(out.longest, e.ids.size());
+    out.items.push_back(std::move(e));
+  };
+  switch (task) {
+    case TaskKind::sequence_classification: {
+      auto ex = data::read_text_examples(file, labelled);
+      if (labels && labels->size() == 0) *labels = LabelSet::from_examples(ex);
+      for (const auto& e : ex)
+        add(data::encode_text(tok, e, labelled ? labels->id(e.label, e.source + ": field 'label'") : -100, max_length));
+      break;
+    }
+    case TaskKind::token_classification: {
+      auto sents = data::read_conll(file, labelled);
+      if (labels && labels->size() == 0) *labels = LabelSet::from_sentences(sents);
+      for (const auto& s : sents) {
+        std::vector<int32_t> tags;
+        for (size_t w = 0; w < s.tags.size() && labelled; ++w)
+          tags.push_back(labels->id(s.tags[w], fmt::format("{} (sentence starting there), word {}: field 'tag'", s.source, w + 1)));
+        add(data::encode_words(tok, s.words, tags, max_length));
+      }
+      break;
+    }
+  }
+  return out;
+}
+
+// A (B, S) batch of encoded examples (nullptr: a padding row, ignored by the loss) written into
+// an executor's inputs. Returns the labelled count (sequences or tokens).
+int64_t fill_batch(Executor& ex, const std::vector<const EncodedExample*>& rows, int64_t B, int64_t S,
+                   Heads heads, int32_t pad_id, int32_t cls_id) {
+  int32_t* ids = ex.input("input_ids");
+  int32_t* types = ex.input("token_type_ids");
+  int32_t* mask = ex.input("attention_mask");
+  std::fill_n(ids, B * S, pad_id);
+  std::fill_n(types, B * S, 0);
+  std::fill_n(mask, B * S, 0);
+  const bool tokens = heads == Heads::token_classification;
+  if (tokens && ex.graph().find_tensor("token_positions")) {
+    int32_t* pos = ex.input("token_positions");
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) pos[b * S + s] = static_cast<int32_t>(s);
+  }
+  int32_t* labels = ex.graph().find_tensor("labels") ? ex.input("labels") : nullptr;
+  if (labels) std::fill_n(labels, tokens ? B * S : B, -100);
+  int64_t counted = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const EncodedExample* e = b < static_cast<int64_t>(rows.size()) ? rows[b] : nullptr;
+    if (!e) {  // a padding row: [CLS] alone, so attention has one position to attend to
+      ids[b * S] = cls_id, mask[b * S] = 1;
+      continue;
+    }
+    const int64_t n = static_cast<int64_t>(e->ids.size());
+    std::copy_n(e->ids.begin(), n, ids + b * S);
+    std::copy_n(e->type_ids.begin(), n, types + b * S);
+    std::fill_n(mask + b * S, n, 1);
+    if (tokens) {
+      for (int64_t s = 0; s < n; ++s) {
+        if (labels) labels[b * S + s] = e->labels[s];
+        counted += e->labels[s] != -100;
+      }
+    } else {
+      if (labels) labels[b] = e->labels[0];
+      counted += e->labels[0] != -100;
+    }
+  }
+  return counted;
+}
+
+Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t B, int64_t S,
+                           bool train, const std::string& precision, const std::string& optimizer) {
+  RunSpec run;
+  run.batch = B, run.seq = S, run.heads = heads, run.num_labels = L, run.precision = precision;
+  run.mode = train ? "train" : "infer";
+  run.optimizer = optimizer;
+  Graph g = build_bert(c, run);
+  apply_fusions(g);
+  return g;
+}
+
+// Softmax of one row of logits, in double.
+std::vector<double> softmax(const float* x, int64_t L) {
+  std::vector<double> p(static_cast<size_t>(L));
+  const double mx = *std::max_element(x, x + L);
+  double sum = 0;
+  for (int64_t i = 0; i < L; ++i) sum += p[i] = std::exp(double(x[i]) - mx);
+  for (auto& v : p) v /= sum;
+  return p;
+}
+
+// Runs the inference graph over a set; calls fn(example index, token index or -1, probabilities)
+// for every labelled item (or every first sub-word / sequence when predicting).
+template <typename Fn>
+void run_inference(Executor& ex, const EncodedSet& set, int64_t B, int64_t S, Heads heads, int64_t L,
+                   const data::BertTokenizer& tok, Fn&& fn) {
+  const int64_t N = static_cast<int64_t>(set.items.size());
+  for (int64_t first = 0; first < N; first += B) {
+    std::vector<const EncodedExample*> rows;
+    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&set.items[i]);
+    fill_batch(ex, rows, B, S, heads, tok.pad_id(), tok.cls_id());
+    ex.run(nullptr, kForward);
+    const float* logits = ex.output("logits");
+    for (int64_t b = 0; b < static_cast<int64_t>(rows.size()); ++b) {
+      if (heads == Heads::sequence_classification) {
+        fn(first + b, -1, softmax(logits + b * L, L));
+        continue;
+      }
+      const auto& e = *rows[b];
+      for (size_t s = 0; s < e.ids.size(); ++s)
+        if (e.labels[s] != -100 || (e.word_of_token[s] >= 0 && (s == 0 || e.word_of_token[s - 1] != e.word_of_token[s])))
+          fn(first + b, static_cast<int64_t>(s), softmax(logits + (b * S + int64_t(s)) * L, L));
+    }
+  }
+}
+
+EvalResult evaluate_set(Executor& ex, const EncodedSet& set, int64_t B, int64_t S, Heads heads, int64_t L,
+                        const data::BertTokenizer& tok, const LabelSet& labels) {
+  std::vector<int32_t> gold, pred;
+  double loss = 0;
+  run_inference(ex, set, B, S, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+    const int32_t g = set.items[i].labels[s < 0 ? 0 : s];
+    if (g == -100) return;
+    gold.push_back(g);
+    pred.push_back(static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin()));
+    loss -= std::log(std::max(p[g], 1e-300));
+  });
+  EvalResult r = classification_metrics(gold, pred, labels);
+  r.loss = gold.empty() ? 0 : loss / double(gold.size());
+  return r;
+}
+
+std::vector<int32_t> majority_counts(const EncodedSet& set, int64_t L) {
+  std::vector<int32_t> counts(static_cast<size_t>(L), 0);
+  for (const auto& e : set.items)
+    for (int32_t l : e.labels)
+      if (l != -100) ++counts[l];
+  return counts;
+}
+
+void write_model(const fs::path& dir, const BertConfig& c, Heads heads, const LabelSet& labels,
+                 const ParamStore& params, const fs::path& tokenizer_dir) {
+  save_model_dir(dir, c, params);
+  data::write_file_atomic(dir / "config.json", finetuned_config(c, heads, labels).dump(2) + "\n");
+  for (const char* f : {"vocab.txt", "tokenizer_config.json"})
+    if (fs::exists(tokenizer_dir / f)) fs::copy_file(tokenizer_dir / f, dir / f, fs::copy_options::overwrite_existing);
+}
+
+nlohmann::json eval_json(const EvalResult& r) {
+  nlohmann::json per = nlohmann::json::array();
+  for (const auto& c : r.per_class)
+    per.push_back({{"label", c.label}, {"precision", c.precision}, {"recall", c.recall}, {"f1", c.f1},
+                   {"support", c.support}, {"predicted", c.predicted}});
+  return {{"eval_loss", r.loss}, {"eval_accuracy", r.accuracy}, {"eval_macro_f1", r.macro_f1},
+          {"eval_count", r.count}, {"eval_majority_class_accuracy", r.majority_accuracy}, {"per_class", per}};
+}
+
+}  // namespace
+
+// Loads the encoder (and the pooler and classifier when wanted and present) from a checkpoint
+// into `p`; the other parameters keep their initial values. Returns the names left as they were.
+std::vector<std::string> load_encoder_weights(ParamStore& p, const SafetensorsFile& f, bool classifier) {
+  Graph wanted;
+  std::vector<std::string> kept;
+  const bool has_pooler = f.contains("bert.pooler.dense.weight") || f.contains("pooler.dense.weight");
+  for (const auto& info : p.params()) {
+    const bool is_pooler = info.name.rfind("bert.pooler.", 0) == 0;
+    const bool is_classifier = info.name.rfind("classifier.", 0) == 0;
+    if ((is_pooler && !has_pooler) || (is_classifier && !classifier)) {
+      kept.push_back(info.name);
+      continue;
+    }
+    wanted.add_tensor(info.name, info.shape, DType::f32, Role::weight);
+  }
+  ParamStore sub = ParamStore::for_graph(wanted);
+  load_hf_weights(sub, f);
+  for (const auto& info : sub.params()) std::copy_n(sub.data(info.name), info.numel(), p.data(info.name));
+  return kept;
+}
+
+double EvalResult::metric(FinetuneMetric m) const {
+  switch (m) {
+    case FinetuneMetric::accuracy: return accuracy;
+    case FinetuneMetric::macro_f1: return macro_f1;
+  }
+  return 0;
+}
+
+EvalResult classification_metrics(const std::vector<int32_t>& gold, const std::vector<int32_t>& pred,
+                                  const LabelSet& labels) {
+  check(gold.size() == pred.size(), "{} gold labels but {} predictions", gold.size(), pred.size());
+  const int64_t L = labels.size();
+  std::vector<int64_t> tp(L, 0), support(L, 0), predicted(L, 0);
+  EvalResult r;
+  for (size_t i = 0; i < gold.size(); ++i) {
+    if (gold[i] == -100) continue;
+    ++r.count, ++support[gold[i]], ++predicted[pred[i]];
+    if (gold[i] == pred[i]) ++tp[gold[i]];
+  }
+  int64_t correct = 0, present = 0;
+  double f1_sum = 0;
+  for (int64_t l = 0; l < L; ++l) {
+    correct += tp[l];
+    if (support[l] == 0 && predicted[l] == 0) continue;
+    ClassMetrics c;
+    c.label = labels.name(static_cast<int32_t>(l));
+    c.support = support[l], c.predicted = predicted[l];
+    c.precision = predicted[l] ? double(tp[l]) / double(predicted[l]) : 0;
+    c.recall = support[l] ? double(tp[l]) / double(support[l]) : 0;
+    c.f1 = c.precision + c.recall > 0 ? 2 * c.precision * c.recall / (c.precision + c.recall) : 0;
+    f1_sum += c.f1, ++present;
+    r.per_class.push_back(c);
+  }
+  r.accuracy = r.count ? double(correct) / double(r.count) : 0;
+  r.macro_f1 = present ? f1_sum / double(present) : 0;
+  return r;
+}
+
+Heads finetuned_heads(const fs::path& dir) {
+  const fs::path file = dir / "config.json";
+  if (!fs::exists(file)) return Heads::none;
+  auto cfg = read_json_file(file, "model config");
+  if (!cfg.contains("architectures") || !cfg["architectures"].is_array()) return Heads::none;
+  for (const auto& a : cfg["architectures"]) {
+    if (a == kSeqArch) return Heads::sequence_classification;
+    if (a == kTokenArch) return Heads::token_classification;
+  }
+  return Heads::none;
+}
+
+FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event) {
+  auto say = [&](std::string text) {
+    FinetuneEvent e;
+    e.kind = FinetuneEvent::message;
+    e.text = std::move(text);
+    on_event(e);
+  };
+  check(o.batch_size > 0 && o.accum_steps > 0, "--batch-size and --accum-steps must be positive");
+  check(o.max_steps > 0 || o.epochs > 0, "give --num-train-epochs > 0 or --max-steps > 0");
+  check(!o.out.empty() && !o.train.empty() && !o.eval.empty(), "finetune needs --model, --train, --eval and --out");
+  check(o.overwrite || !fs::exists(o.out) || (fs::is_directory(o.out) && fs::is_empty(o.out)),
+        "output directory {} exists (use --overwrite to replace it)", o.out.string());
+  check_tokenizer(o.model);
+  const Heads heads = heads_for(o.task);
+  const Heads source_heads = finetuned_heads(o.model);
+  check(source_heads == Heads::none || source_heads == heads,
+        "--task {}: model directory {} holds a model fine-tuned for {} ({} in config.json); fine-tune "
+        "from the pretrained model, or use --task {}", task_flag(heads), o.model.string(),
+        heads_name(source_heads), architecture(source_heads), task_flag(source_heads));
+  const BertConfig config = load_config(o.model / "config.json");
+  const auto tok = data::BertTokenizer::load(o.model);
+  check(tok.vocab().size() <= static_cast<size_t>(config.vocab_size),
+        "{}: the tokenizer has {} tokens, the model only {} (vocab_size)", o.model.string(), tok.vocab().size(),
+        config.vocab_size);
+
+  // Data: labels from the training file; sequences cut to the model's positions.
+  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
+  const size_t max_len = cap(o.max_seq_length);
+  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
+  LabelSet labels;
+  EncodedSet train = encode_file(o.train, o.task, tok, &labels, true, max_len);
+  EncodedSet eval = encode_file(o.eval, o.task, tok, &labels, true, eval_max_len);
+  check(labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(), labels.size());
+  const int64_t L = labels.size();
+  for (auto [name, set, len] : {std::tuple{"training", &train, max_len}, std::tuple{"evaluation", &eval, eval_max_len}})
+    if (set->truncated > 0)
+      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
+                      set->truncated, set->items.size(), name, len, set == &eval ? "eval-" : "",
+                      config.max_position_embeddings));
+  // Batches are padded to the longest example of their set (rounded up to 8).
+  auto padded = [](const EncodedSet& set, size_t limit) {
+    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
+  };
+  const int64_t S = padded(train, max_len), S_eval = padded(eval, eval_max_len);
+  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {})", L,
+                  train.items.size(), eval.items.size(), S, S_eval));
+
+  // The model: the encoder from the directory, a new classifier (unless the directory holds
+  // one for the same labels).
+  Model model = init_model(config, heads, o.seed, L);
+  init_classifier(model.params, config, o.seed);
+  if (!o.from_scratch) {
+    check(fs::exists(o.model / "model.safetensors"), "model directory {} has no model.safetensors", o.model.string());
+    bool same_labels = false;
+    if (source_heads == heads)
+      same_labels = id2label(read_json_file(o.model / "config.json", "model config"), o.model / "config.json") == labels.names();
+    auto fresh = load_encoder_weights(model.params, SafetensorsFile(o.model / "model.safetensors"), same_labels);
+    if (!fresh.empty()) say(fmt::format("newly initialised: {}", fmt::join(fresh, ", ")));
+  } else {
+    say("from scratch: every weight randomly initialised");
+  }
+
+  const int64_t B = o.batch_size, K = o.accum_steps, N = static_cast<int64_t>(train.items.size());
+  const int64_t batches_per_epoch = (N + B - 1) / B;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, (batches_per_epoch + K - 1) / K);
+  const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
+  TrainOptions sched;
+  sched.lr = o.lr, sched.max_steps = max_steps, sched.schedule = "linear";
+  sched.warmup_steps = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
+  const int64_t eval_every = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
+
+  TrainingState state(model.params);
+  Executor train_ex(classification_graph(config, heads, L, B, S, true, o.precision, o.optimizer.name), model.params, &state);
+  auto& ctx = train_ex.context();
+  ctx.seed = o.seed;
+  ctx.beta1 = o.optimizer.beta1, ctx.beta2 = o.optimizer.beta2, ctx.eps = o.optimizer.eps;
+  ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
+  Executor eval_ex(classification_graph(config, heads, L, B, S_eval, false, o.precision, o.optimizer.name),
+                   static_cast<const ParamStore&>(model.params));
+
+  fs::create_directories(o.out);
+  std::ofstream metrics(o.out / "metrics.jsonl", std::ios::trunc);
+  check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
+  const auto counts = majority_counts(train, L);
+  const int32_t majority = static_cast<int32_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+  const auto eval_counts = majority_counts(eval, L);
+  int64_t eval_total = 0;
+  for (auto c : eval_counts) eval_total += c;
+  const double majority_accuracy = eval_total ? double(eval_counts[majority]) / double(eval_total) : 0;
+
+  std::vector<float> best_params;
+  FinetuneResult result;
+  double best_metric = -1;
+  auto run_eval = [&](int64_t step) {
+    eval_ex.repack_weights();
+    FinetuneEvent e;
+    e.kind = FinetuneEvent::evaluation;
+    e.step_index = step, e.max_steps = max_steps;
+    e.eval = evaluate_set(eval_ex, eval, B, S_eval, heads, L, tok, labels);
+    e.eval.majority_accuracy = majority_accuracy;
+    e.best = e.eval.metric(o.metric) > best_metric;
+    if (e.best) {
+      best_metric = e.eval.metric(o.metric);
+      best_params.assign(model.params.arena(), model.params.arena() + model.params.arena_size());
+      result.best = e.eval, result.best_step = step;
+    }
+    auto j = eval_json(e.eval);
+    j.erase("per_class");
+    j["step"] = step;
+    metrics << j.dump() << "\n" << std::flush;
+    on_event(e);
+  };
+
+  // Data order: every epoch a permutation from (seed, epoch); the last batch may be short.
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  auto micro_rows = [&](int64_t m) {
+    const int64_t epoch = m / batches_per_epoch, first = (m % batches_per_epoch) * B;
+    if (epoch != order_epoch) {
+      order.resize(N);
+      for (int64_t i = 0; i < N; ++i) order[i] = i;
+      std::mt19937_64 rng(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
+      std::shuffle(order.begin(), order.end(), rng);
+      order_epoch = epoch;
+    }
+    std::vector<const EncodedExample*> rows;
+    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&train.items[order[i]]);
+    return rows;
+  };
+
+  double train_seconds = 0;
+  int64_t sequences = 0;
+  for (int64_t step = 1; step <= max_steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<const EncodedExample*>> micro(K);
+    int64_t labelled = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      micro[k] = micro_rows((step - 1) * K + k);
+      for (auto* e : micro[k])
+        for (int32_t l : e->labels) labelled += l != -100;
+    }
+    ctx.step = step;
+    ctx.lr = learning_rate(sched, step);
+    ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
+    state.grads.zero();
+    double loss_sum = 0, correct = 0, count = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      ctx.micro = k;
+      fill_batch(train_ex, micro[k], B, S, heads, tok.pad_id(), tok.cls_id());
+      train_ex.run(nullptr, kForward | kBackward);
+      const float* out = train_ex.output("loss");
+      loss_sum += out[0], correct += out[1], count += out[2];
+      sequences += static_cast<int64_t>(micro[k].size());
+    }
+    const double loss = count > 0 ? loss_sum / count : 0;
+    check(std::isfinite(loss), "step {}: the loss is not finite", step);
+    train_ex.run(nullptr, kCommunication | kOptimizer);
+    check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite", step);
+    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    FinetuneEvent e;
+    e.kind = FinetuneEvent::step;
+    e.step_index = step, e.max_steps = max_steps, e.loss = loss, e.lr = ctx.lr;
+    e.accuracy = count > 0 ? correct / count : 0;
+    e.seq_per_s = double(sequences) / train_seconds;
+    e.eta_s = train_seconds / double(step) * double(max_steps - step);
+    metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
+                              {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}}.dump() << "\n";
+    on_event(e);
+    if (step % eval_every == 0 || step == max_steps) run_eval(step);
+  }
+  result.steps = max_steps;
+  result.train_seq_per_s = train_seconds > 0 ? double(sequences) / train_seconds : 0;
+  result.seq_len = S;
+  // The best model at the top of the output directory (load_best_model_at_end + save_model).
+  std::copy(best_params.begin(), best_params.end(), model.params.arena());
+  write_model(o.out, config, heads, labels, model.params, o.model);
+  auto results = eval_json(result.best);
+  results["best_step"] = result.best_step;
+  results["metric"] = o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1";
+  results["train_seq_per_s"] = result.train_seq_per_s;
+  results["seq_len"] = S;
+  data::write_file_atomic(o.out / "eval_results.json", results.dump(2) + "\n");
+  return result;
+}
+
+int64_t predict(const PredictOptions& o, const std::function<void(const std::string&)>& log) {
+  check_tokenizer(o.model);
+  const Heads heads = finetuned_heads(o.model);
+  check(heads != Heads::none, "{}: not a fine-tuned model (config.json has no architectures {} or {}); "
+        "run `bertlab finetune` first", o.model.string(), kSeqArch, kTokenArch);
+  const fs::path cfg_file = o.model / "config.json";
+  const BertConfig config = load_config(cfg_file);
+  const LabelSet labels(id2label(read_json_file(cfg_file, "model config"), cfg_file));
+  const int64_t L = labels.size();
+  const auto tok = data::BertTokenizer::load(o.model);
+  Model model = init_model(config, heads, 0, L);
+  check(fs::exists(o.model / "model.safetensors"), "model directory {} has no model.safetensors", o.model.string());
+  load_hf_weights(model.params, SafetensorsFile(o.model / "model.safetensors"));
+
+  const TaskKind task = heads == Heads::token_classification ? TaskKind::token_classification
+                                                             : TaskKind::sequence_classification;
+  const size_t max_len = static_cast<size_t>(std::min(o.max_seq_length, config.max_position_embeddings));
+  EncodedSet set = encode_file(o.input, task, tok, nullptr, false, max_len);
+  if (set.truncated > 0)
+    log(fmt::format("truncated {} of {} examples to {} tokens", set.truncated, set.items.size(), max_len));
+  const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
+  const int64_t B = std::max<int64_t>(1, std::min<int64_t>(o.batch_size, static_cast<int64_t>(set.items.size())));
+  Executor ex(classification_graph(config, heads, L, B, S, false, "fp32", "adamw"),
+              static_cast<const ParamStore&>(model.params));
+
+  // The input again, for the words and texts to echo.
+  std::vector<data::TextExample> texts;
+  std::vector<data::TaggedSentence> sentences;
+  if (task == TaskKind::sequence_classification) texts = data::read_text_examples(o.input, false);
+  else sentences = data::read_conll(o.input, false);
+
+  std::vector<nlohmann::json> rows(set.items.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (task == TaskKind::sequence_classification) {
+      rows[i] = {{"text", texts[i].text}};
+      if (texts[i].has_pair) rows[i]["text_pair"] = texts[i].text_pair;
+    } else {
+      rows[i] = {{"words", sentences[i].words},
+                 {"labels", std::vector<nlohmann::json>(sentences[i].words.size())},
+                 {"probabilities", std::vector<nlohmann::json>(sentences[i].words.size())}};
+    }
+  }
+  run_inference(ex, set, B, S, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+    const auto best = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+    if (s < 0) {
+      nlohmann::json all = nlohmann::json::object();
+      for (int32_t l = 0; l < L; ++l) all[labels.name(l)] = p[l];
+      rows[i]["label"] = labels.name(best);
+      rows[i]["probability"] = p[best];
+      rows[i]["probabilities"] = all;
+    } else {
+      const int32_t w = set.items[i].word_of_token[s];
+      rows[i]["labels"][w] = labels.name(best);
+      rows[i]["probabilities"][w] = p[best];
+    }
+  });
+  std::string text;
+  for (const auto& r : rows) text += r.dump() + "\n";
+  data::write_file_atomic(o.output, text);
+  return static_cast<int64_t>(rows.size());
+}
+
+}  // namespace bertlab

@@ -1,0 +1,100 @@
+#pragma once
+// Fine-tuning with Hugging Face's BertForSequenceClassification / BertForTokenClassification
+// heads (runtime/bert_builder.h), as run_glue.py / run_ner.py do it: labels from the training
+// file, linear warmup and decay, AdamW, evaluation (accuracy, macro-F1, per-class precision and
+// recall), the best model by the chosen metric kept; and prediction with a fine-tuned model.
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/data/task_data.h"
+#include "runtime/safetensors.h"
+#include "runtime/train_step.h"
+
+namespace bertlab {
+
+enum class FinetuneMetric { accuracy, macro_f1 };
+
+struct FinetuneOptions {
+  data::TaskKind task = data::TaskKind::sequence_classification;
+  std::filesystem::path model;  // bertlab or Hugging Face model directory (with vocab.txt)
+  std::filesystem::path train, eval, out;
+  bool overwrite = false;
+  double epochs = 3.0;
+  int64_t max_steps = 0;  // > 0: overrides epochs
+  int64_t batch_size = 8, accum_steps = 1;
+  int64_t max_seq_length = 128;  // longer examples are truncated (counted)
+  int64_t eval_max_seq_length = 0;  // 0: max_seq_length
+  float lr = 5e-5f;
+  int64_t warmup_steps = 0;  // > 0: overrides warmup_ratio
+  double warmup_ratio = 0;
+  // Hugging Face TrainingArguments defaults: no weight decay, epsilon 1e-8, clip at 1.
+  OptimizerConfig optimizer{"adamw", 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f};
+  uint64_t seed = 42;
+  std::string precision = "fp32";
+  int64_t eval_steps = 0;  // 0: at the end of every epoch
+  FinetuneMetric metric = FinetuneMetric::accuracy;
+  bool from_scratch = false;  // start from random weights (control run), keeping config + tokenizer
+  int64_t log_steps = 50;
+};
+
+struct ClassMetrics {
+  std::string label;
+  double precision = 0, recall = 0, f1 = 0;
+  int64_t support = 0, predicted = 0;
+};
+
+struct EvalResult {
+  double loss = 0, accuracy = 0, macro_f1 = 0;
+  double majority_accuracy = 0;  // always predicting the most frequent training label
+  int64_t count = 0;             // labelled sequences or tokens
+  std::vector<ClassMetrics> per_class;  // labels with gold or predicted items, in label order
+  double metric(FinetuneMetric m) const;
+};
+
+// Accuracy, macro-F1 (over the labels present in gold or predictions, as scikit-learn's
+// f1_score(average="macro")) and per-class precision/recall; items with gold -100 are skipped.
+EvalResult classification_metrics(const std::vector<int32_t>& gold, const std::vector<int32_t>& pred,
+                                  const data::LabelSet& labels);
+
+struct FinetuneEvent {
+  enum Kind { message, step, evaluation } kind = message;
+  std::string text;  // message
+  int64_t step_index = 0, max_steps = 0;
+  double loss = 0, accuracy = 0, lr = 0, seq_per_s = 0, eta_s = 0;
+  EvalResult eval;
+  bool best = false;  // eval: the best so far by the chosen metric
+};
+
+struct FinetuneResult {
+  int64_t steps = 0, best_step = 0;
+  EvalResult best;               // evaluation of the kept (best) model
+  double train_seq_per_s = 0;    // sequences per second in training steps (evaluation excluded)
+  int64_t seq_len = 0;           // the padded sequence length used
+};
+
+// Trains and writes the best model to `out` (config.json with num_labels, id2label, label2id,
+// architectures; model.safetensors; vocab.txt; tokenizer_config.json; eval_results.json;
+// metrics.jsonl).
+FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event);
+
+struct PredictOptions {
+  std::filesystem::path model, input, output;
+  int64_t batch_size = 32, max_seq_length = 512;
+};
+
+// Writes one JSON line per input example (sequence classification: label, probability and the
+// probabilities of every label; token classification: per word label and probability).
+// Returns the number of examples; `log` receives messages such as the truncation count.
+int64_t predict(const PredictOptions& o, const std::function<void(const std::string&)>& log);
+
+// Loads the encoder, and the pooler and the classifier when `classifier` and present in the
+// file, from a checkpoint into `p`; the other parameters keep their values. Returns their names.
+std::vector<std::string> load_encoder_weights(ParamStore& p, const SafetensorsFile& f, bool classifier);
+
+// The classification head a fine-tuned model directory holds (from `architectures` in its
+// config.json), or Heads::none.
+Heads finetuned_heads(const std::filesystem::path& model_dir);
+
+}  // namespace bertlab
