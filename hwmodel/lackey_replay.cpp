@@ -26,7 +26,7 @@ uint64_t field(const std::string& line, const char* key) {
 }  // namespace
 
 ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const SystemDesc& s,
-                           const std::vector<Operand>& operands) {
+                           const std::vector<Operand>& operands, bool operands_only) {
   const int64_t P = static_cast<int64_t>(traces.size());
   check(P >= 1, "lackey replay: no traces");
   TraceSim sim(s, P);
@@ -53,6 +53,7 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
             off < static_cast<uint64_t>(operands[i].offset + operands[i].bytes))
           op = ids[i];
     }
+    if (op == other && operands_only) return;
     sim.access(c, op, a, size, kind != 'L');  // 'S' store, 'M' modify (load and store)
   };
   // Advances core c by one instruction (or to the end of its trace).

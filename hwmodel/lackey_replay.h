@@ -24,8 +24,9 @@ struct ReplayResult {
 
 // The cores advance in lock step, one instruction each per round (equal-speed in-order
 // cores). `operands` names the region's buffers (their DRAM streams); accesses outside them
-// belong to the operand "other".
+// belong to the operand "other" (the stack: spilled locals), or are left out when
+// `operands_only` (what the schedule itself touches, as the core model sees it).
 ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const SystemDesc& s,
-                           const std::vector<Operand>& operands);
+                           const std::vector<Operand>& operands, bool operands_only = false);
 
 }  // namespace bertlab::hw

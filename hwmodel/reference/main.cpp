@@ -32,7 +32,8 @@ nlohmann::json traffic_json(const Traffic& t) {
   return {{"l1_misses", t.l1_misses}, {"llc_misses", t.llc_misses}, {"dram_bytes", t.dram_bytes()}};
 }
 
-int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files) {
+int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files,
+               bool operands_only) {
   std::vector<std::unique_ptr<std::ifstream>> in;
   std::vector<std::istream*> ptrs;
   for (const auto& f : files) {
@@ -40,7 +41,7 @@ int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std:
     check(in.back()->good(), "replay: cannot open trace '{}'", f);
     ptrs.push_back(in.back().get());
   }
-  const auto r = replay_lackey(ptrs, sys, op_operands(op, d));
+  const auto r = replay_lackey(ptrs, sys, op_operands(op, d), operands_only);
   auto j = traffic_json(r.traffic);
   j["instructions"] = r.instructions;
   std::printf("%s\n", j.dump().c_str());
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string op_name = "qkv", arr = "bwma", system_path, coeff_path;
   int64_t seq = 128, S = 8, cores = 1;
-  bool modulo = false;
+  bool modulo = false, operands_only = false;
   std::vector<std::string> traces;
   auto common = [&](CLI::App* c) {
     c->add_option("--op", op_name, "encoder-layer op")->required();
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   common(replay);
   replay->add_option("--system", system_path)->required();
   replay->add_flag("--modulo", modulo, "modulo-indexed LLC (as cachegrind's)");
+  replay->add_flag("--operands-only", operands_only, "leave out accesses outside the operands (the stack)");
   replay->add_option("traces", traces)->required();
   auto* model = app.add_subcommand("model", "the in-order core model's counts of an op");
   common(model);
@@ -83,7 +85,7 @@ int main(int argc, char** argv) {
     d.seq = seq;
     SystemDesc sys = load_system(system_path);
     if (modulo) sys.llc.hashed_index = false;
-    if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces);
+    if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, operands_only);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
       sys.cores = cores;
