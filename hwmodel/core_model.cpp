@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <future>
 
 #include "hwmodel/tracesim.h"
 #include "runtime/error.h"
@@ -306,27 +307,45 @@ std::string paper_table_markdown(const LayerDims& d, const SystemDesc& sys0, con
   std::string detail =
       "| S | cores | region | arrangement | instructions | array | L1-miss stalls | LLC-miss stalls | "
       "DRAM floor | time | DRAM bytes |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const int64_t S : {4, 8, 16, 32})
-    for (const int64_t P : {1, 2, 4}) {
-      SystemDesc sys = sys0;
-      sys.cores = P;
-      sys.array.kernel = S;
-      std::array<std::array<Region, 2>, 2> r{};  // [arrangement][attention, ffn]
-      for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
-        for (const auto& e : kLayerOpTable) {
-          const OpModel m = model_op(e.op, a, d, sys, c);
-          const OpTime t = op_time(m, sys);
-          const bool attention = std::string(e.region) == "attention";
-          for (int region = 0; region < 2; ++region) {
-            // Ops that run twice (residual add, layernorm) run once after each sub-layer.
-            if (e.per_layer == 1 && region != (attention ? 0 : 1)) continue;
-            Region& x = r[static_cast<int>(a)][region];
-            x.sum.instructions += t.instructions, x.sum.array += t.array;
-            x.sum.l1_stall += t.l1_stall, x.sum.llc_stall += t.llc_stall, x.sum.dram += t.dram;
-            x.time += t.total();
-            x.bytes += m.traffic.dram_bytes();
-          }
+  using Regions = std::array<std::array<Region, 2>, 2>;  // [arrangement][attention, ffn]
+  auto one = [&](int64_t S, int64_t P) {
+    SystemDesc sys = sys0;
+    sys.cores = P;
+    sys.array.kernel = S;
+    Regions r{};
+    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
+      for (const auto& e : kLayerOpTable) {
+        const OpModel m = model_op(e.op, a, d, sys, c);
+        const OpTime t = op_time(m, sys);
+        const bool attention = e.region == LayerRegion::attention;
+        for (int region = 0; region < 2; ++region) {
+          // Ops that run twice (residual add, layernorm) run once after each sub-layer.
+          if (e.per_layer == 1 && region != (attention ? 0 : 1)) continue;
+          Region& x = r[static_cast<int>(a)][region];
+          x.sum.instructions += t.instructions, x.sum.array += t.array;
+          x.sum.l1_stall += t.l1_stall, x.sum.llc_stall += t.llc_stall, x.sum.dram += t.dram;
+          x.time += t.total();
+          x.bytes += m.traffic.dram_bytes();
         }
+      }
+    return r;
+  };
+  // Two configurations at a time (the simulations are independent).
+  std::vector<std::pair<int64_t, int64_t>> configs;
+  for (const int64_t S : {4, 8, 16, 32})
+    for (const int64_t P : {1, 2, 4}) configs.emplace_back(S, P);
+  std::vector<Regions> results(configs.size());
+  for (size_t i = 0; i < configs.size(); i += 2) {
+    auto second = i + 1 < configs.size()
+                      ? std::async(std::launch::async, one, configs[i + 1].first, configs[i + 1].second)
+                      : std::future<Regions>{};
+    results[i] = one(configs[i].first, configs[i].second);
+    if (second.valid()) results[i + 1] = second.get();
+  }
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const auto [S, P] = configs[i];
+    const Regions& r = results[i];
+    {
       auto layer = [&](int a) { return r[a][0].time + r[a][1].time; };
       auto bytes = [&](int a) { return r[a][0].bytes + r[a][1].bytes; };
       summary += fmt::format("| {} | {} | {:.2f}x | {:.2f}x | {:.2f}x | {} | {} |\n", S, P, r[0][0].time / r[1][0].time,
@@ -340,6 +359,7 @@ std::string paper_table_markdown(const LayerDims& d, const SystemDesc& sys0, con
                                 x.time / 1e6, x.bytes);
         }
     }
+  }
   return "### Layer speedup (BWMA over RWMA) and DRAM bytes\n\n" + summary +
          "\n### Time per region, in millions of cycles of the busiest core (summed over the region's ops)\n\n" + detail;
 }

@@ -28,25 +28,27 @@ enum class LayerOp : uint8_t {
 };
 inline constexpr int kLayerOps = 11;
 
+enum class LayerRegion : uint8_t { attention, ffn };
+
 struct LayerOpInfo {
   LayerOp op;
   const char* name;
   bool gemm;
-  const char* region;   // attention | ffn
-  int per_layer;        // times it runs in one layer
+  LayerRegion region;  // ops that run twice run once after each sub-layer (see per_layer)
+  int per_layer;       // times it runs in one layer
 };
 inline constexpr std::array<LayerOpInfo, kLayerOps> kLayerOpTable{{
-    {LayerOp::qkv, "qkv", true, "attention", 1},
-    {LayerOp::k_transpose, "k_transpose", false, "attention", 1},
-    {LayerOp::scores, "scores", true, "attention", 1},
-    {LayerOp::softmax, "softmax", false, "attention", 1},
-    {LayerOp::context, "context", true, "attention", 1},
-    {LayerOp::attn_out, "attn_out", true, "attention", 1},
-    {LayerOp::residual_add, "residual_add", false, "ffn", 2},
-    {LayerOp::layernorm, "layernorm", false, "ffn", 2},
-    {LayerOp::ffn_in, "ffn_in", true, "ffn", 1},
-    {LayerOp::gelu, "gelu", false, "ffn", 1},
-    {LayerOp::ffn_out, "ffn_out", true, "ffn", 1},
+    {LayerOp::qkv, "qkv", true, LayerRegion::attention, 1},
+    {LayerOp::k_transpose, "k_transpose", false, LayerRegion::attention, 1},
+    {LayerOp::scores, "scores", true, LayerRegion::attention, 1},
+    {LayerOp::softmax, "softmax", false, LayerRegion::attention, 1},
+    {LayerOp::context, "context", true, LayerRegion::attention, 1},
+    {LayerOp::attn_out, "attn_out", true, LayerRegion::attention, 1},
+    {LayerOp::residual_add, "residual_add", false, LayerRegion::ffn, 2},
+    {LayerOp::layernorm, "layernorm", false, LayerRegion::ffn, 2},
+    {LayerOp::ffn_in, "ffn_in", true, LayerRegion::ffn, 1},
+    {LayerOp::gelu, "gelu", false, LayerRegion::ffn, 1},
+    {LayerOp::ffn_out, "ffn_out", true, LayerRegion::ffn, 1},
 }};
 inline const LayerOpInfo& info(LayerOp op) { return kLayerOpTable[static_cast<int>(op)]; }
 // Throws Error naming the valid names when `name` is not an op of the table.

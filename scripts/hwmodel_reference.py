@@ -139,12 +139,50 @@ def compare(d, tool, system, coeffs):
         print("- %s: %d of %d within 5%%; worst %.1f%% (%s)" % (name, n_ok, n, w[0], where))
 
 
+def ratios(d, seq):
+    """Measured RWMA/BWMA ratios per op at one core (cachegrind): instructions, L1 and LL misses,
+    and their cycle cost under the paper system's latencies (1 cycle per instruction, 20 per
+    L1 miss; LL misses at the DRAM row-miss latency, 46 cycles, an upper bound)."""
+    cg = {}
+    for r in read_rows(os.path.join(d, "cachegrind.txt")):
+        if int(r[2]) == seq and int(r[4]) == 1:
+            cg[(r[0], r[1], int(r[3]))] = [int(x) for x in r[6:9]]
+    print("| op | S | instructions RWMA | BWMA | ratio | L1 misses RWMA | BWMA | ratio | LL misses RWMA | BWMA | "
+          "cycles RWMA / BWMA (instr + 20 x L1 + 46 x LL) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    tot = {}
+    for op in OPS:
+        for S in (4, 8, 16, 32):
+            rw, bw = cg.get((op, "rwma", S)), cg.get((op, "bwma", S))
+            if not rw or not bw:
+                continue
+            cyc = [v[0] + 20 * v[1] + 46 * v[2] for v in (rw, bw)]
+            t = tot.setdefault(S, [0, 0, 0, 0, 0, 0, 0, 0])
+            t[0] += cyc[0]; t[1] += cyc[1]; t[2] += rw[0]; t[3] += bw[0]
+            t[4] += rw[1]; t[5] += bw[1]; t[6] += rw[2]; t[7] += bw[2]
+            print("| %s | %d | %d | %d | %.2f | %d | %d | %.2f | %d | %d | %.2f |" % (
+                op, S, rw[0], bw[0], rw[0] / max(1, bw[0]), rw[1], bw[1], rw[1] / max(1, bw[1]), rw[2], bw[2],
+                cyc[0] / max(1, cyc[1])))
+    print()
+    for S, t in sorted(tot.items()):
+        # The L1-miss latency c at which these counts give the paper's 2.7x:
+        # (I_r + c L1_r + 46 LL_r) = 2.7 (I_b + c L1_b + 46 LL_b).
+        den = t[4] - 2.7 * t[5]
+        c = (2.7 * (t[3] + 46 * t[7]) - (t[2] + 46 * t[6])) / den if den > 0 else float("inf")
+        print("- S=%d, all ops of the layer once, 1 core, seq %d: measured RWMA/BWMA instructions %.2fx, "
+              "L1 misses %.2fx, core cycles without the array (instructions + L1 and LL miss latencies) %.2fx; "
+              "these counts give 2.7x at an L1-miss latency of %.0f cycles" % (
+                  S, seq, t[2] / max(1, t[3]), t[4] / max(1, t[5]), t[0] / max(1, t[1]), c))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "cgsum":
         cgsum(sys.argv[2], sys.argv[3:9])
     elif cmd == "fit":
         fit(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "ratios":
+        ratios(sys.argv[2], int(sys.argv[3]))
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:

@@ -20,11 +20,16 @@ namespace bertlab::hwref {
 
 using hw::Arrangement;
 
-// Valgrind stand-in for the array: no work, but the compiler must keep every load that feeds
-// it and every output it returns.
+// Valgrind stand-in for the array: no work, but every word it is given is consumed by a
+// real instruction (valgrind drops loads whose value no instruction uses, so an empty asm
+// alone would hide the weight loads from cachegrind), and every output it returns is used.
 struct BarrierArray {
+  uint32_t sink = 0;
   void reset() {}
-  void load_weight(int64_t idx, uint32_t w) { asm volatile("" : : "r"(w), "r"(idx)); }
+  void load_weight(int64_t idx, uint32_t w) {
+    sink ^= w;
+    asm volatile("" : "+r"(sink) : "r"(idx));
+  }
   uint32_t issue(int64_t lane, uint32_t x) {
     asm volatile("" : "+r"(x) : "r"(lane));
     return x;
