@@ -52,6 +52,13 @@ class TraceSim {
   void run(const GemmWork& w);
   void run(const StreamWork& w);
   void run(const RowWork& w);
+  // An address trace replayed from outside (valgrind's lackey, lackey_replay.h): the id of
+  // an operand (its DRAM request streams), then one access of core `core` to `bytes` bytes
+  // at `addr`.
+  int operand(const std::string& name) { return operand_id(name); }
+  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write) {
+    touch(core, operand, addr, bytes, write);
+  }
   Traffic finish();  // writes back the dirty lines and returns the counts
 
  private:

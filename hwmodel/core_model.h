@@ -1,0 +1,63 @@
+#pragma once
+// A model of the arrangement paper's in-order cores running TiC-SAT's schedules
+// (hwmodel/reference/kernels.h holds the reference implementation of the same loop nests):
+// per core, the instructions the schedule executes, the array's issues, and the L1 and LLC
+// misses and DRAM traffic of its accesses, simulated exactly (tracesim.h) from the
+// schedule's address sequence at row granularity, the cores interleaved row by row.
+//
+// Instructions = per_unit x units + per_group x groups per (op, arrangement, S), where units
+// are the innermost work items the schedule walks (GEMM: words streamed through the array;
+// softmax, layernorm: elements per pass; transpose, residual add: words written; GELU:
+// bytes) and groups the loop bodies around them (GEMM: tiles; row ops: rows; transposes:
+// 4 x 4 blocks or S x S tiles; streams: calls). The two coefficients are the compiled
+// kernel's per-iteration instruction counts, fitted by scripts/hwmodel_reference.sh from
+// cachegrind runs at two calibration sequence lengths (32 and 64) and checked at 128 and 512.
+//
+// Time per core: instructions (one cycle each, in-order) + array issues x cycles_per_issue
+// + L1 misses x LLC hit latency + LLC misses x DRAM latency (the row-hit/miss mix of the
+// op's DRAM lines) / memory_parallelism; an op takes the busiest core's time or its DRAM
+// bytes at the peak bandwidth, whichever is longer.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hwmodel/encoder_layer.h"
+#include "hwmodel/system.h"
+#include "hwmodel/work.h"
+
+namespace bertlab::hw {
+
+struct CoreCoefficients {
+  // (op, arrangement, S) -> {per_unit, per_group}; a missing entry counts zero instructions.
+  std::map<std::tuple<LayerOp, Arrangement, int64_t>, std::array<double, 2>> entries;
+};
+CoreCoefficients load_coefficients(const std::string& path);
+
+struct OpModel {
+  std::vector<int64_t> units, groups;     // per core, the instruction model's events
+  std::vector<int64_t> instructions;      // per core
+  std::vector<int64_t> issues;            // per core: array instructions (weights, stream, drain)
+  Traffic traffic;                        // per core L1 / LLC misses, DRAM lines per operand
+};
+// sys.cores cores, sys.array.kernel = S.
+OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys,
+                 const CoreCoefficients& c);
+
+// The cycles of an op, per component, on its busiest core (by total), and the DRAM floor.
+struct OpTime {
+  double instructions = 0, array = 0, l1_stall = 0, llc_stall = 0;  // busiest core
+  double dram = 0;                                                    // bytes / peak bandwidth
+  double core() const { return instructions + array + l1_stall + llc_stall; }
+  double total() const { return core() > dram ? core() : dram; }
+};
+OpTime op_time(const OpModel& m, const SystemDesc& sys);
+
+// docs/hwmodel-paper-table.md's tables: per S and cores, per region (attention, FFN) and
+// arrangement, time split into instructions, array cycles, L1-miss and LLC-miss stalls and
+// the DRAM-bandwidth floor; BWMA-over-RWMA speedups.
+std::string paper_table_markdown(const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c);
+
+}  // namespace bertlab::hw

@@ -1,0 +1,96 @@
+#pragma once
+// The ops of one BERT encoder layer as the arrangement paper's TiC-SAT code runs them (int8,
+// one S x S weight-stationary array per core), with their shapes and the operand buffers each
+// op touches. Shared by the reference kernels (hwmodel/reference/) and the in-order core
+// model (core_model.h) so that both place the operands at the same offsets: the L1 and LLC
+// set conflicts of the two then come from the same addresses.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hwmodel/layout.h"
+
+namespace bertlab::hw {
+
+enum class LayerOp : uint8_t {
+  qkv,           // X (seq x hidden) * W (hidden x 3 hidden): Q, K, V of every head
+  k_transpose,   // K of each head -> K^T as the scores' weight operand
+  scores,        // per head Q (seq x 64) * K^T (64 x seq)
+  softmax,       // per head, rows of the scores (TiC-SAT: lookup exp + sum, then divide)
+  context,       // per head P (seq x seq) * V (seq x 64), written into the head's columns
+  attn_out,      // context (seq x hidden) * W (hidden x hidden)
+  residual_add,  // y += x over seq x hidden (twice per layer)
+  layernorm,     // rows of seq x hidden: sum, variance, normalise (twice per layer)
+  ffn_in,        // (seq x hidden) * W (hidden x ff)
+  gelu,          // lookup over seq x ff
+  ffn_out,       // (seq x ff) * W (ff x hidden)
+};
+inline constexpr int kLayerOps = 11;
+
+enum class LayerRegion : uint8_t { attention, ffn };
+
+struct LayerOpInfo {
+  LayerOp op;
+  const char* name;
+  bool gemm;
+  LayerRegion region;  // ops that run twice run once after each sub-layer (see per_layer)
+  int per_layer;       // times it runs in one layer
+};
+inline constexpr std::array<LayerOpInfo, kLayerOps> kLayerOpTable{{
+    {LayerOp::qkv, "qkv", true, LayerRegion::attention, 1},
+    {LayerOp::k_transpose, "k_transpose", false, LayerRegion::attention, 1},
+    {LayerOp::scores, "scores", true, LayerRegion::attention, 1},
+    {LayerOp::softmax, "softmax", false, LayerRegion::attention, 1},
+    {LayerOp::context, "context", true, LayerRegion::attention, 1},
+    {LayerOp::attn_out, "attn_out", true, LayerRegion::attention, 1},
+    {LayerOp::residual_add, "residual_add", false, LayerRegion::ffn, 2},
+    {LayerOp::layernorm, "layernorm", false, LayerRegion::ffn, 2},
+    {LayerOp::ffn_in, "ffn_in", true, LayerRegion::ffn, 1},
+    {LayerOp::gelu, "gelu", false, LayerRegion::ffn, 1},
+    {LayerOp::ffn_out, "ffn_out", true, LayerRegion::ffn, 1},
+}};
+inline const LayerOpInfo& info(LayerOp op) { return kLayerOpTable[static_cast<int>(op)]; }
+// Throws Error naming the valid names when `name` is not an op of the table.
+LayerOp layer_op_from_string(const std::string& name);
+
+struct LayerDims {
+  int64_t seq = 128, hidden = 768, heads = 12, head_dim = 64, ff = 3072;
+};
+
+// One GEMM Y (m x n) += A (m x k) * B (k x n) of an op, repeated per instance (head); the
+// operand numbers index op_operands(), offsets are in bytes from the operand's base.
+// RWMA: row-major with leading dimensions (bytes); BWMA: A and Y as [cols/S][m][S] panels
+// (sub-panels of a larger matrix start at a whole panel), B as S x S tiles [n/S][k][S].
+struct GemmInstance {
+  int a = 0, b = 0, y = 0;
+  int64_t a_off = 0, b_off = 0, y_off = 0;
+};
+struct LayerGemm {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t lda = 0, ldb = 0, ldy = 0;  // RWMA row strides in bytes
+  int64_t a_panel = 0, y_panel = 0;   // BWMA panel strides in bytes (rows of the whole matrix x S)
+  std::vector<GemmInstance> instances;
+};
+
+// Where a simulated run places an op's operand region (2 MB aligned, as the reference driver
+// aligns its region, so cache set indices agree).
+inline constexpr uint64_t kRegionBase = uint64_t{1} << 40;
+
+struct Operand {
+  std::string name;
+  int64_t bytes = 0;
+  int64_t offset = 0;  // from the region base, 4096-aligned
+};
+// The buffers op `op` touches, packed one after another (page aligned).
+std::vector<Operand> op_operands(LayerOp op, const LayerDims& d);
+// Bytes of the region holding them.
+int64_t region_bytes(const std::vector<Operand>& v);
+// The GEMM an op runs (op must be a GEMM op).
+LayerGemm layer_gemm(LayerOp op, Arrangement a, const LayerDims& d, int64_t S);
+
+// Rows [first, last) of `rows` that core `core` of `cores` works on: contiguous chunks of
+// ceil(rows / cores), a multiple of `align` rows (BWMA rows sharing a line stay on one core).
+std::pair<int64_t, int64_t> core_rows(int64_t rows, int64_t cores, int64_t core, int64_t align);
+
+}  // namespace bertlab::hw

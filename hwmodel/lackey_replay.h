@@ -1,0 +1,32 @@
+#pragma once
+// Replays memory-address traces of valgrind's lackey (`--trace-mem=yes`), one per core, into
+// the exact cache and DRAM simulator (tracesim.h): private L1s, a shared LLC, the DRAM
+// request streams. The traced program (the reference driver, hwmodel/reference/) prints
+//   #hwref region=<hex> bytes=<n> marker=<hex>
+// before its kernel and stores to the marker address right before and right after it; only
+// the accesses and instructions between the two stores are counted. Addresses inside the
+// region are moved to kRegionBase (the operands of every core's process then coincide, as
+// in one shared address space); others (stack) stay private per core.
+#include <cstdint>
+#include <istream>
+#include <vector>
+
+#include "hwmodel/encoder_layer.h"
+#include "hwmodel/system.h"
+#include "hwmodel/work.h"
+
+namespace bertlab::hw {
+
+struct ReplayResult {
+  std::vector<int64_t> instructions;  // per core, between the markers
+  Traffic traffic;                    // l1_misses, llc_misses per core; DRAM lines per operand
+};
+
+// The cores advance in lock step, one instruction each per round (equal-speed in-order
+// cores). `operands` names the region's buffers (their DRAM streams); accesses outside them
+// belong to the operand "other" (the stack: spilled locals), or are left out when
+// `operands_only` (what the schedule itself touches, as the core model sees it).
+ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const SystemDesc& s,
+                           const std::vector<Operand>& operands, bool operands_only = false);
+
+}  // namespace bertlab::hw

@@ -1,0 +1,237 @@
+// The reference kernels of the arrangement estimate (hwmodel/reference/kernels.h), the lackey
+// replay (hwmodel/lackey_replay.h) and the in-order core model (hwmodel/core_model.h).
+#include <fmt/core.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "hwmodel/core_model.h"
+#include "hwmodel/lackey_replay.h"
+#include "hwmodel/reference/kernels.h"
+
+using namespace bertlab::hw;
+namespace hwref = bertlab::hwref;
+
+namespace {
+
+// Small enough to run every kernel quickly, large enough for TiC-SAT's blocking to matter:
+// two RWMA sequence blocks (128 + 64 rows), K and N chunks of 256 (N = 768 for qkv, K = 512
+// for ffn_out), several heads.
+LayerDims small_dims() {
+  LayerDims d;
+  d.seq = 192, d.hidden = 256, d.heads = 4, d.head_dim = 64, d.ff = 512;
+  return d;
+}
+
+std::vector<uint8_t> random_region(LayerOp op, const LayerDims& d, uint32_t seed) {
+  std::vector<uint8_t> v(region_bytes(op_operands(op, d)));
+  std::mt19937 rng(seed);
+  for (auto& x : v) x = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// Byte offset of logical element (r, c) of a GEMM operand (plain index arithmetic, written
+// apart from the kernels): row-major with leading dimension ld, or BWMA panels of width S
+// (A and Y: panel stride `panel`; B: S x S tiles [n/S][k][S]).
+int64_t at(Arrangement a, int64_t r, int64_t c, int64_t ld, int64_t S, int64_t panel) {
+  return a == Arrangement::rwma ? r * ld + c : (c / S) * panel + r * S + c % S;
+}
+
+}  // namespace
+
+TEST_CASE("reference GEMM kernels compute Y += A B in both arrangements on every core split",
+          "[hwmodel-reference]") {
+  const LayerDims d = small_dims();
+  for (const auto& e : kLayerOpTable) {
+    if (!e.gemm) continue;
+    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
+      for (const int64_t S : {4, 8, 16, 32}) {
+        const int64_t cores = S == 4 ? 1 : S == 8 ? 3 : S == 16 ? 2 : 4;
+        auto region = random_region(e.op, d, 7);
+        const auto before = region;
+        for (int64_t c = 0; c < cores; ++c)
+          hwref::run_op(hwref::ArrayKind::functional, e.op, a, d, S, region.data(), cores, c);
+        const auto ops = op_operands(e.op, d);
+        const LayerGemm g = layer_gemm(e.op, a, d, S);
+        int64_t bad = 0;
+        for (const auto& in : g.instances) {
+          const uint8_t* A = before.data() + ops[in.a].offset + in.a_off;
+          const uint8_t* B = before.data() + ops[in.b].offset + in.b_off;
+          const int64_t y0 = ops[in.y].offset + in.y_off;
+          for (int64_t i = 0; i < g.m; ++i)
+            for (int64_t n = 0; n < g.n; ++n) {
+              int acc = static_cast<int8_t>(before[y0 + at(a, i, n, g.ldy, S, g.y_panel)]);
+              for (int64_t k = 0; k < g.k; ++k)
+                acc += static_cast<int8_t>(A[at(a, i, k, g.lda, S, g.a_panel)]) *
+                       static_cast<int8_t>(B[at(a, k, n, g.ldb, S, g.k * S)]);
+              bad += region[y0 + at(a, i, n, g.ldy, S, g.y_panel)] != static_cast<uint8_t>(acc);
+            }
+        }
+        INFO(fmt::format("{} {} S={} cores={}", e.name, to_string(a), S, cores));
+        CHECK(bad == 0);
+      }
+  }
+}
+
+TEST_CASE("reference K transpose gives K^T in the scores' weight layout", "[hwmodel-reference]") {
+  const LayerDims d = small_dims();
+  for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
+    for (const int64_t S : {4, 32}) {
+      auto region = random_region(LayerOp::k_transpose, d, 3);
+      const auto before = region;
+      for (int64_t c = 0; c < 3; ++c) hwref::run_op(hwref::ArrayKind::barrier, LayerOp::k_transpose, a, d, S, region.data(), 3, c);
+      const auto ops = op_operands(LayerOp::k_transpose, d);
+      const int64_t s = d.seq, h = d.hidden, hd = d.head_dim;
+      int64_t bad = 0;
+      for (int64_t head = 0; head < d.heads; ++head)
+        for (int64_t k = 0; k < hd; ++k)
+          for (int64_t n = 0; n < s; ++n) {
+            // K^T (k, n) = K (n, k) = qkv (n, hidden + head * 64 + k)
+            const uint8_t want = before[ops[0].offset + at(a, n, h + head * hd + k, 3 * h, S, s * S)];
+            const int64_t kt = ops[1].offset + head * hd * s + at(a, k, n, s, S, hd * S);
+            bad += region[kt] != want;
+          }
+      INFO(fmt::format("{} S={}", to_string(a), S));
+      CHECK(bad == 0);
+    }
+}
+
+TEST_CASE("reference row ops give the same rows in both arrangements and on any core split",
+          "[hwmodel-reference]") {
+  const LayerDims d = small_dims();
+  const int64_t S = 8;
+  for (const LayerOp op : {LayerOp::softmax, LayerOp::layernorm, LayerOp::residual_add, LayerOp::gelu}) {
+    const auto ops = op_operands(op, d);
+    // Logical matrix i (rows x cols) of the op: softmax: one per head; others: one.
+    const int64_t rows = d.seq, cols = op == LayerOp::softmax ? d.seq : op == LayerOp::gelu ? d.ff : d.hidden;
+    const int64_t mats = op == LayerOp::softmax ? d.heads : 1;
+    auto rw = random_region(op, d, 11);
+    // The same logical data in the BWMA arrangement.
+    std::vector<uint8_t> bw(rw.size());
+    for (size_t o = 0; o < ops.size(); ++o)
+      for (int64_t m = 0; m < mats; ++m)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            const int64_t base = ops[o].offset + m * rows * cols;
+            bw[base + at(Arrangement::bwma, r, c, cols, S, rows * S)] = rw[base + at(Arrangement::rwma, r, c, cols, S, 0)];
+          }
+    const auto rw_before = rw;
+    hwref::run_op(hwref::ArrayKind::barrier, op, Arrangement::rwma, d, S, rw.data(), 1, 0);
+    for (int64_t c = 0; c < 3; ++c) hwref::run_op(hwref::ArrayKind::barrier, op, Arrangement::bwma, d, S, bw.data(), 3, c);
+    int64_t bad = 0, changed = 0;
+    const auto& out = ops.back();
+    for (int64_t m = 0; m < mats; ++m)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const int64_t base = out.offset + m * rows * cols;
+          const uint8_t x = rw[base + at(Arrangement::rwma, r, c, cols, S, 0)];
+          bad += bw[base + at(Arrangement::bwma, r, c, cols, S, rows * S)] != x;
+          changed += rw_before[base + at(Arrangement::rwma, r, c, cols, S, 0)] != x;
+          if (op == LayerOp::residual_add) {  // y += x lane by lane
+            const int64_t i = r * cols + c;
+            bad += x != static_cast<uint8_t>(rw_before[out.offset + i] + rw_before[ops[0].offset + i]);
+          }
+        }
+    INFO(info(op).name);
+    CHECK(bad == 0);
+    CHECK(changed > rows * cols * mats / 4);  // the op did something
+  }
+}
+
+TEST_CASE("lackey replay: markers, lock-step cores, private L1s and a shared LLC on a hand trace",
+          "[hwmodel-reference]") {
+  SystemDesc s;
+  s.l1 = {128, 2, 64, 2, false};    // one set of two lines per core
+  s.llc = {256, 4, 64, 20, false};  // one set of four lines, shared
+  s.dram.row_bytes = 1024, s.dram.banks = 8, s.dram.burst_bytes = 64, s.dram.peak_gbps = 10;
+  std::istringstream core0(
+      "==1== Lackey\n#hwref region=0x1000 bytes=4096 marker=0x9000\n"
+      "I  0400000,4\n S 9000,8\n"  // marker store: counting starts
+      "I  0400004,4\n L 1000,4\n"  // round 3: L1 miss, LLC hit (core 1 brought the line in round 2)
+      "I  0400008,4\n L 1004,4\n"  // L1 hit
+      "I  040000c,4\n S 1040,4\n"  // L1 and LLC miss; dirty, written back at the end
+      "I  0400010,4\n S 9000,8\n"  // marker: counting stops
+      "I  0400014,4\n L 1080,4\n");
+  std::istringstream core1(
+      "#hwref region=0x1000 bytes=4096 marker=0x9000\n S 9000,8\n"
+      "I  0400000,4\n L 1000,4\n"  // round 2: L1 and LLC miss
+      "I  0400004,4\n S 9000,8\n");
+  const std::vector<Operand> ops{{"a", 64, 0}, {"b", 64, 64}};
+  const auto r = replay_lackey({&core0, &core1}, s, ops);
+  CHECK(r.instructions == std::vector<int64_t>{4, 2});
+  CHECK(r.traffic.l1_misses == std::vector<int64_t>{2, 1});
+  CHECK(r.traffic.llc_misses == std::vector<int64_t>{1, 1});
+  CHECK(r.traffic.operands.at("a").read_lines == 1);
+  CHECK(r.traffic.operands.at("b").read_lines == 1);
+  CHECK(r.traffic.operands.at("b").write_lines == 1);
+  CHECK(r.traffic.dram_bytes() == 3 * 64);
+}
+
+TEST_CASE("core model: every GEMM product is issued once whatever the core split, cold misses only with a large LLC",
+          "[hwmodel-reference]") {
+  const LayerDims d = small_dims();
+  SystemDesc s;
+  s.l1 = {32768, 2, 64, 2, false};
+  s.llc = {64 << 20, 16, 64, 20, false};  // holds every operand: only compulsory misses
+  s.dram.row_bytes = 8192, s.dram.banks = 64, s.dram.burst_bytes = 64, s.dram.peak_gbps = 19.2;
+  for (const LayerOp op : {LayerOp::qkv, LayerOp::scores, LayerOp::context, LayerOp::ffn_out})
+    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
+      for (const int64_t P : {1, 3, 4}) {
+        s.cores = P, s.array.kernel = 8;
+        const OpModel m = model_op(op, a, d, s, {});
+        const LayerGemm g = layer_gemm(op, a, d, 8);
+        int64_t units = 0;
+        for (auto u : m.units) units += u;
+        INFO(fmt::format("{} {} cores={}", info(op).name, to_string(a), P));
+        // Words streamed through the array: m rows x S/4 words per (k-tile, n-tile), per head.
+        CHECK(units == static_cast<int64_t>(g.instances.size()) * g.m * (g.k / 8) * (g.n / 8) * 2);
+        // Compulsory misses: every line of the op's operands that the GEMMs touch, once.
+        const auto ops = op_operands(op, d);
+        int64_t lines = 0;
+        for (const auto& o : ops) lines += (o.bytes + 63) / 64;
+        if (op == LayerOp::scores) lines -= 2 * d.seq * d.hidden / 64;  // K and V columns of qkv unread
+        if (op == LayerOp::context) lines -= 2 * d.seq * d.hidden / 64;  // Q and K columns unread
+        CHECK(m.traffic.read_lines() == lines);
+      }
+}
+
+TEST_CASE("reference under valgrind: cachegrind agrees with the core model on a small op", "[.reference]") {
+  namespace fs = std::filesystem;
+  const fs::path kernel = fs::path(BERTLAB_BINARY).parent_path() / "bertlab_hwref_kernel";
+  REQUIRE(fs::exists(kernel));
+  const std::string out = (fs::temp_directory_path() / "bertlab_hwref_test.cg").string();
+  for (const char* arr : {"rwma", "bwma"}) {
+    const std::string cmd = fmt::format(
+        "valgrind --tool=cachegrind --cache-sim=yes --D1=32768,2,64 --LL=1048576,8,64 --I1=32768,8,64 "
+        "--cachegrind-out-file={} {} softmax {} 128 8 1 0 >/dev/null 2>&1",
+        out, kernel.string(), arr);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    // Sum the kernel's functions (names with "bertlab::").
+    std::ifstream f(out);
+    std::string line, events;
+    bool take = false;
+    int64_t d1 = 0, ll = 0;
+    while (std::getline(f, line)) {
+      if (line.rfind("fn=", 0) == 0) take = line.find("bertlab::") != std::string::npos;
+      if (!take || line.empty() || !std::isdigit(static_cast<unsigned char>(line[0]))) continue;
+      std::istringstream ss(line);
+      int64_t v[10] = {};
+      for (auto& x : v) ss >> x;
+      d1 += v[5] + v[8], ll += v[6] + v[9];  // line Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+    }
+    fs::remove(out);
+    SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+    s.llc.hashed_index = false;  // cachegrind's LL is modulo-indexed
+    s.array.kernel = 8;
+    const OpModel m = model_op(LayerOp::softmax, std::string(arr) == "rwma" ? Arrangement::rwma : Arrangement::bwma,
+                               LayerDims{}, s, {});
+    INFO(fmt::format("{}: D1 misses {} vs model {}, LL misses {} vs model {}", arr, d1, m.traffic.l1_misses[0], ll,
+                     m.traffic.llc_misses[0]));
+    CHECK(std::abs(m.traffic.l1_misses[0] - d1) <= d1 / 20);
+    CHECK(std::abs(m.traffic.llc_misses[0] - ll) <= ll / 20);
+  }
+}
