@@ -229,7 +229,7 @@ struct CpuGraphFacts {
 //   once per step, 28 bytes per parameter in all), nodes larger than the LLC, and when the
 //   resident triad was not measured.
 NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms) {
-  if (s.cpu_model == "roofline") return cpu_roofline_node(g, node, s, terms);
+  if (s.cpu_model == CpuModel::roofline) return cpu_roofline_node(g, node, s, terms);
   NodeEstimate n;
   n.model = "cpu-calibrated";
   n.flops = node_flops(g, node);
@@ -479,7 +479,7 @@ class NodeModel {
     term(n, "{}: GEMM batch {} x (M {} x N {} x K {}), {} x {} tiles of {}x{} per product{}",
                                   lowering, inst, gm.m, gm.n, gm.k, KT, NT, S, S,
                                   (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : "");
-    if (s_.array.compute_model == "scalesim") {
+    if (s_.array.compute_model == ComputeModel::scalesim) {
       const auto sc = scalesim_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow);
       for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(sc.cycles) * ceil_div(inst, P);
       n.tiles = sc.folds * inst;
@@ -803,12 +803,27 @@ NodeClasses classify_nodes(const Graph& g) {
   return c;
 }
 
+int64_t largest_gemm_k(const Graph& g) {
+  int64_t x = 0;
+  for (const auto& node : g.nodes())
+    if (const auto gm = node.category == Category::gemm ? node_gemm(g, node) : std::nullopt) x = std::max(x, gm->k);
+  return x;
+}
+
+void check_kernel_fits(const Graph& g, int64_t kernel, const std::string& what) {
+  const int64_t largest = largest_gemm_k(g);
+  check(largest == 0 || kernel <= largest,
+        "{} is {}, larger than the K of every GEMM of the graph (largest K: {}): every weight tile would be "
+        "mostly zero padding; use a kernel of at most {}",
+        what, kernel, largest, largest);
+}
+
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a, const EstimateOptions& o) {
   GraphEstimate ge;
   ge.system = s;
   ge.arrangement = a;
   ge.nodes.reserve(g.nodes().size() + g.nodes().size() / 8);
-  if (s.kind == "cpu") {
+  if (s.kind == SystemKind::cpu) {
     CpuGraphFacts facts;
     for (const auto& node : g.nodes()) facts.training |= node.phase == Phase::backward;
     for (const auto& node : g.nodes()) {

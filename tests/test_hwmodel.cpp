@@ -105,7 +105,7 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
   mi.seconds_per_measurement = 1;
   const nlohmann::json m = machine_to_json(mi);
   const SystemDesc cpu = system_from_json(m, "machine.json");
-  CHECK(cpu.kind == "cpu");
+  CHECK(cpu.kind == SystemKind::cpu);
   CHECK(cpu.cores == 2);
   CHECK(cpu.dram.peak_gbps == 25);
   const std::string dir = "/tmp/bertlab_hw_cpu";
