@@ -6,7 +6,7 @@ namespace bertlab::hw::analytic_detail {
 
 // Weight-stationary GEMM over block-wise (panel) data.
 void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t, int64_t c0) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
   const int64_t C1 = s.l1.lines();
   auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
@@ -42,7 +42,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   auto& bo = t.operands[w.b_name];
   auto& yo = t.operands[w.y_name];
   // A: round 0 brings every panel in (core 0 touches each line first).
-  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, 0, a_panel[kb]);
+  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, c0, a_panel[kb]);
   // Rows of panel kb that miss: for kb = KT-1 only this round's output rows after m are
   // still to be touched, for kb = 0 only the next round's rows before m have been: there
   // the footprint depends linearly on the row, and the missing rows form one range.
@@ -70,8 +70,8 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     return v;
   };
   if (R >= 2 && SetLoad(s.llc).uniform()) {
-    dram.repeat(w.a_name, false, 0, a_refetch(P, P), R - 2);
-    dram.sweeps(w.a_name, false, 0, a_refetch(P, a_last));
+    dram.repeat(w.a_name, false, c0, a_refetch(P, P), R - 2);
+    dram.sweeps(w.a_name, false, c0, a_refetch(P, a_last));
   } else if (R >= 2) {
     // Set-resolved: the same windows per LLC set. From round r to r+1 at k-panel kb: all
     // of A, round r's weight tiles after kb and round r+1's up to kb, round r's output
@@ -129,7 +129,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           m0 = m1 + 1;
         }
       }
-      dram.sweeps(w.a_name, false, 0, miss);
+      dram.sweeps(w.a_name, false, c0, miss);
     }
   }
   const int64_t worst = a_footprint(P, R >= 2 ? P : 0, KT - 1);
@@ -201,18 +201,18 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const auto miss = y_misses(r, act);
       for (int64_t c = 0; c < act; ++c) {
         const int64_t nb = r * P + c;
-        dram.sweeps(w.b_name, false, c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+        dram.sweeps(w.b_name, false, c0 + c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
         // Reads: the whole panel at k-step 0, then the lines that miss at each later one;
         // write-backs: each evicted version, then the last one.
         const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
-        dram.sweeps(w.y_name, false, c, yv);
+        dram.sweeps(w.y_name, false, c0 + c, yv);
         bool again = false;
         for (int64_t kb = 1; kb < KT; ++kb) {
-          dram.sweeps(w.y_name, false, c, miss[c][kb]);
-          dram.sweeps(w.y_name, true, c, miss[c][kb]);
+          dram.sweeps(w.y_name, false, c0 + c, miss[c][kb]);
+          dram.sweeps(w.y_name, true, c0 + c, miss[c][kb]);
           again = again || !miss[c][kb].empty();
         }
-        dram.sweeps(w.y_name, true, c, yv);
+        dram.sweeps(w.y_name, true, c0 + c, yv);
         yo.refetch = std::max<int64_t>(yo.refetch, again ? KT : 1);
       }
     }
@@ -227,15 +227,15 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       y_win_early.add(Sweep{0, 1, L, std::max<int64_t>(1, S * y.elem / L) * L});
     }
     const SetLoad& y_win = core == act - 1 ? y_win_last : y_win_early;
-    dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+    dram.sweeps(w.b_name, false, c0 + core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
     const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
     SetLoad mine(s.llc);
     mine.add(yv);
     const double fY = mine.total() > 0 ? mine.lines_over(y_win) / mine.total() : 0.0;
-    dram.repeat(w.y_name, false, core, yv, 1);
-    dram.repeat(w.y_name, true, core, yv, 1);
-    dram.missing(w.y_name, false, core, yv, KT - 1, y_win);
-    dram.missing(w.y_name, true, core, yv, KT - 1, y_win);
+    dram.repeat(w.y_name, false, c0 + core, yv, 1);
+    dram.repeat(w.y_name, true, c0 + core, yv, 1);
+    dram.missing(w.y_name, false, c0 + core, yv, KT - 1, y_win);
+    dram.missing(w.y_name, true, c0 + core, yv, KT - 1, y_win);
     yo.refetch = std::max<int64_t>(yo.refetch, fY > 0 ? KT : 1);
   }
   bo.why = "each weight tile is loaded once";
@@ -247,7 +247,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
     const int64_t y1 = (Yp + Ap + Wt <= C1) ? Yp : Yp * KT;
     const int64_t a1 = (A + Wp + 2 * Yp <= C1) ? (c == 0 ? A : 0) : A * panels;
-    t.l1_misses[c] += panels * (Wp + y1) + a1;
+    t.l1_misses[c0 + c] += panels * (Wp + y1) + a1;
   }
 }
 

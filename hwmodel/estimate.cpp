@@ -489,16 +489,23 @@ class NodeModel {
                                     sc.filter_reads, sc.ofmap_writes);
     } else if (a_ == Arrangement::bwma) {
       const TileCost tc = tile_cost(s_, gm.m);
-      for (int64_t c = 0; c < P; ++c) {
-        const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
-        per_core[c] = inst * panels * KT * tc.cycles(s_.array);
-      }
+      // Products with fewer output panels than cores run several at once on groups of
+      // cores (work.h bwma_groups): product i on group i mod groups.
+      const BwmaGroups grp = bwma_groups(w, P);
+      for (int64_t i = 0; i < inst; ++i)
+        for (int64_t c = 0; c < grp.cores; ++c) {
+          const int64_t panels = NT / grp.cores + (c < NT % grp.cores ? 1 : 0);
+          per_core[grp.first_core(i) + c] += panels * KT * tc.cycles(s_.array);
+        }
       n.tiles = inst * NT * KT;
       n.issues = static_cast<int64_t>(n.tiles * (tc.weight_issues + tc.stream_issues + tc.output_issues));
-      term(n, 
-          "compute: output panels split over {} core(s); per tile {:.0f} weight issues + {:.0f} stream issues "
+      term(n,
+          "compute: output panels split over {} core(s){}; per tile {:.0f} weight issues + {:.0f} stream issues "
           "({} rows + {} fill/drain) + {:.0f} output issues",
-          P, tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues);
+          P,
+          grp.groups > 1 ? fmt::format(" ({} products at a time, {} panel(s) each on {} core(s))", grp.groups, NT, grp.cores)
+                         : std::string(),
+          tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues);
     } else {
       const int64_t Mb = w.block_rows, MB = ceil_div(gm.m, Mb);
       for (int64_t blk = 0; blk < MB; ++blk) {

@@ -161,3 +161,30 @@ TEST_CASE("bertlab estimate: bad input exits non-zero with a clear message", "[h
   std::ofstream("/tmp/bertlab_hw_v2.json") << R"({"format":"bertlab-graph","version":2,"tensors":[],"nodes":[]})";
   CHECK(std::system((bin + " estimate --graph /tmp/bertlab_hw_v2.json" + sys + " 2> /dev/null").c_str()) != 0);
 }
+
+// BWMA attention parallelises across heads: at S = d / 2 a head has two output panels, so
+// on four cores two heads run at once (before, two of the four cores stayed idle and the
+// node took as long as on two cores).
+TEST_CASE("BWMA attention products with fewer panels than cores use every core", "[hwmodel]") {
+  const BertConfig c = testing::bert_config(100, 128, 1, 2, 256, BertConfig{}.max_position_embeddings);  // d = 64
+  RunSpec run;
+  run.batch = 2;
+  run.seq = 64;
+  run.heads = Heads::none;
+  const Graph g = build_bert(c, run);
+  SystemDesc s = paper_system();
+  s.array.kernel = 32;
+  auto context = [&](int64_t cores) {
+    s.cores = cores;
+    for (const auto& n : estimate_graph(g, s, Arrangement::bwma).nodes)
+      if (n.op == "attn_context") return n;
+    FAIL("no attn_context node");
+    return NodeEstimate{};
+  };
+  const NodeEstimate two = context(2), four = context(4), one = context(1);
+  // 4 products (batch 2 x 2 heads) of 2 panels: 1 core does 8 panels, 2 cores 4 each, 4 cores 2 each.
+  CHECK(two.compute_cycles == Approx(one.compute_cycles / 2));
+  CHECK(four.compute_cycles == Approx(two.compute_cycles / 2));
+  // The same tiles in all, whatever the core count.
+  CHECK(four.tiles == one.tiles);
+}
