@@ -481,12 +481,14 @@ class NodeModel {
                                   (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : "");
     if (s_.array.compute_model == ComputeModel::scalesim) {
       const auto sc = scalesim_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow);
-      for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(sc.cycles) * ceil_div(inst, P);
+      const auto cyc = scalesim_per_core(S, S, gm.m, w.n, w.k, s_.array.dataflow, inst, P);
+      for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(cyc[c]);
       n.tiles = sc.folds * inst;
-      term(n, "compute (SCALE-Sim {}): {} folds x per-fold cycles = {} cycles per product; "
-                                    "SRAM reads A {} B {}, writes {}",
-                                    to_string(s_.array.dataflow), sc.folds, sc.cycles, sc.ifmap_reads,
-                                    sc.filter_reads, sc.ofmap_writes);
+      term(n, "compute (SCALE-Sim {}): {} folds, {} cycles per product as SCALE-Sim reports them (demand rows - 1); "
+              "{} product(s) split over {} core(s), busiest {} cycles; SRAM reads A {} B {}, writes {} "
+              "(SCALE-Sim reports {})",
+           to_string(s_.array.dataflow), sc.folds, sc.cycles, inst, P, *std::max_element(cyc.begin(), cyc.end()),
+           sc.ifmap_reads, sc.filter_reads, sc.ofmap_writes, sc.reported_ofmap_writes);
     } else if (a_ == Arrangement::bwma) {
       const TileCost tc = tile_cost(s_, gm.m);
       // Products with fewer output panels than cores run several at once on groups of
