@@ -164,12 +164,65 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // and the input panel kb up to the line's rows. The input rows are added and removed
   // line group by line group. The sets shift with the input panel, so each k-step has
   // its own (the lines that miss move through the panel with kb).
+  // Skipping k-steps that cannot overflow (speed only; the counts are unchanged): when the
+  // panels of A, Y and the weights start on line boundaries (no line shared by two panels)
+  // and the matrices are distinct, the window of any output line at k-step kb holds
+  // distinct lines of the round's output panels, the input panels kb-1 and kb and the
+  // round's weight tiles kb. If the most lines any set gets from each adds up to at most
+  // the ways, no output line misses at that k-step.
+  const int64_t sets = s.llc.sets();
+  const auto extent = [&](const MatrixView& v) {
+    const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
+  };
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
+  const bool can_skip = !SetLoad(s.llc).uniform() && a.panel_width == S && y.panel_width == S && b.panel_width == S &&
+                        a.col0 == 0 && y.col0 == 0 && b.col0 == 0 && a.panel_stride % L == 0 &&
+                        y.panel_stride % L == 0 && b.panel_stride % L == 0 && a.addr(0, 0) % L == 0 &&
+                        y.addr(0, 0) % L == 0 && b.addr(0, 0) % L == 0 && disjoint(extent(a), extent(y)) &&
+                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+  std::vector<int32_t> count(can_skip ? sets : 0, 0);
+  std::vector<int64_t> touched;
+  // The most lines in one set among the distinct lines of `sweeps`.
+  auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
+    int32_t most = 0;
+    touched.clear();
+    int64_t last = -1;
+    for (const auto& sw : sweeps)
+      for (int64_t i = 0; i < sw.count; ++i) {
+        const uint64_t at = sw.start + i * sw.stride;
+        for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+          if (l == last) continue;
+          last = l;
+          const int64_t st = l % sets;
+          if (count[st]++ == 0) touched.push_back(st);
+          most = std::max(most, count[st]);
+        }
+      }
+    for (int64_t st : touched) count[st] = 0;
+    return most;
+  };
+  std::vector<int32_t> max_a(can_skip ? KT : 0);
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     SetLoad base(s.llc);
-    for (int64_t c = 0; c < act; ++c) base.add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
-    const int64_t sets = s.llc.sets();
+    std::vector<Sweep> y_round, w_round;
+    for (int64_t c = 0; c < act; ++c) {
+      const auto v = block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S));
+      base.add(v);
+      y_round.insert(y_round.end(), v.begin(), v.end());
+    }
+    const int32_t max_y = can_skip ? most_in_a_set(y_round) : 0;
     for (int64_t kb = 1; kb < KT; ++kb) {
+      if (can_skip) {
+        w_round.clear();
+        for (int64_t c = 0; c < act; ++c) {
+          const auto v = block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S));
+          w_round.insert(w_round.end(), v.begin(), v.end());
+        }
+        if (max_y + max_a[kb - 1] + max_a[kb] + most_in_a_set(w_round) <= s.llc.ways) continue;
+      }
       SetLoad win = base;
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)
