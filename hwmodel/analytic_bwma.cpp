@@ -18,6 +18,45 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     a_lines[kb] = lines_of(a_panel[kb], L);
     A += a_lines[kb];
   }
+  // Skipping windows that cannot overflow (speed only; the counts are unchanged): when the
+  // panels of A, Y and the weights start on line boundaries (no line shared by two panels)
+  // and the matrices are distinct, a window's lines are distinct lines of a few groups
+  // (below: output panels, input panels, weight tiles). If the most lines any set gets from
+  // each group adds up to at most the ways, no line of that window's reuse misses.
+  const int64_t sets = s.llc.sets();
+  const auto extent = [&](const MatrixView& v) {
+    const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
+  };
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
+  const bool can_skip = !SetLoad(s.llc).uniform() && a.panel_width == S && y.panel_width == S && b.panel_width == S &&
+                        a.col0 == 0 && y.col0 == 0 && b.col0 == 0 && a.panel_stride % L == 0 &&
+                        y.panel_stride % L == 0 && b.panel_stride % L == 0 && a.addr(0, 0) % L == 0 &&
+                        y.addr(0, 0) % L == 0 && b.addr(0, 0) % L == 0 && disjoint(extent(a), extent(y)) &&
+                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+  std::vector<int32_t> count(can_skip ? sets : 0, 0);
+  std::vector<int64_t> touched;
+  // The most lines in one set among the distinct lines of `sweeps`.
+  auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
+    int32_t most = 0;
+    touched.clear();
+    int64_t last = -1;
+    for (const auto& sw : sweeps)
+      for (int64_t i = 0; i < sw.count; ++i) {
+        const uint64_t at = sw.start + i * sw.stride;
+        for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+          if (l == last) continue;
+          last = l;
+          const int64_t st = l % sets;
+          if (count[st]++ == 0) touched.push_back(st);
+          most = std::max(most, count[st]);
+        }
+      }
+    for (int64_t st : touched) count[st] = 0;
+    return most;
+  };
+  std::vector<int32_t> max_a(can_skip ? KT : 0);
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
   const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
   const int64_t Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);                 // one weight panel
   const int64_t Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                    // one output panel
@@ -83,8 +122,25 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
       for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
     };
+    // Every window from round r to r+1 holds lines of A, of the weight panels and of the
+    // output panels of rounds r and r+1 only.
+    const int32_t max_a_all = can_skip ? most_in_a_set([&] {
+      std::vector<Sweep> v;
+      for (const auto& p : a_panel) v.insert(v.end(), p.begin(), p.end());
+      return v;
+    }()) : 0;
     for (int64_t r = 0; r + 1 < R; ++r) {
       const int64_t act = P, next = (r + 2 == R) ? a_last : P;
+      if (can_skip) {
+        std::vector<Sweep> wv, yv;
+        for (int64_t nb = r * P; nb < (r + 1) * P + next; ++nb) {
+          const auto bw = block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S));
+          const auto ov = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+          wv.insert(wv.end(), bw.begin(), bw.end());
+          yv.insert(yv.end(), ov.begin(), ov.end());
+        }
+        if (max_a_all + most_in_a_set(wv) + most_in_a_set(yv) <= s.llc.ways) continue;
+      }
       std::vector<Sweep> miss;
       auto keep_line = [&](int64_t l) {
         const uint64_t at = static_cast<uint64_t>(l) * L;
@@ -164,46 +220,6 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // and the input panel kb up to the line's rows. The input rows are added and removed
   // line group by line group. The sets shift with the input panel, so each k-step has
   // its own (the lines that miss move through the panel with kb).
-  // Skipping k-steps that cannot overflow (speed only; the counts are unchanged): when the
-  // panels of A, Y and the weights start on line boundaries (no line shared by two panels)
-  // and the matrices are distinct, the window of any output line at k-step kb holds
-  // distinct lines of the round's output panels, the input panels kb-1 and kb and the
-  // round's weight tiles kb. If the most lines any set gets from each adds up to at most
-  // the ways, no output line misses at that k-step.
-  const int64_t sets = s.llc.sets();
-  const auto extent = [&](const MatrixView& v) {
-    const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
-    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
-  };
-  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
-  const bool can_skip = !SetLoad(s.llc).uniform() && a.panel_width == S && y.panel_width == S && b.panel_width == S &&
-                        a.col0 == 0 && y.col0 == 0 && b.col0 == 0 && a.panel_stride % L == 0 &&
-                        y.panel_stride % L == 0 && b.panel_stride % L == 0 && a.addr(0, 0) % L == 0 &&
-                        y.addr(0, 0) % L == 0 && b.addr(0, 0) % L == 0 && disjoint(extent(a), extent(y)) &&
-                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-  std::vector<int32_t> count(can_skip ? sets : 0, 0);
-  std::vector<int64_t> touched;
-  // The most lines in one set among the distinct lines of `sweeps`.
-  auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
-    int32_t most = 0;
-    touched.clear();
-    int64_t last = -1;
-    for (const auto& sw : sweeps)
-      for (int64_t i = 0; i < sw.count; ++i) {
-        const uint64_t at = sw.start + i * sw.stride;
-        for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
-          if (l == last) continue;
-          last = l;
-          const int64_t st = l % sets;
-          if (count[st]++ == 0) touched.push_back(st);
-          most = std::max(most, count[st]);
-        }
-      }
-    for (int64_t st : touched) count[st] = 0;
-    return most;
-  };
-  std::vector<int32_t> max_a(can_skip ? KT : 0);
-  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     SetLoad base(s.llc);
