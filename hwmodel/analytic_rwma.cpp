@@ -7,6 +7,29 @@ namespace bertlab::hw::analytic_detail {
 
 namespace {
 
+// The most lines any set holds among the lines of `v` (a line repeated by consecutive
+// segments counted once; other repeats count again, which only raises the result).
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+                            std::vector<int64_t>& touched) {
+  int32_t most = 0;
+  touched.clear();
+  int64_t last = -1;
+  for (const auto& sw : v)
+    for (int64_t i = 0; i < sw.count; ++i) {
+      const uint64_t at = sw.start + i * sw.stride;
+      for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+        if (l == last) continue;
+        last = l;
+        const int64_t st = l % sets;
+        if (count[st]++ == 0) touched.push_back(st);
+        most = std::max(most, count[st]);
+      }
+    }
+  for (int64_t st : touched) count[st] = 0;
+  return most;
+}
+
 // Weights of the RWMA GEMM: core 0 touches every tile first, the other cores of a round
 // load the same tiles right after it. Column tiles narrower than a line share its lines
 // (a group of `tpg` tiles, one weight strip): a weight line is used at k-step kb of every
@@ -319,6 +342,48 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         }
       }
     }
+    // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
+    // A, Y and the weights on lines of their own and distinct matrices, the window from
+    // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
+    // nb and nb+1 and of the round's Y strip of those tiles only; if the most lines any set
+    // gets from each adds up to at most the ways, no A line misses there (speed only).
+    std::vector<uint8_t> a_window_fits(NT, 0);
+    if (!win_a.uniform()) {
+      const auto extent = [&](const MatrixView& v) {
+        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+      };
+      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
+        return x.second < z.first || z.second < x.first;
+      };
+      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                            y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
+                            disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+      if (can_skip) {
+        const int64_t sets = s.llc.sets();
+        std::vector<int32_t> count(sets, 0);
+        std::vector<int64_t> touched;
+        std::vector<Sweep> av, yv;
+        for (int64_t c2 = 0; c2 < act; ++c2) {
+          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+          const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
+          av.insert(av.end(), v.begin(), v.end());
+        }
+        const int32_t most_a = most_lines_in_a_set(av, L, sets, count, touched);
+        for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+          yv.clear();
+          for (int64_t c2 = 0; c2 < act; ++c2) {
+            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+            const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
+            yv.insert(yv.end(), v.begin(), v.end());
+          }
+          const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
+          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, sets, count, touched) +
+                                  most_lines_in_a_set(wv, L, sets, count, touched) <=
+                              s.llc.ways;
+        }
+      }
+    }
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
@@ -335,7 +400,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         // nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb.
         const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
         for (int64_t nb = 0; nb + 1 < NT; ++nb)
-          for (int64_t j = 0; j * per_line < a.cols; ++j) {
+          for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
             const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
             SetLoad win = a_round;
             const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
