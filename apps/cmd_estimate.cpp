@@ -35,10 +35,34 @@ struct EstimateOptions {
 Graph load_graph_file(const std::string& path) {
   const auto j = read_json_file(path, "graph file");
   try {
-    return graph_from_json(j);
+    Graph g = graph_from_json(j);
+    check(!g.nodes().empty(), "field 'nodes' is empty: there is nothing to estimate");
+    // attrs.precision of every GEMM node: fp32 or bf16 (docs/graph-format.md); checked here
+    // since the accelerator model does not otherwise read it.
+    for (const auto& n : g.nodes())
+      if (n.category == Category::gemm) (void)gemm_bf16(n);
+    return g;
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());
   }
+}
+
+// A CLI11 check that a sweep value (--kernel, --cores) is a whole number in lo..hi, giving the
+// valid values (CLI11 puts the flag's name in front).
+CLI::Validator count_in(int64_t lo, int64_t hi, const std::string& example) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        int64_t x = 0;
+        size_t used = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == v.size() && !v.empty() && x >= lo && x <= hi) return "";
+        return fmt::format("expected whole numbers in {}..{} (e.g. {}), got '{}'", lo, hi, example, v);
+      },
+      fmt::format("INT in {}..{}", lo, hi));
 }
 
 Graph make_graph(const EstimateOptions& o) {
@@ -159,7 +183,14 @@ void run(const EstimateOptions& o) {
     check(g.find_node(o.explain).has_value(), "--explain: the graph has no node named '{}'", o.explain);
   std::vector<int64_t> kernels = o.kernels.empty() ? std::vector<int64_t>{base.array.kernel} : o.kernels;
   std::vector<int64_t> cores = o.cores.empty() ? std::vector<int64_t>{base.cores} : o.cores;
-  const auto arrs = base.kind == "cpu" ? std::vector<hw::Arrangement>{hw::Arrangement::rwma} : arrangements(o.arrangement);
+  if (base.kind == hw::SystemKind::accelerator && o.bench == 0) {
+    for (int64_t S : kernels)
+      hw::check_kernel_fits(g, S, o.kernels.empty() ? fmt::format("{}: field 'array.kernel'", o.system) : "--kernel");
+    for (int64_t P : o.cores)
+      check(P <= hw::kMaxAcceleratorCores, "--cores {}: an accelerator description takes 1..{} cores", P,
+            hw::kMaxAcceleratorCores);
+  }
+  const auto arrs = base.kind == hw::SystemKind::cpu ? std::vector<hw::Arrangement>{hw::Arrangement::rwma} : arrangements(o.arrangement);
 
   if (o.bench > 0) {
     // The analytic model over `bench` distinct system configurations (kernel x cores x LLC
@@ -284,8 +315,12 @@ void add_estimate_command(CLI::App& root) {
       ->check(CLI::IsMember({"pretraining", "none"}));
   cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
   cmd->add_option("--arrangement", o->arrangement, "rwma, bwma or both")->check(CLI::IsMember({"rwma", "bwma", "both"}));
-  cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")->delimiter(',')->check(CLI::PositiveNumber);
-  cmd->add_option("--cores", o->cores, "Core counts to sweep, e.g. 1,2,4")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")
+      ->delimiter(',')
+      ->check(count_in(1, 4096, "4,8,16,32"));
+  cmd->add_option("--cores", o->cores, "Core counts to sweep, e.g. 1,2,4")
+      ->delimiter(',')
+      ->check(count_in(1, hw::kMaxCpuCores, "1,2,4"));
   cmd->add_option("--csv", o->csv, "Write per-node results as CSV");
   cmd->add_option("--json", o->json, "Write per-node results as JSON");
   cmd->add_option("--explain", o->explain, "Print the terms of the estimate of this node");

@@ -6,7 +6,7 @@ namespace bertlab::hw::analytic_detail {
 
 // Weight-stationary GEMM over block-wise (panel) data.
 void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t, int64_t c0) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
   const int64_t C1 = s.l1.lines();
   auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
@@ -18,6 +18,45 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     a_lines[kb] = lines_of(a_panel[kb], L);
     A += a_lines[kb];
   }
+  // Skipping windows that cannot overflow (speed only; the counts are unchanged): when the
+  // panels of A, Y and the weights start on line boundaries (no line shared by two panels)
+  // and the matrices are distinct, a window's lines are distinct lines of a few groups
+  // (below: output panels, input panels, weight tiles). If the most lines any set gets from
+  // each group adds up to at most the ways, no line of that window's reuse misses.
+  const int64_t sets = s.llc.sets();
+  const auto extent = [&](const MatrixView& v) {
+    const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
+  };
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
+  const bool can_skip = !SetLoad(s.llc).uniform() && a.panel_width == S && y.panel_width == S && b.panel_width == S &&
+                        a.col0 == 0 && y.col0 == 0 && b.col0 == 0 && a.panel_stride % L == 0 &&
+                        y.panel_stride % L == 0 && b.panel_stride % L == 0 && a.addr(0, 0) % L == 0 &&
+                        y.addr(0, 0) % L == 0 && b.addr(0, 0) % L == 0 && disjoint(extent(a), extent(y)) &&
+                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+  std::vector<int32_t> count(can_skip ? sets : 0, 0);
+  std::vector<int64_t> touched;
+  // The most lines in one set among the distinct lines of `sweeps`.
+  auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
+    int32_t most = 0;
+    touched.clear();
+    int64_t last = -1;
+    for (const auto& sw : sweeps)
+      for (int64_t i = 0; i < sw.count; ++i) {
+        const uint64_t at = sw.start + i * sw.stride;
+        for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+          if (l == last) continue;
+          last = l;
+          const int64_t st = l % sets;
+          if (count[st]++ == 0) touched.push_back(st);
+          most = std::max(most, count[st]);
+        }
+      }
+    for (int64_t st : touched) count[st] = 0;
+    return most;
+  };
+  std::vector<int32_t> max_a(can_skip ? KT : 0);
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
   const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
   const int64_t Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);                 // one weight panel
   const int64_t Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                    // one output panel
@@ -42,7 +81,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   auto& bo = t.operands[w.b_name];
   auto& yo = t.operands[w.y_name];
   // A: round 0 brings every panel in (core 0 touches each line first).
-  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, 0, a_panel[kb]);
+  for (int64_t kb = 0; kb < KT; ++kb) dram.sweeps(w.a_name, false, c0, a_panel[kb]);
   // Rows of panel kb that miss: for kb = KT-1 only this round's output rows after m are
   // still to be touched, for kb = 0 only the next round's rows before m have been: there
   // the footprint depends linearly on the row, and the missing rows form one range.
@@ -70,8 +109,8 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     return v;
   };
   if (R >= 2 && SetLoad(s.llc).uniform()) {
-    dram.repeat(w.a_name, false, 0, a_refetch(P, P), R - 2);
-    dram.sweeps(w.a_name, false, 0, a_refetch(P, a_last));
+    dram.repeat(w.a_name, false, c0, a_refetch(P, P), R - 2);
+    dram.sweeps(w.a_name, false, c0, a_refetch(P, a_last));
   } else if (R >= 2) {
     // Set-resolved: the same windows per LLC set. From round r to r+1 at k-panel kb: all
     // of A, round r's weight tiles after kb and round r+1's up to kb, round r's output
@@ -83,8 +122,25 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
       for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
     };
+    // Every window from round r to r+1 holds lines of A, of the weight panels and of the
+    // output panels of rounds r and r+1 only.
+    const int32_t max_a_all = can_skip ? most_in_a_set([&] {
+      std::vector<Sweep> v;
+      for (const auto& p : a_panel) v.insert(v.end(), p.begin(), p.end());
+      return v;
+    }()) : 0;
     for (int64_t r = 0; r + 1 < R; ++r) {
       const int64_t act = P, next = (r + 2 == R) ? a_last : P;
+      if (can_skip) {
+        std::vector<Sweep> wv, yv;
+        for (int64_t nb = r * P; nb < (r + 1) * P + next; ++nb) {
+          const auto bw = block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S));
+          const auto ov = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
+          wv.insert(wv.end(), bw.begin(), bw.end());
+          yv.insert(yv.end(), ov.begin(), ov.end());
+        }
+        if (max_a_all + most_in_a_set(wv) + most_in_a_set(yv) <= s.llc.ways) continue;
+      }
       std::vector<Sweep> miss;
       auto keep_line = [&](int64_t l) {
         const uint64_t at = static_cast<uint64_t>(l) * L;
@@ -129,7 +185,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           m0 = m1 + 1;
         }
       }
-      dram.sweeps(w.a_name, false, 0, miss);
+      dram.sweeps(w.a_name, false, c0, miss);
     }
   }
   const int64_t worst = a_footprint(P, R >= 2 ? P : 0, KT - 1);
@@ -167,9 +223,22 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     SetLoad base(s.llc);
-    for (int64_t c = 0; c < act; ++c) base.add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
-    const int64_t sets = s.llc.sets();
+    std::vector<Sweep> y_round, w_round;
+    for (int64_t c = 0; c < act; ++c) {
+      const auto v = block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S));
+      base.add(v);
+      y_round.insert(y_round.end(), v.begin(), v.end());
+    }
+    const int32_t max_y = can_skip ? most_in_a_set(y_round) : 0;
     for (int64_t kb = 1; kb < KT; ++kb) {
+      if (can_skip) {
+        w_round.clear();
+        for (int64_t c = 0; c < act; ++c) {
+          const auto v = block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S));
+          w_round.insert(w_round.end(), v.begin(), v.end());
+        }
+        if (max_y + max_a[kb - 1] + max_a[kb] + most_in_a_set(w_round) <= s.llc.ways) continue;
+      }
       SetLoad win = base;
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)
@@ -201,18 +270,18 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const auto miss = y_misses(r, act);
       for (int64_t c = 0; c < act; ++c) {
         const int64_t nb = r * P + c;
-        dram.sweeps(w.b_name, false, c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+        dram.sweeps(w.b_name, false, c0 + c, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
         // Reads: the whole panel at k-step 0, then the lines that miss at each later one;
         // write-backs: each evicted version, then the last one.
         const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
-        dram.sweeps(w.y_name, false, c, yv);
+        dram.sweeps(w.y_name, false, c0 + c, yv);
         bool again = false;
         for (int64_t kb = 1; kb < KT; ++kb) {
-          dram.sweeps(w.y_name, false, c, miss[c][kb]);
-          dram.sweeps(w.y_name, true, c, miss[c][kb]);
+          dram.sweeps(w.y_name, false, c0 + c, miss[c][kb]);
+          dram.sweeps(w.y_name, true, c0 + c, miss[c][kb]);
           again = again || !miss[c][kb].empty();
         }
-        dram.sweeps(w.y_name, true, c, yv);
+        dram.sweeps(w.y_name, true, c0 + c, yv);
         yo.refetch = std::max<int64_t>(yo.refetch, again ? KT : 1);
       }
     }
@@ -227,15 +296,15 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       y_win_early.add(Sweep{0, 1, L, std::max<int64_t>(1, S * y.elem / L) * L});
     }
     const SetLoad& y_win = core == act - 1 ? y_win_last : y_win_early;
-    dram.sweeps(w.b_name, false, core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
+    dram.sweeps(w.b_name, false, c0 + core, block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S)));
     const auto yv = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
     SetLoad mine(s.llc);
     mine.add(yv);
     const double fY = mine.total() > 0 ? mine.lines_over(y_win) / mine.total() : 0.0;
-    dram.repeat(w.y_name, false, core, yv, 1);
-    dram.repeat(w.y_name, true, core, yv, 1);
-    dram.missing(w.y_name, false, core, yv, KT - 1, y_win);
-    dram.missing(w.y_name, true, core, yv, KT - 1, y_win);
+    dram.repeat(w.y_name, false, c0 + core, yv, 1);
+    dram.repeat(w.y_name, true, c0 + core, yv, 1);
+    dram.missing(w.y_name, false, c0 + core, yv, KT - 1, y_win);
+    dram.missing(w.y_name, true, c0 + core, yv, KT - 1, y_win);
     yo.refetch = std::max<int64_t>(yo.refetch, fY > 0 ? KT : 1);
   }
   bo.why = "each weight tile is loaded once";
@@ -247,7 +316,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
     const int64_t y1 = (Yp + Ap + Wt <= C1) ? Yp : Yp * KT;
     const int64_t a1 = (A + Wp + 2 * Yp <= C1) ? (c == 0 ? A : 0) : A * panels;
-    t.l1_misses[c] += panels * (Wp + y1) + a1;
+    t.l1_misses[c0 + c] += panels * (Wp + y1) + a1;
   }
 }
 

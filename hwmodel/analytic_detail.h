@@ -170,9 +170,10 @@ inline std::string fit_text(int64_t footprint, int64_t capacity) {
                      capacity);
 }
 
-// Weight-stationary GEMM over block-wise (panel) data (analytic_bwma.cpp).
+// Weight-stationary GEMM over block-wise (panel) data (analytic_bwma.cpp), on the P cores
+// c0 .. c0 + P - 1.
 void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
+               const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t, int64_t c0);
 // Weight-stationary GEMM over row-major data with sequence blocks (analytic_rwma.cpp).
 void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);

@@ -7,6 +7,29 @@ namespace bertlab::hw::analytic_detail {
 
 namespace {
 
+// The most lines any set holds among the lines of `v` (a line repeated by consecutive
+// segments counted once; other repeats count again, which only raises the result).
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+                            std::vector<int64_t>& touched) {
+  int32_t most = 0;
+  touched.clear();
+  int64_t last = -1;
+  for (const auto& sw : v)
+    for (int64_t i = 0; i < sw.count; ++i) {
+      const uint64_t at = sw.start + i * sw.stride;
+      for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+        if (l == last) continue;
+        last = l;
+        const int64_t st = l % sets;
+        if (count[st]++ == 0) touched.push_back(st);
+        most = std::max(most, count[st]);
+      }
+    }
+  for (int64_t st : touched) count[st] = 0;
+  return most;
+}
+
 // Weights of the RWMA GEMM: core 0 touches every tile first, the other cores of a round
 // load the same tiles right after it. Column tiles narrower than a line share its lines
 // (a group of `tpg` tiles, one weight strip): a weight line is used at k-step kb of every
@@ -188,42 +211,100 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     if (!win_y.uniform()) {
       k_miss.y.resize(act);
       k_miss.a.resize(act);
-      const int64_t sets = s.llc.sets();
+      const int64_t sets = s.llc.sets(), ways = s.llc.ways;
       auto keep = [&](std::vector<Sweep>& v, int64_t l) {
         const uint64_t at = static_cast<uint64_t>(l) * L;
         if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
         else v.push_back({at, 1, L, L});
       };
-      auto row_lines = [&](const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
-        std::vector<int64_t> out;
+      auto row_lines = [&](std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
+        out.clear();
         const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
         const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
         for (uint64_t l = lo / L; l <= hi / L; ++l) out.push_back(static_cast<int64_t>(l));
-        return out;
       };
-      for (int64_t nb = 0; nb < NT; ++nb)
+      // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
+      // every row of A, Y and the weights has lines of its own (row strides of at least a
+      // line, distinct matrices), the window of any line of a k-step, with that line's own
+      // row added, holds distinct lines of three groups only: the two A tiles' lines (k-tiles
+      // kbp and kb, every row of the round), the two Y tiles' lines (nbp and nb) and the
+      // weight tile. If the most lines any set gets from each group add up to at most the
+      // ways, no line of that k-step can miss.
+      const auto extent = [&](const MatrixView& v) {
+        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+      };
+      const auto ea = extent(a), ey = extent(y), eb = extent(b);
+      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
+      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                            y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
+      std::vector<int32_t> count(can_skip ? sets : 0, 0);
+      std::vector<int64_t> touched, lines_p, lines_c;
+      // The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
+      // round's rows (t1 == t2: one tile).
+      auto max_union = [&](const MatrixView& v, int64_t t1, int64_t t2) {
+        int32_t most = 0;
+        touched.clear();
+        for (int64_t c2 = 0; c2 < act; ++c2)
+          for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+            const int64_t m = (r * P + c2) * Mb + i;
+            row_lines(lines_p, v, m, t1);
+            row_lines(lines_c, v, m, t2);
+            for (int64_t l : lines_c)
+              if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
+            for (int64_t l : lines_p) {
+              const int64_t st = l % sets;
+              if (count[st]++ == 0) touched.push_back(st);
+              most = std::max(most, count[st]);
+            }
+          }
+        for (int64_t st : touched) count[st] = 0;
+        return most;
+      };
+      auto max_weight_tile = [&](int64_t kb, int64_t nb) {
+        int32_t most = 0;
+        touched.clear();
+        for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
+          row_lines(lines_p, b, kb * S + kr, nb);
+          for (int64_t l : lines_p) {
+            const int64_t st = l % sets;
+            if (count[st]++ == 0) touched.push_back(st);
+            most = std::max(most, count[st]);
+          }
+        }
+        for (int64_t st : touched) count[st] = 0;
+        return most;
+      };
+      std::vector<int32_t> max_a(can_skip ? KT : 0);
+      for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+      SetLoad win(s.llc), empty(s.llc);
+      std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
+      std::vector<int64_t> same_set;
+      for (int64_t nb = 0; nb < NT; ++nb) {
+        const int32_t y_tile = can_skip ? max_union(y, nb, nb) : 0;
+        const int32_t y_pair = can_skip && nb > 0 ? max_union(y, nb - 1, nb) : 0;
         for (int64_t kb = 0; kb < KT; ++kb) {
           // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
           // previous one (S*e < line); an A line only after its first k-tile.
           const bool y_again = kb > 0 || (nb * S * e) % L != 0;
           const bool a_again = (kb * S * e) % L != 0;
           if (!y_again && !a_again) continue;
+          if (can_skip && (kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) continue;
           const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-          SetLoad win(s.llc);
+          win = empty;
           win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
           for (int64_t c2 = 0; c2 < act; ++c2) {
             const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
             win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
             win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
           }
-          std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
           for (int64_t i = 0; i < Mb; ++i) {
             for (int64_t c2 = 0; c2 < act; ++c2) {
               ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
               if (i >= rows_of(r * P + c2)) continue;
               const int64_t m = (r * P + c2) * Mb + i;
-              ap[c2] = row_lines(a, m, kbp), yp[c2] = row_lines(y, m, nbp);
-              ac[c2] = row_lines(a, m, kb), yc[c2] = row_lines(y, m, nb);
+              row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
+              row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
               for (int64_t l : ap[c2]) win.add_line(l, -1);
               for (int64_t l : yp[c2]) win.add_line(l, -1);
             }
@@ -231,18 +312,19 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             // cores after c touched theirs in the previous k-step after l, cores before c
             // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
             auto overflows = [&](int64_t c, int64_t l, bool a_line) {
-              std::vector<int64_t> u{l};
+              const int64_t st = l % sets;
+              same_set.assign(1, l);
+              auto take = [&](const std::vector<int64_t>& v) {
+                for (int64_t x : v)
+                  if (x % sets == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
+              };
               for (int64_t c2 = 0; c2 < act; ++c2) {
-                if (c2 > c || (a_line && c2 == c)) u.insert(u.end(), yp[c2].begin(), yp[c2].end());
-                if (c2 > c) u.insert(u.end(), ap[c2].begin(), ap[c2].end());
-                if (c2 < c || (!a_line && c2 == c)) u.insert(u.end(), ac[c2].begin(), ac[c2].end());
-                if (c2 < c) u.insert(u.end(), yc[c2].begin(), yc[c2].end());
+                if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
+                if (c2 > c) take(ap[c2]);
+                if (c2 < c || (!a_line && c2 == c)) take(ac[c2]);
+                if (c2 < c) take(yc[c2]);
               }
-              std::sort(u.begin(), u.end());
-              u.erase(std::unique(u.begin(), u.end()), u.end());
-              double extra = 0;
-              for (int64_t x : u) extra += (x % sets == l % sets);
-              return win.overflowing(l, extra);
+              return win.overflowing(l, static_cast<double>(same_set.size()));
             };
             for (int64_t c = 0; c < act; ++c) {
               if (y_again)
@@ -258,6 +340,49 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             }
           }
         }
+      }
+    }
+    // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
+    // A, Y and the weights on lines of their own and distinct matrices, the window from
+    // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
+    // nb and nb+1 and of the round's Y strip of those tiles only; if the most lines any set
+    // gets from each adds up to at most the ways, no A line misses there (speed only).
+    std::vector<uint8_t> a_window_fits(NT, 0);
+    if (!win_a.uniform()) {
+      const auto extent = [&](const MatrixView& v) {
+        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+      };
+      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
+        return x.second < z.first || z.second < x.first;
+      };
+      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                            y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
+                            disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+      if (can_skip) {
+        const int64_t sets = s.llc.sets();
+        std::vector<int32_t> count(sets, 0);
+        std::vector<int64_t> touched;
+        std::vector<Sweep> av, yv;
+        for (int64_t c2 = 0; c2 < act; ++c2) {
+          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+          const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
+          av.insert(av.end(), v.begin(), v.end());
+        }
+        const int32_t most_a = most_lines_in_a_set(av, L, sets, count, touched);
+        for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+          yv.clear();
+          for (int64_t c2 = 0; c2 < act; ++c2) {
+            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+            const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
+            yv.insert(yv.end(), v.begin(), v.end());
+          }
+          const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
+          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, sets, count, touched) +
+                                  most_lines_in_a_set(wv, L, sets, count, touched) <=
+                              s.llc.ways;
+        }
+      }
     }
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
@@ -275,7 +400,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         // nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb.
         const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
         for (int64_t nb = 0; nb + 1 < NT; ++nb)
-          for (int64_t j = 0; j * per_line < a.cols; ++j) {
+          for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
             const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
             SetLoad win = a_round;
             const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);

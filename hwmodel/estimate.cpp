@@ -229,7 +229,7 @@ struct CpuGraphFacts {
 //   once per step, 28 bytes per parameter in all), nodes larger than the LLC, and when the
 //   resident triad was not measured.
 NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms) {
-  if (s.cpu_model == "roofline") return cpu_roofline_node(g, node, s, terms);
+  if (s.cpu_model == CpuModel::roofline) return cpu_roofline_node(g, node, s, terms);
   NodeEstimate n;
   n.model = "cpu-calibrated";
   n.flops = node_flops(g, node);
@@ -479,26 +479,35 @@ class NodeModel {
     term(n, "{}: GEMM batch {} x (M {} x N {} x K {}), {} x {} tiles of {}x{} per product{}",
                                   lowering, inst, gm.m, gm.n, gm.k, KT, NT, S, S,
                                   (w.k != gm.k || w.n != gm.n) ? fmt::format(" (K, N padded to {}, {})", w.k, w.n) : "");
-    if (s_.array.compute_model == "scalesim") {
+    if (s_.array.compute_model == ComputeModel::scalesim) {
       const auto sc = scalesim_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow);
-      for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(sc.cycles) * ceil_div(inst, P);
+      const auto cyc = scalesim_per_core(S, S, gm.m, w.n, w.k, s_.array.dataflow, inst, P);
+      for (int64_t c = 0; c < P; ++c) per_core[c] = static_cast<double>(cyc[c]);
       n.tiles = sc.folds * inst;
-      term(n, "compute (SCALE-Sim {}): {} folds x per-fold cycles = {} cycles per product; "
-                                    "SRAM reads A {} B {}, writes {}",
-                                    to_string(s_.array.dataflow), sc.folds, sc.cycles, sc.ifmap_reads,
-                                    sc.filter_reads, sc.ofmap_writes);
+      term(n, "compute (SCALE-Sim {}): {} folds, {} cycles per product as SCALE-Sim reports them (demand rows - 1); "
+              "{} product(s) split over {} core(s), busiest {} cycles; SRAM reads A {} B {}, writes {} "
+              "(SCALE-Sim reports {})",
+           to_string(s_.array.dataflow), sc.folds, sc.cycles, inst, P, *std::max_element(cyc.begin(), cyc.end()),
+           sc.ifmap_reads, sc.filter_reads, sc.ofmap_writes, sc.reported_ofmap_writes);
     } else if (a_ == Arrangement::bwma) {
       const TileCost tc = tile_cost(s_, gm.m);
-      for (int64_t c = 0; c < P; ++c) {
-        const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
-        per_core[c] = inst * panels * KT * tc.cycles(s_.array);
-      }
+      // Products with fewer output panels than cores run several at once on groups of
+      // cores (work.h bwma_groups): product i on group i mod groups.
+      const BwmaGroups grp = bwma_groups(w, P);
+      for (int64_t i = 0; i < inst; ++i)
+        for (int64_t c = 0; c < grp.cores; ++c) {
+          const int64_t panels = NT / grp.cores + (c < NT % grp.cores ? 1 : 0);
+          per_core[grp.first_core(i) + c] += panels * KT * tc.cycles(s_.array);
+        }
       n.tiles = inst * NT * KT;
       n.issues = static_cast<int64_t>(n.tiles * (tc.weight_issues + tc.stream_issues + tc.output_issues));
-      term(n, 
-          "compute: output panels split over {} core(s); per tile {:.0f} weight issues + {:.0f} stream issues "
+      term(n,
+          "compute: output panels split over {} core(s){}; per tile {:.0f} weight issues + {:.0f} stream issues "
           "({} rows + {} fill/drain) + {:.0f} output issues",
-          P, tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues);
+          P,
+          grp.groups > 1 ? fmt::format(" ({} products at a time, {} panel(s) each on {} core(s))", grp.groups, NT, grp.cores)
+                         : std::string(),
+          tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues);
     } else {
       const int64_t Mb = w.block_rows, MB = ceil_div(gm.m, Mb);
       for (int64_t blk = 0; blk < MB; ++blk) {
@@ -803,12 +812,27 @@ NodeClasses classify_nodes(const Graph& g) {
   return c;
 }
 
+int64_t largest_gemm_k(const Graph& g) {
+  int64_t x = 0;
+  for (const auto& node : g.nodes())
+    if (const auto gm = node.category == Category::gemm ? node_gemm(g, node) : std::nullopt) x = std::max(x, gm->k);
+  return x;
+}
+
+void check_kernel_fits(const Graph& g, int64_t kernel, const std::string& what) {
+  const int64_t largest = largest_gemm_k(g);
+  check(largest == 0 || kernel <= largest,
+        "{} is {}, larger than the K of every GEMM of the graph (largest K: {}): every weight tile would be "
+        "mostly zero padding; use a kernel of at most {}",
+        what, kernel, largest, largest);
+}
+
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a, const EstimateOptions& o) {
   GraphEstimate ge;
   ge.system = s;
   ge.arrangement = a;
   ge.nodes.reserve(g.nodes().size() + g.nodes().size() / 8);
-  if (s.kind == "cpu") {
+  if (s.kind == SystemKind::cpu) {
     CpuGraphFacts facts;
     for (const auto& node : g.nodes()) facts.training |= node.phase == Phase::backward;
     for (const auto& node : g.nodes()) {

@@ -50,6 +50,12 @@ struct EstimateOptions {
   std::string explain;                   // ... or for this node only
 };
 
+// The largest K (reduction extent) of the graph's GEMMs: the rows of an S x S weight tile. A
+// kernel larger than this pads the K of every GEMM with zeros.
+int64_t largest_gemm_k(const Graph& g);
+// Throws Error when the kernel exceeds largest_gemm_k(g); `what` names the field or flag.
+void check_kernel_fits(const Graph& g, int64_t kernel, const std::string& what);
+
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
                              const EstimateOptions& o = {});
 

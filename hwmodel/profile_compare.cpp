@@ -49,10 +49,10 @@ void check_same_run(const Graph& g, const json& profile, const std::string& orig
 }  // namespace
 
 void check_comparable(const SystemDesc& s, const std::string& origin) {
-  check(s.kind == "cpu",
+  check(s.kind == SystemKind::cpu,
         "--compare-profile: system '{}' ({}) is an {} description; measured profiles can only be compared with a "
         "cpu description (configs/systems/this-cpu.json or a machine.json)",
-        s.name, origin, s.kind);
+        s.name, origin, to_string(s.kind));
 }
 
 std::vector<size_t> ProfileComparison::worst(size_t n) const {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <optional>
+#include <type_traits>
 
 #include "runtime/error.h"
 #include "runtime/json_file.h"
@@ -19,6 +20,27 @@ const char* to_string(Dataflow d) {
   }
   return "?";
 }
+const char* to_string(SystemKind k) {
+  switch (k) {
+    case SystemKind::accelerator: return "accelerator";
+    case SystemKind::cpu: return "cpu";
+  }
+  return "?";
+}
+const char* to_string(ComputeModel m) {
+  switch (m) {
+    case ComputeModel::tightly_coupled: return "tightly_coupled";
+    case ComputeModel::scalesim: return "scalesim";
+  }
+  return "?";
+}
+const char* to_string(CpuModel m) {
+  switch (m) {
+    case CpuModel::calibrated: return "calibrated";
+    case CpuModel::roofline: return "roofline";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -30,6 +52,10 @@ template <typename T>
 T field(const json& j, const std::string& key, const std::string& path, const std::string& origin) {
   check(j.is_object(), "{}: '{}' must be an object", origin, path);
   check(j.contains(key), "{}: missing field '{}{}'", origin, path.empty() ? "" : path + ".", key);
+  // Counts (cores, sizes, ways, ...) must be whole numbers: 2.5 would otherwise be truncated.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    check(j.at(key).is_number_integer(), "{}: field '{}{}' must be a whole number, got {}", origin,
+          path.empty() ? "" : path + ".", key, j.at(key).dump());
   try {
     return j.at(key).get<T>();
   } catch (const json::exception&) {
@@ -43,6 +69,24 @@ T field_or(const json& j, const std::string& key, T dflt, const std::string& pat
            const std::string& origin) {
   if (!j.is_object() || !j.contains(key)) return dflt;
   return field<T>(j, key, path, origin);
+}
+
+SystemKind kind_from(const std::string& s, const std::string& origin) {
+  if (s == "accelerator") return SystemKind::accelerator;
+  if (s == "cpu") return SystemKind::cpu;
+  fail("{}: field 'kind' must be accelerator or cpu, got '{}'", origin, s);
+}
+
+ComputeModel compute_model_from(const std::string& s, const std::string& origin) {
+  if (s == "tightly_coupled") return ComputeModel::tightly_coupled;
+  if (s == "scalesim") return ComputeModel::scalesim;
+  fail("{}: field 'array.compute_model' must be tightly_coupled or scalesim, got '{}'", origin, s);
+}
+
+CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
+  if (s == "calibrated") return CpuModel::calibrated;
+  if (s == "roofline") return CpuModel::roofline;
+  fail("{}: field 'cpu_model' must be calibrated or roofline, got '{}'", origin, s);
 }
 
 Dataflow dataflow_from(const std::string& s, const std::string& origin) {
@@ -91,7 +135,7 @@ void validate_cache(const CacheDesc& c, const std::string& what, const std::stri
 // older machine.json files: the model then goes without them. Caches are not measured;
 // typical values stand in.
 void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origin) {
-  s.kind = "cpu";
+  s.kind = SystemKind::cpu;
   s.name = fmt::format("this CPU: {} ({} threads, calibrated {}, from {})", m.cpu_model, m.threads, m.date, origin);
   s.cores = m.threads;
   s.gemm_peak_gflops = json{{"f32", m.gemm_peak_f32}};
@@ -141,7 +185,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
         version);
   SystemDesc s;
   s.name = field_or<std::string>(j, "name", origin, "", origin);
-  s.kind = field_or<std::string>(j, "kind", "accelerator", "", origin);
+  s.kind = kind_from(field_or<std::string>(j, "kind", "accelerator", "", origin), origin);
   s.cores = field<int64_t>(j, "cores", "", origin);
   s.clock_ghz = field<double>(j, "clock_ghz", "", origin);
   s.elem_bytes = field_or<int64_t>(j, "elem_bytes", 1, "", origin);
@@ -151,17 +195,18 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
-  if (s.kind == "cpu") {
+  if (s.kind == SystemKind::cpu) {
     s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
     s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
-    s.cpu_model = field_or<std::string>(j, "cpu_model", "calibrated", "", origin);
+    s.cpu_model = cpu_model_from(field_or<std::string>(j, "cpu_model", "calibrated", "", origin), origin);
     s.resident_gbps = field_or<double>(j, "resident_gbps", 0, "", origin);
     s.parallel_region_seconds = field_or<double>(j, "parallel_region_us", 0, "", origin) * 1e-6;
   } else {
     const json a = field<json>(j, "array", "", origin);
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
     s.array.dataflow = dataflow_from(field_or<std::string>(a, "dataflow", "ws", "array", origin), origin);
-    s.array.compute_model = field_or<std::string>(a, "compute_model", "tightly_coupled", "array", origin);
+    s.array.compute_model =
+        compute_model_from(field_or<std::string>(a, "compute_model", "tightly_coupled", "array", origin), origin);
     s.array.bytes_per_issue = field_or<int64_t>(a, "bytes_per_issue", 4, "array", origin);
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
@@ -176,7 +221,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.dram.banks = field_or<int64_t>(d, "banks", 16, "dram", origin);
   s.dram.row_hit_ns = field_or<double>(d, "row_hit_ns", 15, "dram", origin);
   s.dram.row_miss_ns = field_or<double>(d, "row_miss_ns", 45, "dram", origin);
-  if (s.kind == "cpu" && j.contains("machine")) {
+  if (s.kind == SystemKind::cpu && j.contains("machine")) {
     const std::string name = field<std::string>(j, "machine", "", origin);
     if (const auto path = find_machine(name, origin))
       apply_machine(s, load_machine(*path), path->string());
@@ -188,10 +233,9 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
 }
 
 void validate(const SystemDesc& s, const std::string& origin) {
-  check(s.kind == "accelerator" || s.kind == "cpu",
-        "{}: field 'kind' must be accelerator or cpu, got '{}'", origin, s.kind);
-  check(s.cores >= 1 && s.cores <= 1024, "{}: field 'cores' must be in 1..1024, got {}", origin,
-        s.cores);
+  const int64_t max_cores = s.kind == SystemKind::cpu ? kMaxCpuCores : kMaxAcceleratorCores;
+  check(s.cores >= 1 && s.cores <= max_cores, "{}: field 'cores' must be in 1..{} for a{} {} description, got {}",
+        origin, max_cores, s.kind == SystemKind::cpu ? "" : "n", to_string(s.kind), s.cores);
   check(s.clock_ghz > 0, "{}: field 'clock_ghz' must be positive, got {}", origin, s.clock_ghz);
   check(s.elem_bytes == 1 || s.elem_bytes == 2 || s.elem_bytes == 4,
         "{}: field 'elem_bytes' must be 1, 2 or 4, got {}", origin, s.elem_bytes);
@@ -207,9 +251,7 @@ void validate(const SystemDesc& s, const std::string& origin) {
   check(s.l1.line_bytes == s.llc.line_bytes,
         "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,
         s.l1.line_bytes, s.llc.line_bytes);
-  if (s.kind == "cpu") {
-    check(s.cpu_model == "calibrated" || s.cpu_model == "roofline",
-          "{}: field 'cpu_model' must be calibrated or roofline, got '{}'", origin, s.cpu_model);
+  if (s.kind == SystemKind::cpu) {
     check(s.resident_gbps >= 0, "{}: field 'resident_gbps' must not be negative, got {}", origin, s.resident_gbps);
     check(s.parallel_region_seconds >= 0, "{}: field 'parallel_region_us' must not be negative", origin);
     for (const auto& r : s.gemm_rates)
@@ -225,19 +267,20 @@ void validate(const SystemDesc& s, const std::string& origin) {
   const auto& a = s.array;
   check(a.kernel >= 1 && a.kernel <= 4096, "{}: field 'array.kernel' must be in 1..4096, got {}",
         origin, a.kernel);
-  check(a.compute_model == "tightly_coupled" || a.compute_model == "scalesim",
-        "{}: field 'array.compute_model' must be tightly_coupled or scalesim, got '{}'", origin,
-        a.compute_model);
-  check(a.compute_model != "tightly_coupled" || a.dataflow == Dataflow::ws,
+  check(a.compute_model != ComputeModel::tightly_coupled || a.dataflow == Dataflow::ws,
         "{}: 'array.compute_model' tightly_coupled models the weight-stationary array of the "
         "paper; dataflow '{}' needs compute_model scalesim",
         origin, to_string(a.dataflow));
   check(a.bytes_per_issue >= 1, "{}: field 'array.bytes_per_issue' must be >= 1", origin);
-  check((a.kernel * s.elem_bytes) % a.bytes_per_issue == 0 || a.compute_model == "scalesim",
+  check((a.kernel * s.elem_bytes) % a.bytes_per_issue == 0 || a.compute_model == ComputeModel::scalesim,
         "{}: a kernel row of {} x {} bytes does not divide into issues of {} bytes "
         "('array.bytes_per_issue')",
         origin, a.kernel, s.elem_bytes, a.bytes_per_issue);
-  check(a.cycles_per_issue > 0, "{}: field 'array.cycles_per_issue' must be positive", origin);
+  check(a.cycles_per_issue > 0, "{}: field 'array.cycles_per_issue' must be positive, got {}", origin,
+        a.cycles_per_issue);
+  // Every popped output word is at least one core instruction (tightly coupled array).
+  check(a.output_cycles_per_issue > 0, "{}: field 'array.output_cycles_per_issue' must be positive, got {}",
+        origin, a.output_cycles_per_issue);
   check(s.rwma_block_rows >= 1, "{}: field 'rwma_block_rows' must be >= 1", origin);
   const auto& d = s.dram;
   check(d.channels >= 1, "{}: field 'dram.channels' must be >= 1", origin);
@@ -261,7 +304,7 @@ json system_to_json(const SystemDesc& s) {
   json j{{"format", "bertlab-system"},
          {"version", 1},
          {"name", s.name},
-         {"kind", s.kind},
+         {"kind", to_string(s.kind)},
          {"cores", s.cores},
          {"clock_ghz", s.clock_ghz},
          {"elem_bytes", s.elem_bytes},
@@ -281,16 +324,16 @@ json system_to_json(const SystemDesc& s) {
            {"banks", s.dram.banks},
            {"row_hit_ns", s.dram.row_hit_ns},
            {"row_miss_ns", s.dram.row_miss_ns}}}};
-  if (s.kind == "cpu") {
+  if (s.kind == SystemKind::cpu) {
     j["gemm_peak_gflops"] = s.gemm_peak_gflops;
     j["precision"] = s.precision;
-    j["cpu_model"] = s.cpu_model;
+    j["cpu_model"] = to_string(s.cpu_model);
     j["resident_gbps"] = s.resident_gbps;
     j["parallel_region_us"] = s.parallel_region_seconds * 1e6;
   } else {
     j["array"] = {{"kernel", s.array.kernel},
                   {"dataflow", to_string(s.array.dataflow)},
-                  {"compute_model", s.array.compute_model},
+                  {"compute_model", to_string(s.array.compute_model)},
                   {"bytes_per_issue", s.array.bytes_per_issue},
                   {"cycles_per_issue", s.array.cycles_per_issue},
                   {"output_cycles_per_issue", s.array.output_cycles_per_issue}};

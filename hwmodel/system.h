@@ -14,6 +14,23 @@ namespace bertlab::hw {
 
 enum class Dataflow : uint8_t { ws, os, is };
 const char* to_string(Dataflow d);
+// What a description models: an accelerator (cores with systolic arrays, caches, DRAM) or a
+// CPU described by measured peaks.
+enum class SystemKind : uint8_t { accelerator, cpu };
+const char* to_string(SystemKind k);
+// The array's cycle model: the paper's array fed through the core, or SCALE-Sim's closed forms.
+enum class ComputeModel : uint8_t { tightly_coupled, scalesim };
+const char* to_string(ComputeModel m);
+// The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
+enum class CpuModel : uint8_t { calibrated, roofline };
+const char* to_string(CpuModel m);
+
+// Largest core count of an accelerator description: the model keeps per-core counts and
+// the paper's systems have 1-8 cores; beyond 64 the shared-LLC, shared-DRAM model (one
+// bank per stream, no interconnect) does not describe a real system.
+inline constexpr int64_t kMaxAcceleratorCores = 64;
+// Largest thread count of a cpu description (machine.json threads).
+inline constexpr int64_t kMaxCpuCores = 1024;
 
 struct CacheDesc {
   int64_t size_bytes = 0;
@@ -38,7 +55,7 @@ struct DramDesc {
 struct ArrayDesc {
   int64_t kernel = 8;               // S: the array is S x S
   Dataflow dataflow = Dataflow::ws;
-  std::string compute_model = "tightly_coupled";  // tightly_coupled | scalesim
+  ComputeModel compute_model = ComputeModel::tightly_coupled;
   int64_t bytes_per_issue = 4;      // bytes moved into/out of the array per issued instruction
   double cycles_per_issue = 1;      // core cycles per issued array instruction
   double output_cycles_per_issue = 1;  // extra cycles to accumulate one popped output word
@@ -46,7 +63,7 @@ struct ArrayDesc {
 
 struct SystemDesc {
   std::string name;
-  std::string kind = "accelerator";  // accelerator | cpu
+  SystemKind kind = SystemKind::accelerator;
   int64_t cores = 1;
   double clock_ghz = 1;
   int64_t elem_bytes = 1;            // element size of the accelerator's data (int8: 1)
@@ -63,7 +80,7 @@ struct SystemDesc {
   nlohmann::json gemm_peak_gflops = nlohmann::json::object();
   std::string precision = "f32";     // the "roofline" model's precision for every GEMM
   // cpu kind, "calibrated" model (estimate.cpp cpu_node); from machine.json when it has them:
-  std::string cpu_model = "calibrated";   // calibrated | roofline (one peak, DRAM bandwidth)
+  CpuModel cpu_model = CpuModel::calibrated;  // or roofline (one peak, DRAM bandwidth)
   std::vector<GemmCalibration> gemm_rates;  // measured BERT-shaped GEMMs (empty: peaks only)
   double resident_gbps = 0;            // cache-resident triad, GB/s (0: unmeasured, use DRAM)
   double parallel_region_seconds = 0;  // fixed cost of one OpenMP parallel region (0: unmeasured)

@@ -2,6 +2,7 @@
 // The memory work of one node, lowered to the schedules the paper's kernels run, and the
 // traffic those schedules cause. The analytic model (analytic.h) and the exact trace
 // simulator (tracesim.h) consume the same work items, so they can be compared one to one.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -30,6 +31,20 @@ struct GemmWork {
   std::string a_name = "A", b_name = "B", y_name = "Y";
   std::vector<std::array<MatrixView, 3>> instances;  // a, b, y per product
 };
+
+// BWMA with fewer output panels than cores (attention heads: d / S panels per product):
+// the products run `groups` at a time, each on its own group of `cores` cores (product i on
+// group i mod groups, panels round-robin inside the group); with at least as many panels as
+// cores, one group of all cores takes the products one after another.
+struct BwmaGroups {
+  int64_t cores = 1, groups = 1;
+  int64_t first_core(int64_t instance) const { return (instance % groups) * cores; }
+};
+inline BwmaGroups bwma_groups(const GemmWork& w, int64_t P) {
+  const int64_t NT = std::max<int64_t>(1, w.n / w.S), per = std::min(P, NT);
+  const int64_t inst = std::max<int64_t>(1, static_cast<int64_t>(w.instances.size()));
+  return {per, std::max<int64_t>(1, std::min(P / per, inst))};
+}
 
 // Streaming accesses: each sweep is split across cores (rows, or lines of a contiguous span)
 // and walked once; sweeps run one after another.

@@ -617,3 +617,74 @@ TEST_CASE("bertlab infer and graph fail cleanly on bad files and work on good on
     CHECK(has_mlm);
   }
 }
+
+// bertlab estimate: values that used to be accepted (and gave nonsense such as a 5.84x
+// "speedup" at 1000 cores or -nan for an empty graph) are errors naming the file and field
+// or the flag, with the valid values.
+TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[errors][hwmodel]") {
+  REQUIRE(fs::exists(BERTLAB_BINARY));
+  TempDir dir;
+  const fs::path graph = dir / "graph.json";
+  REQUIRE(run_bertlab(fmt::format("graph --config {} --batch 1 --seq 8 -o {}",
+                                  quote(source_dir() / "configs/bert-tiny.json"), quote(graph)))
+              .exit_code == 0);
+  const fs::path paper = source_dir() / "configs/systems/paper-ticsat.json";
+  const auto system = nlohmann::json::parse(read_text(paper));
+  auto estimate = [&](const std::string& args) {
+    auto r = run_bertlab("estimate " + args);
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    return r.output;
+  };
+  // A system description with one field changed.
+  auto with = [&](const std::string& name, auto&& change) {
+    auto j = system;
+    change(j);
+    write_text(dir / name, j.dump());
+    return estimate(fmt::format("--graph {} --system {}", quote(graph), quote(dir / name)));
+  };
+  CHECK_THAT(with("cores1000.json", [](auto& j) { j["cores"] = 1000; }),
+             Contains("cores1000.json") && Contains("field 'cores' must be in 1..64") && Contains("1000"));
+  CHECK_THAT(with("cores25.json", [](auto& j) { j["cores"] = 2.5; }),
+             Contains("cores25.json") && Contains("field 'cores' must be a whole number, got 2.5"));
+  CHECK_THAT(with("ways.json", [](auto& j) { j["llc"]["ways"] = 8.5; }),
+             Contains("field 'llc.ways' must be a whole number"));
+  CHECK_THAT(with("kernel.json", [](auto& j) { j["array"]["kernel"] = 4096; }),
+             Contains("kernel.json: field 'array.kernel' is 4096") && Contains("largest K: 512"));
+  CHECK_THAT(with("out.json", [](auto& j) { j["array"]["output_cycles_per_issue"] = -3; }),
+             Contains("out.json") && Contains("'array.output_cycles_per_issue' must be positive, got -3"));
+  CHECK_THAT(with("issue.json", [](auto& j) { j["array"]["cycles_per_issue"] = 0; }),
+             Contains("'array.cycles_per_issue' must be positive"));
+  CHECK_THAT(with("hit.json", [](auto& j) { j["llc"]["hit_cycles"] = -1; }),
+             Contains("'llc.hit_cycles' must not be negative"));
+  CHECK_THAT(with("row.json", [](auto& j) { j["dram"]["row_bytes"] = 0; }), Contains("'dram.row_bytes'"));
+  CHECK_THAT(with("kind.json", [](auto& j) { j["kind"] = "gpu"; }),
+             Contains("field 'kind' must be accelerator or cpu, got 'gpu'"));
+  CHECK_THAT(with("model.json", [](auto& j) { j["array"]["compute_model"] = "rtl"; }),
+             Contains("field 'array.compute_model' must be tightly_coupled or scalesim, got 'rtl'"));
+
+  const auto g = nlohmann::json::parse(read_text(graph));
+  auto empty = g;
+  empty["nodes"] = nlohmann::json::array();
+  write_text(dir / "empty.json", empty.dump());
+  CHECK_THAT(estimate(fmt::format("--graph {} --system {}", quote(dir / "empty.json"), quote(paper))),
+             Contains("empty.json: field 'nodes' is empty") && !Contains("nan"));
+  auto int4 = g;
+  for (auto& n : int4["nodes"])
+    if (n["op"] == "linear") {
+      n["attrs"]["precision"] = "int4";
+      break;
+    }
+  write_text(dir / "int4.json", int4.dump());
+  CHECK_THAT(estimate(fmt::format("--graph {} --system {}", quote(dir / "int4.json"), quote(paper))),
+             Contains("int4.json") && Contains("attribute 'precision' must be \"fp32\" or \"bf16\", got \"int4\""));
+
+  const std::string base = fmt::format("--graph {} --system {}", quote(graph), quote(paper));
+  CHECK_THAT(estimate(base + " --kernel 0"), Contains("--kernel") && Contains("whole numbers in 1..4096") &&
+                                                 Contains("got '0'") && !Contains("1.79e308"));
+  CHECK_THAT(estimate(base + " --kernel 8,2.5"), Contains("--kernel") && Contains("got '2.5'"));
+  CHECK_THAT(estimate(base + " --kernel 1024"), Contains("--kernel is 1024") && Contains("largest K: 512"));
+  CHECK_THAT(estimate(base + " --cores 1000"), Contains("--cores 1000") && Contains("1..64"));
+  // The limits are not off by one: the largest kernel and core count accepted.
+  CHECK(run_bertlab("estimate " + base + " --kernel 512 --cores 64 > /dev/null").exit_code == 0);
+}

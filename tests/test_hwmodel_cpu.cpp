@@ -63,7 +63,7 @@ double seconds_of(const GraphEstimate& e, const std::string& name) {
 
 TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json", "[hwmodel][hwmodel_cpu]") {
   const SystemDesc s = machine();
-  REQUIRE(s.kind == "cpu");
+  REQUIRE(s.kind == SystemKind::cpu);
   CHECK(s.gemm_rates.size() == 3);
   CHECK(s.resident_gbps == 50);
   CHECK(s.parallel_region_seconds == Approx(2e-6));
@@ -129,7 +129,7 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
   }
   SECTION("plain roofline model (before calibrated rates)") {
     SystemDesc r = s;
-    r.cpu_model = "roofline";
+    r.cpu_model = CpuModel::roofline;
     const GraphEstimate er = estimate_graph(g, r, Arrangement::rwma);
     // max(66048 / 100 GFLOP/s, 14464 B / 10 GB/s) = 1.4464 us; f32 peak for the bf16 node too.
     CHECK(seconds_of(er, "enc.fc") == Approx(14464 / 10e9));
