@@ -1,6 +1,8 @@
 // bertlab tokenize: WordPiece-tokenise lines of standard input, one JSON array per line.
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -50,6 +52,12 @@ void run_benchmark(const data::BertTokenizer& tok) {
              static_cast<double>(bytes) / seconds / 1e6);
 }
 
+void flush_to_stdout(std::string& out) {
+  check(std::fwrite(out.data(), 1, out.size(), stdout) == out.size(), "cannot write standard output: {}",
+        std::strerror(errno));
+  out.clear();
+}
+
 void run_tokenize(const TokenizeOptions& o) {
   auto tok = data::BertTokenizer::load(o.vocab);
   if (o.bench) return run_benchmark(tok);
@@ -75,22 +83,22 @@ void run_tokenize(const TokenizeOptions& o) {
       b = std::string_view(line).substr(tab + 1);
     }
     auto e = tok.encode(a, b, enc);
-    nlohmann::json arr = nlohmann::json::array();
-    for (auto id : e.ids) {
+    // Written piece by piece (not as one JSON array value): a line of millions of tokens
+    // needs memory for its ids only.
+    out += '[';
+    for (std::size_t k = 0; k < e.ids.size(); ++k) {
+      if (k) out += ',';
       if (o.ids)
-        arr.push_back(id);
+        out += std::to_string(e.ids[k]);
       else
-        arr.push_back(tok.vocab().token(id));
+        out += nlohmann::json(tok.vocab().token(e.ids[k])).dump();
+      if (out.size() > (1 << 16)) flush_to_stdout(out);
     }
-    out += arr.dump();
-    out += '\n';
-    if (out.size() > (1 << 16)) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      out.clear();
-    }
+    out += "]\n";
+    if (out.size() > (1 << 16)) flush_to_stdout(out);
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  flush_to_stdout(out);
+  check(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write standard output: {}", std::strerror(errno));
 }
 }  // namespace
 

