@@ -21,12 +21,29 @@ struct TokenizeOptions {
   std::size_t max_length = 0;
 };
 
+// A line is tokenised in memory (about 40 bytes per input byte): longer lines are refused,
+// and reading stops there, so that a stream without newlines cannot take all memory.
+constexpr std::size_t kMaxLineBytes = std::size_t{8} << 20;
+
+// std::getline with the limit; `number` is the 1-based number of the line being read.
+bool read_line(std::string& line, std::size_t number) {
+  line.clear();
+  std::streambuf* in = std::cin.rdbuf();
+  for (int c = in->sbumpc(); ; c = in->sbumpc()) {
+    if (c == std::char_traits<char>::eof()) return !line.empty();
+    if (c == '\n') return true;
+    check(line.size() < kMaxLineBytes, "standard input:{}: line longer than {} MiB; split the text into lines",
+          number, kMaxLineBytes >> 20);
+    line.push_back(static_cast<char>(c));
+  }
+}
+
 // --bench: tokenise all of standard input in memory and report throughput, writing no tokens.
 void run_benchmark(const data::BertTokenizer& tok) {
   std::vector<std::string> lines;
   std::string line;
   std::size_t words = 0, bytes = 0;
-  while (std::getline(std::cin, line)) {
+  while (read_line(line, lines.size() + 1)) {
     auto bad = data::find_invalid_utf8(line);
     check(bad == std::string::npos, "standard input:{}: invalid UTF-8 at column {}", lines.size() + 1, bad + 1);
     bool in_word = false;
@@ -69,7 +86,7 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   std::string line, out;
   std::size_t number = 0;
-  while (std::getline(std::cin, line)) {
+  while (read_line(line, number + 1)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     auto bad = data::find_invalid_utf8(line);

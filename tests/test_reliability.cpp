@@ -388,3 +388,14 @@ TEST_CASE("metrics.jsonl holds every step once after a resume over a longer log"
   }
   CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5});
 }
+
+TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", "[reliability][tokenizer]") {
+  const auto vocab = quote(source_dir() / "tests/data/vocab_small");
+  auto zeros = run_shell(fmt::format("head -c 20000000 /dev/zero | timeout 20 '{}' tokenize --vocab {} >/dev/null",
+                                     BERTLAB_BINARY, vocab));
+  CHECK(zeros.exit_code == 1);
+  CHECK_THAT(zeros.output, Contains("standard input:1") && Contains("MiB"));
+  auto ok = run_shell(fmt::format("printf 'hello world\\n\\nthe fox' | '{}' tokenize --vocab {}", BERTLAB_BINARY, vocab));
+  CHECK(ok.exit_code == 0);
+  CHECK(std::count(ok.output.begin(), ok.output.end(), '\n') == 3);
+}
