@@ -391,7 +391,7 @@ TEST_CASE("metrics.jsonl holds every step once after a resume over a longer log"
 
 TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", "[reliability][tokenizer]") {
   const auto vocab = quote(source_dir() / "tests/data/vocab_small");
-  auto zeros = run_shell(fmt::format("head -c 20000000 /dev/zero | timeout 20 '{}' tokenize --vocab {} >/dev/null",
+  auto zeros = run_shell(fmt::format("head -c 20000000 /dev/zero | timeout 20 '{}' tokenize --vocab {}",
                                      BERTLAB_BINARY, vocab));
   CHECK(zeros.exit_code == 1);
   CHECK_THAT(zeros.output, Contains("standard input:1") && Contains("MiB"));
