@@ -146,11 +146,18 @@ void agree_across_ranks(dist::World& world, const nlohmann::json& run_state, con
   mine["resume"] = o.resume.string();
   mine["config"] = config_to_json(config);
   const nlohmann::json root = nlohmann::json::parse(world.broadcast_text(mine.dump()));
+  // Named settings first; the data fingerprint last (it differs whenever seq_len does).
+  std::vector<std::string> keys;
   for (auto it = mine.begin(); it != mine.end(); ++it)
+    if (it.key() != "data_fingerprint") keys.push_back(it.key());
+  keys.push_back("data_fingerprint");
+  for (const auto& key : keys) {
+    const auto it = mine.find(key);
     check(root.contains(it.key()) && root[it.key()] == it.value(),
           "rank {} differs from rank 0: {} is {} here, {} on rank 0 (every rank must be started with the same "
           "flags, model and data)", world.rank(), it.key(), it.value().dump(),
           root.contains(it.key()) ? root[it.key()].dump() : "missing");
+  }
 }
 
 }  // namespace

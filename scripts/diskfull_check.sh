@@ -18,7 +18,7 @@ trap 'umount "$mnt"; rm -rf "$work"' EXIT
 "$bin" prepare --corpus "$root/tests/data/corpus_small.txt" --vocab "$work/vocab" --seq-len 32 --out "$work/data" \
   >/dev/null 2>&1 || exit 2
 failed=0
-for limit in 0 2; do
+for limit in ${LIMITS:-0 2}; do
   rm -rf "${mnt:?}"/*
   "$bin" train --config "$root/configs/bert-tiny.json" --data "$work/data" --batch-size 2 --max-steps 40 --save-steps 2 \
     --save-total-limit $limit --threads 1 --out "$mnt/out" >"$work/log" 2>&1
@@ -27,8 +27,9 @@ for limit in 0 2; do
   tmp=$(find "$mnt/out" -maxdepth 1 -name ".*tmp*" | wc -l)
   newest=$(ls -d "$mnt"/out/checkpoint-* 2>/dev/null | sort -t- -k2 -n | tail -1)
   resumed=no
-  if [ -n "$newest" ] && "$bin" train --data "$work/data" --resume "$newest" --max-steps 41 --threads 1 \
+  if [ -n "$newest" ] && "$bin" train --data "$work/data" --resume "$newest" --batch-size 2 --max-steps 41 --threads 1 \
        --out "$work/resumed$limit" --overwrite >"$work/rlog" 2>&1; then resumed=yes; fi
+  [ $resumed = yes ] || echo "  resume: $(grep -m1 error: "$work/rlog")"
   verdict=ok
   if [ $status -ne 1 ] || ! grep -q "No space left on device" <<<"$error" || [ "$tmp" -ne 0 ] || [ $resumed != yes ]; then
     verdict=FAILED; failed=$((failed + 1))

@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "$build" && pwd)/bertlab
 [ -x "$bin" ] || { echo "mpi_fault: $bin not built" >&2; exit 2; }
 work=$(mktemp -d /tmp/bertlab_mpi_fault.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 mpirun=(mpirun --allow-run-as-root --oversubscribe)
 
 "$bin" vocab --corpus "$root/tests/data/corpus_small.txt" --vocab-size 200 --out "$work/vocab" >/dev/null 2>&1 || exit 2
@@ -18,7 +18,7 @@ for seq in 32 24; do
   "$bin" prepare --corpus "$root/tests/data/corpus_small.txt" --vocab "$work/vocab" --seq-len $seq --out "$work/data$seq" \
     >/dev/null 2>&1 || exit 2
 done
-args() { echo train --config "$root/configs/bert-tiny.json" --data "$work/data${2:-32}" --batch-size 2 --threads 1 \
+args() { echo "$bin" train --config "$root/configs/bert-tiny.json" --data "$work/data${2:-32}" --batch-size 2 --threads 1 \
   --log-steps 1000 --out "$work/out$1" --overwrite "${@:3}"; }
 
 failed=0 hangs=0
@@ -34,7 +34,8 @@ t0=$(date +%s)
 timeout 60 "${mpirun[@]}" -np 2 $(args kill 32 --max-steps 100000) >"$work/kill.log" 2>&1 &
 job=$!
 victim=""
-for ((i = 0; i < 300 && -z "$victim"; i++)); do
+for ((i = 0; i < 300; i++)); do
+  [ -n "$victim" ] && break
   sleep 0.1
   # The bertlab ranks are children of mpirun (or of its daemon); take the one with the highest pid.
   victim=$(pgrep -f "^$bin train.*$work/outkill" | sort -n | tail -1)
