@@ -51,6 +51,6 @@ q "$bin" graph --config "$root/configs/bert-tiny.json" --seq 8 -o "$out/graph/ti
 q "$bin" graph --config "$root/configs/bert-tiny.json" --seq 8 --mode train -o "$out/graph/tiny_train.json" || true
 # system and machine descriptions shipped with bertlab
 for s in "$root"/configs/systems/*.json; do cp "$s" "$out/system/"; done
-for m in "$root"/tests/data/*machine*.json "$root"/configs/*machine*.json; do [ -f "$m" ] && cp "$m" "$out/machine/"; done
+for m in "$root"/tests/data/*machine*.json "$root"/configs/*machine*.json "$root"/docs/profiling/machine.json; do [ -f "$m" ] && cp "$m" "$out/machine/"; done
 q "$bin" calibrate --out "$out/machine/calibrated.json" --seconds 0.05 --square 256 --bandwidth-mb 8 --seq 32 --batch 1 || true
 for h in "$out"/*/; do echo "fuzz_seeds: $(basename "$h"): $(ls "$h" | wc -l) files"; done
