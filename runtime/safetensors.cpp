@@ -220,6 +220,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
+    // A second entry of a name would replace the first in the header and leave its bytes as a hole.
+    check(!header.contains(t.name), "{}: cannot write tensor '{}' twice", path.string(), t.name);
     int64_t eb = dtype_bytes(t.dtype);
     check(eb > 0, "cannot write tensor '{}' with dtype '{}'", t.name, t.dtype);
     uint64_t n = static_cast<uint64_t>(numel(t.shape) * eb);
