@@ -17,7 +17,7 @@ work=$(mktemp -d /tmp/bertlab_kill9.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 RANDOM=${KILL9_SEED:-14}
 
-steps=40
+steps=60
 "$bin" vocab --corpus "$root/tests/data/corpus_small.txt" --vocab-size 200 --out "$work/vocab" >/dev/null 2>&1 || exit 2
 "$bin" prepare --corpus "$root/tests/data/corpus_small.txt" --vocab "$work/vocab" --seq-len 32 --dupe-factor 4 \
   --out "$work/data" >/dev/null 2>&1 || exit 2
@@ -62,7 +62,8 @@ while time.time() < end:
 sys.exit(1)
 PY
   else
-    sleep "$(echo "scale=3; $run_s * $((RANDOM % 1000)) / 1000" | bc)"
+    # Early moments (a tenth of a whole run at most): the 20 attempts must not finish the run.
+    sleep "$(echo "scale=3; $run_s * $((RANDOM % 1000)) / 10000" | bc)"
   fi
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null

@@ -399,3 +399,16 @@ TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", 
   CHECK(ok.exit_code == 0);
   CHECK(std::count(ok.output.begin(), ok.output.end(), '\n') == 3);
 }
+
+TEST_CASE("MPI ranks started with different settings refuse to start, naming the setting", "[reliability][distributed]") {
+  TempDir dir("mpimismatch");
+  auto rank = [&](int64_t steps) {
+    return fmt::format("-np 1 '{}' {}", BERTLAB_BINARY, train_args(prepared() / "data", dir / "out", steps, "--overwrite"));
+  };
+  // Before: the rank with fewer steps left, the other waited in its allreduce forever.
+  auto r = run_shell(fmt::format("timeout 60 mpirun --allow-run-as-root --oversubscribe {} : {}", rank(3), rank(4)));
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.exit_code != 124);  // not the timeout
+  CHECK_THAT(r.output, Contains("rank 1 differs from rank 0: max_steps is 4 here, 3 on rank 0"));
+}
