@@ -7,7 +7,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = fuzz::write_input("model.safetensors", data, size);
   return fuzz::expect_clean([&] {
     SafetensorsFile f(file);
-    for (const auto& [name, t] : f.tensors()) {
+    for (const auto& entry : f.tensors()) {
+      const std::string& name = entry.first;  // no structured binding: clang 14 cannot capture one
+      const SafetensorView& t = entry.second;
       if (t.dtype == "I32" || t.dtype == "I64") {
         fuzz::expect_clean([&] { f.read_i32(name); });
       } else if (t.nbytes <= (64u << 20)) {
