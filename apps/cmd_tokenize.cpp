@@ -1,6 +1,8 @@
 // bertlab tokenize: WordPiece-tokenise lines of standard input, one JSON array per line.
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -19,12 +21,29 @@ struct TokenizeOptions {
   std::size_t max_length = 0;
 };
 
+// A line is tokenised in memory (about 40 bytes per input byte): longer lines are refused,
+// and reading stops there, so that a stream without newlines cannot take all memory.
+constexpr std::size_t kMaxLineBytes = std::size_t{8} << 20;
+
+// std::getline with the limit; `number` is the 1-based number of the line being read.
+bool read_line(std::string& line, std::size_t number) {
+  line.clear();
+  std::streambuf* in = std::cin.rdbuf();
+  for (int c = in->sbumpc(); ; c = in->sbumpc()) {
+    if (c == std::char_traits<char>::eof()) return !line.empty();
+    if (c == '\n') return true;
+    check(line.size() < kMaxLineBytes, "standard input:{}: line longer than {} MiB; split the text into lines",
+          number, kMaxLineBytes >> 20);
+    line.push_back(static_cast<char>(c));
+  }
+}
+
 // --bench: tokenise all of standard input in memory and report throughput, writing no tokens.
 void run_benchmark(const data::BertTokenizer& tok) {
   std::vector<std::string> lines;
   std::string line;
   std::size_t words = 0, bytes = 0;
-  while (std::getline(std::cin, line)) {
+  while (read_line(line, lines.size() + 1)) {
     auto bad = data::find_invalid_utf8(line);
     check(bad == std::string::npos, "standard input:{}: invalid UTF-8 at column {}", lines.size() + 1, bad + 1);
     bool in_word = false;
@@ -50,6 +69,12 @@ void run_benchmark(const data::BertTokenizer& tok) {
              static_cast<double>(bytes) / seconds / 1e6);
 }
 
+void flush_to_stdout(std::string& out) {
+  check(std::fwrite(out.data(), 1, out.size(), stdout) == out.size(), "cannot write standard output: {}",
+        std::strerror(errno));
+  out.clear();
+}
+
 void run_tokenize(const TokenizeOptions& o) {
   auto tok = data::BertTokenizer::load(o.vocab);
   if (o.bench) return run_benchmark(tok);
@@ -61,7 +86,7 @@ void run_tokenize(const TokenizeOptions& o) {
   }
   std::string line, out;
   std::size_t number = 0;
-  while (std::getline(std::cin, line)) {
+  while (read_line(line, number + 1)) {
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     auto bad = data::find_invalid_utf8(line);
@@ -75,22 +100,22 @@ void run_tokenize(const TokenizeOptions& o) {
       b = std::string_view(line).substr(tab + 1);
     }
     auto e = tok.encode(a, b, enc);
-    nlohmann::json arr = nlohmann::json::array();
-    for (auto id : e.ids) {
+    // Written piece by piece (not as one JSON array value): a line of millions of tokens
+    // needs memory for its ids only.
+    out += '[';
+    for (std::size_t k = 0; k < e.ids.size(); ++k) {
+      if (k) out += ',';
       if (o.ids)
-        arr.push_back(id);
+        out += std::to_string(e.ids[k]);
       else
-        arr.push_back(tok.vocab().token(id));
+        out += nlohmann::json(tok.vocab().token(e.ids[k])).dump();
+      if (out.size() > (1 << 16)) flush_to_stdout(out);
     }
-    out += arr.dump();
-    out += '\n';
-    if (out.size() > (1 << 16)) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      out.clear();
-    }
+    out += "]\n";
+    if (out.size() > (1 << 16)) flush_to_stdout(out);
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
+  flush_to_stdout(out);
+  check(std::fflush(stdout) == 0 && !std::ferror(stdout), "cannot write standard output: {}", std::strerror(errno));
 }
 }  // namespace
 

@@ -41,7 +41,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--data", c->data, "Prepared data directory (bertlab prepare)")->required();
   cmd->add_option("--eval-data", c->eval_data, "Data directory for evaluation (default: --data)");
   cmd->add_option("--out", c->out, "Output directory (checkpoints, final model, metrics.jsonl)")->required();
-  cmd->add_option("--resume", c->resume, "Continue from a checkpoint directory");
+  cmd->add_option("--resume", c->resume, "Continue from a checkpoint directory ('latest': the newest complete one in --out)");
   cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
   cmd->add_option("--max-steps", o.max_steps, "Optimizer steps")->check(CLI::PositiveNumber);
   cmd->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->check(CLI::PositiveNumber);

@@ -60,6 +60,8 @@ void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads) {
 }
 
 void set_threads(int threads) {
+  // Each thread gets a stack and oneDNN scratch; 100,000 of them crash the process.
+  check(threads <= kMaxThreads, "--threads {} is more than the {} bertlab supports", threads, kMaxThreads);
   if (threads <= 0) threads = omp_get_num_procs();
   omp_set_num_threads(threads);
 }

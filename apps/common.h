@@ -29,6 +29,7 @@ Graph build_graph(const ModelShapeOptions& o);
 
 // --threads: the one place the compute thread count is set (OpenMP, used by oneDNN too).
 void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads);
+inline constexpr int kMaxThreads = 1024;
 void set_threads(int threads);
 int omp_threads();  // the thread count in force
 

@@ -8,7 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "apps/common.h"
 #include "runtime/data/pretraining.h"
+#include "runtime/error.h"
 
 namespace bertlab::app {
 
@@ -34,6 +36,7 @@ inline data::Progress stderr_progress(std::string command) {
 
 // Limits TBB (the data pipeline's parallelism) to `threads` workers; 0 keeps the default.
 inline std::unique_ptr<tbb::global_control> limit_data_threads(int threads) {
+  check(threads <= kMaxThreads, "--threads {} is more than the {} bertlab supports", threads, kMaxThreads);
   if (threads <= 0) return nullptr;
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                static_cast<std::size_t>(threads));

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "apps/commands.h"
 #include "runtime/distributed.h"
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const bertlab::Error& e) {
+    fmt::print(stderr, "bertlab: error: {}\n", e.what());
+    return end_job(1);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Names the path(s) and the system's reason, e.g. "cannot create directories: No space left
+    // on device [out/checkpoint-5]".
     fmt::print(stderr, "bertlab: error: {}\n", e.what());
     return end_job(1);
   } catch (const std::bad_alloc&) {

@@ -29,7 +29,9 @@ Corrections corrections(const AdamHyper& h) {
 
 void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
                   bool decay) {
-  const auto [c1, c2] = corrections(h);
+  // Plain variables, not a structured binding: clang 14 cannot capture one in an OpenMP region.
+  const Corrections cs = corrections(h);
+  const float c1 = cs.c1, c2 = cs.c2;
   const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, lr = h.lr, eps = h.eps;
   const float keep = decay ? 1.f - h.lr * h.weight_decay : 1.f;
 #pragma omp parallel for simd schedule(static)
@@ -58,7 +60,9 @@ void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_
 namespace {
 void lamb_update_tensor(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
                         bool decay) {
-  const auto [c1, c2] = corrections(h);
+  // Plain variables, not a structured binding: clang 14 cannot capture one in an OpenMP region.
+  const Corrections cs = corrections(h);
+  const float c1 = cs.c1, c2 = cs.c2;
   const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, eps = h.eps;
   const float wd = decay ? h.weight_decay : 0.f;
   // Pass 1: moments, and the squared norms of the parameter and of the update direction.

@@ -35,6 +35,13 @@ void positive(int64_t v, const char* key, const std::string& origin) {
   check(v > 0, "{}: field '{}' must be a positive integer, got {}", origin, key, v);
 }
 
+// Upper bounds keep every size product (parameter counts, tensor byte counts, GEMM tiles in
+// the accelerator model) far from int64 overflow and from hours-long allocations. They are
+// far above any published BERT: 2^24 token ids (exact in float32), hidden 65,536, FFN 2^20.
+void at_most(int64_t v, int64_t limit, const char* key, const std::string& origin) {
+  check(v <= limit, "{}: field '{}' is {}, more than the {} bertlab supports", origin, key, v, limit);
+}
+
 void probability(double v, const char* key, const std::string& origin) {
   check(v >= 0 && v < 1, "{}: field '{}' must be in [0, 1), got {}", origin, key, v);
 }
@@ -83,6 +90,14 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
   positive(c.intermediate_size, "intermediate_size", origin);
   positive(c.max_position_embeddings, "max_position_embeddings", origin);
   positive(c.type_vocab_size, "type_vocab_size", origin);
+  at_most(c.vocab_size, int64_t{1} << 24, "vocab_size", origin);
+  at_most(c.hidden_size, int64_t{1} << 16, "hidden_size", origin);
+  at_most(c.num_hidden_layers, 4096, "num_hidden_layers", origin);
+  at_most(c.intermediate_size, int64_t{1} << 20, "intermediate_size", origin);
+  at_most(c.max_position_embeddings, int64_t{1} << 20, "max_position_embeddings", origin);
+  at_most(c.type_vocab_size, int64_t{1} << 16, "type_vocab_size", origin);
+  check(c.parameter_count(true) <= (int64_t{1} << 40),
+        "{}: the model has {} parameters, more than the 2^40 bertlab supports", origin, c.parameter_count(true));
   check(c.hidden_size % c.num_attention_heads == 0,
         "{}: hidden_size {} is not divisible by num_attention_heads {}", origin, c.hidden_size,
         c.num_attention_heads);

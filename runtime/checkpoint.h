@@ -22,4 +22,21 @@ void save_hf_weights(const std::filesystem::path& file, const ParamStore& p);
 // Writes config.json and model.safetensors into dir (created if needed), each atomically.
 void save_model_dir(const std::filesystem::path& dir, const BertConfig& c, const ParamStore& p);
 
+// SHA-256 of a file's bytes as 64 lowercase hex digits (OpenSSL's EVP digest).
+std::string sha256_file(const std::filesystem::path& file);
+
+// Checkpoint manifests: DIR/manifest.json lists every other regular file of DIR with its size
+// and SHA-256. It is written last (atomically), so a directory with a complete manifest holds
+// exactly the files that were saved.
+inline constexpr const char* kManifestFile = "manifest.json";
+void write_manifest(const std::filesystem::path& dir);
+// Throws an Error naming the file that is missing, truncated, grown or changed, or saying the
+// manifest itself is missing or damaged (then naming the newest valid sibling checkpoint).
+void verify_manifest(const std::filesystem::path& dir);
+// The checkpoint-N directory of `out` with the largest N whose manifest verifies; empty if none.
+std::filesystem::path newest_valid_checkpoint(const std::filesystem::path& out);
+// The checkpoint-N directories of `out` in order of N (names that are not checkpoint-<digits>
+// in the range of int64 are skipped).
+std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path& out);
+
 }  // namespace bertlab

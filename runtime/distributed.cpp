@@ -72,6 +72,17 @@ void World::broadcast(float* data, int64_t count, int root) {
   });
 }
 
+std::string World::broadcast_text(const std::string& text, int root) {
+  if (!distributed()) return text;
+  int64_t size = static_cast<int64_t>(text.size());
+  mpi_check(MPI_Bcast(&size, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "broadcast");
+  std::string out = rank_ == root ? text : std::string(static_cast<size_t>(size), '\0');
+  chunked(size, [&](int64_t at, int n) {
+    mpi_check(MPI_Bcast(out.data() + at, n, MPI_CHAR, root, MPI_COMM_WORLD), "broadcast");
+  });
+  return out;
+}
+
 void World::abort(int status) {
   if (initialised_) MPI_Abort(MPI_COMM_WORLD, status);
   std::exit(status);

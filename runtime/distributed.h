@@ -4,6 +4,7 @@
 // of the training graph before the optimizer. A process not started by an MPI launcher is a
 // world of one, and MPI is then never initialised.
 #include <cstdint>
+#include <string>
 
 namespace bertlab::dist {
 
@@ -20,6 +21,8 @@ class World {
   void allreduce_sum(double* data, int64_t count);
   // Rank `root`'s data to every rank.
   void broadcast(float* data, int64_t count, int root = 0);
+  // Rank `root`'s text to every rank (returned; `text` as is in a world of one).
+  std::string broadcast_text(const std::string& text, int root = 0);
   // Ends every rank of the job (after an error on one of them, the others would wait forever).
   [[noreturn]] void abort(int status);
 

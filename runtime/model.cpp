@@ -24,10 +24,12 @@ Model init_model(const BertConfig& c, Heads heads, uint64_t seed, int64_t num_la
 }
 
 Model load_model(const std::filesystem::path& dir, Heads heads, uint64_t seed) {
-  check(std::filesystem::is_directory(dir), "model directory {} does not exist", dir.string());
+  std::error_code ec;
+  check(std::filesystem::is_directory(dir, ec), "model directory {} does not exist", dir.string());
   Model m = init_model(load_config(dir / "config.json"), heads, seed);
   auto weights = dir / "model.safetensors";
-  if (std::filesystem::exists(weights)) {
+  // Anything there but a missing file (a symlink loop, a directory) is reported by the reader.
+  if (std::filesystem::exists(std::filesystem::symlink_status(weights, ec))) {
     m.unused_tensors = load_hf_weights(m.params, SafetensorsFile(weights));
     m.from_checkpoint = true;
   }

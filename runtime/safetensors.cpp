@@ -9,9 +9,12 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string_view>
 
 #include "runtime/error.h"
 #include "runtime/data/file_util.h"
+#include "runtime/json_file.h"
 
 namespace bertlab {
 
@@ -47,10 +50,43 @@ float half_to_float(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
+// The reference implementation refuses headers over 100 MB.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// Parses the header, refusing duplicate names (the format forbids them; a JSON parser keeps
+// the last) and nesting deeper than kMaxJsonDepth.
+nlohmann::json parse_header(std::string_view text, const std::string& file) {
+  std::set<std::string> names;
+  std::string duplicate;
+  auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && !names.insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return detail::limit_json_depth(depth, event, parsed);
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, callback);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: header is not valid JSON: {}", file, e.what());
+  } catch (const detail::JsonTooDeep&) {
+    fail("{}: header is not valid JSON: nested more than {} levels deep", file, kMaxJsonDepth);
+  }
+  check(duplicate.empty(), "{}: tensor '{}' appears twice in the header (the format forbids duplicate names)", file,
+        duplicate);
+  return header;
+}
+
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
   const std::string file = path.string();
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);  // follows symlinks; a loop is an error
+  check(!ec || ec == std::errc::no_such_file_or_directory, "cannot open safetensors file {}: {}", file, ec.message());
+  check(std::filesystem::exists(status), "cannot open safetensors file {}: no such file", file);
+  check(std::filesystem::is_regular_file(status), "safetensors file {} is {}, expected a regular file", file,
+        std::filesystem::is_directory(status) ? "a directory" : "not a regular file");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   check(in.good(), "cannot open safetensors file {}", file);
   const auto size = static_cast<size_t>(in.tellg());
@@ -64,13 +100,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   std::memcpy(&header_len, bytes_.data(), 8);  // little-endian host (x86-64)
   check(header_len <= size - 8, "{}: header length {} exceeds the file size {}", file, header_len,
         size);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(reinterpret_cast<const char*>(bytes_.data()) + 8,
-                                   reinterpret_cast<const char*>(bytes_.data()) + 8 + header_len);
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: header is not valid JSON: {}", file, e.what());
-  }
+  check(header_len <= kMaxHeaderBytes, "{}: header length {} exceeds the format's limit of {} bytes", file,
+        header_len, kMaxHeaderBytes);
+  check(header_len >= 2 && static_cast<char>(bytes_[8]) == '{',
+        "{}: the header must begin with '{{' (the safetensors format)", file);
+  const nlohmann::json header = parse_header(
+      std::string_view(reinterpret_cast<const char*>(bytes_.data()) + 8, header_len), file);
   check(header.is_object(), "{}: header must be a JSON object", file);
   const size_t data_start = 8 + header_len, data_size = size - data_start;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -115,6 +150,24 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     }
     tensors_.emplace(name, std::move(t));
   }
+  // The format: the data buffer is indexed entirely, without holes or overlaps (no aliased
+  // tensors, no hidden bytes, no polyglot files). Alignment is not required (reads copy).
+  std::vector<std::pair<uint64_t, const SafetensorView*>> spans;
+  for (const auto& [name, t] : tensors_)
+    spans.emplace_back(static_cast<uint64_t>(t.data - (bytes_.data() + data_start)), &t);
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->nbytes < b.second->nbytes;
+  });
+  uint64_t covered = 0;
+  for (const auto& [begin, t] : spans) {
+    check(begin == covered, "{}: tensor '{}': data_offsets [{}, {}] {} (the format requires the tensors to fill "
+          "the data without holes or overlaps)", file, t->name, begin, begin + t->nbytes,
+          begin < covered ? fmt::format("overlap the tensor data before byte {}", covered)
+                          : fmt::format("leave bytes {} to {} unused", covered, begin));
+    covered = begin + t->nbytes;
+  }
+  check(covered == data_size, "{}: {} trailing bytes after the last tensor's data (the format requires the tensors "
+        "to fill the data exactly)", file, data_size - covered);
 }
 
 const SafetensorView& SafetensorsFile::at(const std::string& name) const {
@@ -167,6 +220,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
+    // A second entry of a name would replace the first in the header and leave its bytes as a hole.
+    check(!header.contains(t.name), "{}: cannot write tensor '{}' twice", path.string(), t.name);
     int64_t eb = dtype_bytes(t.dtype);
     check(eb > 0, "cannot write tensor '{}' with dtype '{}'", t.name, t.dtype);
     uint64_t n = static_cast<uint64_t>(numel(t.shape) * eb);

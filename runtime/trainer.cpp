@@ -71,20 +71,6 @@ class InstanceStream {
   size_t cached_epoch_ = SIZE_MAX;
 };
 
-std::vector<fs::path> checkpoints_in(const fs::path& out) {
-  std::vector<std::pair<int64_t, fs::path>> found;
-  if (fs::is_directory(out))
-    for (const auto& e : fs::directory_iterator(out)) {
-      const std::string name = e.path().filename().string();
-      if (e.is_directory() && name.rfind("checkpoint-", 0) == 0)
-        found.emplace_back(std::stoll(name.substr(11)), e.path());
-    }
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> paths;
-  for (auto& f : found) paths.push_back(f.second);
-  return paths;
-}
-
 void copy_vocab(const fs::path& from, const fs::path& to) {
   for (const char* f : {"vocab.txt", "tokenizer_config.json"})
     if (!from.empty() && fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
@@ -128,31 +114,95 @@ void check_same_model(const BertConfig& checkpoint, const BertConfig& here, cons
           it.key(), a.at(it.key()).dump(), it.value().dump());
 }
 
+// Keeps the lines of `file` whose step is at most `step` (dropping a torn last line).
+void truncate_metrics(const fs::path& file, int64_t step) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return;
+  std::ifstream in(file, std::ios::binary);
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    if (in.eof()) break;  // no newline: a line cut by a kill
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step)
+      kept += line + "\n";
+  }
+  data::write_file_atomic(file, kept);
+}
+
+// Under mpirun every rank must train the same run: the same settings, model and data (ranks
+// started with other flags or data would train apart, or wait forever in a collective once
+// their step counts differ). Rank 0's settings go to all; a rank that differs stops the job.
+void agree_across_ranks(dist::World& world, const nlohmann::json& run_state, const TrainOptions& o,
+                        const BertConfig& config) {
+  if (!world.distributed()) return;
+  nlohmann::json mine = run_state;
+  mine["max_steps"] = o.max_steps;
+  mine["lr"] = o.lr;
+  mine["warmup_steps"] = o.warmup_steps;
+  mine["schedule"] = o.schedule;
+  mine["precision"] = o.precision;
+  mine["save_steps"] = o.save_steps;
+  mine["eval_steps"] = o.eval_steps;
+  mine["resume"] = o.resume.string();
+  mine["config"] = config_to_json(config);
+  const nlohmann::json root = nlohmann::json::parse(world.broadcast_text(mine.dump()));
+  // Named settings first; the data fingerprint last (it differs whenever seq_len does).
+  std::vector<std::string> keys;
+  for (auto it = mine.begin(); it != mine.end(); ++it)
+    if (it.key() != "data_fingerprint") keys.push_back(it.key());
+  keys.push_back("data_fingerprint");
+  for (const auto& key : keys) {
+    const auto it = mine.find(key);
+    check(root.contains(it.key()) && root[it.key()] == it.value(),
+          "rank {} differs from rank 0: {} is {} here, {} on rank 0 (every rank must be started with the same "
+          "flags, model and data)", world.rank(), it.key(), it.value().dump(),
+          root.contains(it.key()) ? root[it.key()].dump() : "missing");
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
                      const nlohmann::json& trainer_state, const fs::path& vocab_dir) {
+  // Built under a hidden name, the manifest written last, then renamed into place: a
+  // checkpoint-N directory is complete or absent. On any failure (a full disk) the partial
+  // directory is removed and the checkpoints already there are left as they were.
   const fs::path tmp = dir.parent_path() / fmt::format(".{}.tmp", dir.filename().string());
-  fs::remove_all(tmp);
-  save_model_dir(tmp, m.config, m.params);
-  copy_vocab(vocab_dir, tmp);
-  std::vector<SafetensorWrite> moments;
-  for (const auto& p : s.exp_avg.params()) {
-    moments.push_back({"exp_avg:" + p.name, "F32", p.shape, s.exp_avg.data(p.name)});
-    moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
-  }
-  write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
-  data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
   std::error_code ec;
-  fs::remove_all(dir, ec);
-  fs::rename(tmp, dir, ec);
-  check(!ec, "cannot move checkpoint into place at {}: {}", dir.string(), ec.message());
+  fs::remove_all(tmp, ec);
+  try {
+    save_model_dir(tmp, m.config, m.params);
+    copy_vocab(vocab_dir, tmp);
+    std::vector<SafetensorWrite> moments;
+    for (const auto& p : s.exp_avg.params()) {
+      moments.push_back({"exp_avg:" + p.name, "F32", p.shape, s.exp_avg.data(p.name)});
+      moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
+    }
+    write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
+    data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
+    write_manifest(tmp);
+    fs::remove_all(dir);
+    fs::rename(tmp, dir);
+  } catch (const std::exception& e) {
+    fs::remove_all(tmp, ec);
+    fail("cannot save checkpoint {}: {}", dir.string(), e.what());
+  }
+}
+
+nlohmann::json read_trainer_state(const fs::path& path) {
+  auto state = read_json_file(path, "trainer state");
+  const std::string file = path.string();
+  check(state.is_object() && state.contains("format") && state["format"] == kStateFormat && state.contains("version") &&
+            state["version"] == kStateVersion,
+        "{}: not a bertlab trainer state of version {}", file, kStateVersion);
+  check(state.contains("step") && state["step"].is_number_integer() && state["step"].get<int64_t>() >= 0,
+        "{}: field 'step' is {}, expected a non-negative integer", file,
+        state.contains("step") ? state["step"].dump().substr(0, 100) : "missing");
+  return state;
 }
 
 nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) {
-  check(fs::is_directory(dir), "checkpoint {} does not exist", dir.string());
-  for (const char* f : {"config.json", "model.safetensors", "optimizer.safetensors", "trainer_state.json"})
-    check(fs::exists(dir / f), "checkpoint {} is incomplete: {} is missing", dir.string(), f);
+  verify_manifest(dir);
   check_same_model(load_config(dir / "config.json"), m.config, dir, false);
   load_hf_weights(m.params, SafetensorsFile(dir / "model.safetensors"));
   SafetensorsFile opt(dir / "optimizer.safetensors");
@@ -160,18 +210,30 @@ nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) 
     opt.read_f32("exp_avg:" + p.name, p.shape, s.exp_avg.data(p.name));
     opt.read_f32("exp_avg_sq:" + p.name, p.shape, s.exp_avg_sq.data(p.name));
   }
-  auto state = read_json_file(dir / "trainer_state.json", "trainer state");
-  check(state.value("format", "") == kStateFormat && state.value("version", 0) == kStateVersion,
-        "{}: not a bertlab trainer state of version {}", (dir / "trainer_state.json").string(),
-        kStateVersion);
-  return state;
+  return read_trainer_state(dir / "trainer_state.json");
 }
 
-int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)>& on_event,
+int64_t train(const TrainOptions& given, const std::function<void(const TrainEvent&)>& on_event,
               const std::atomic<bool>* stop) {
+  TrainOptions o = given;
+  if (o.resume == "latest") {  // the newest checkpoint of --out whose manifest verifies
+    o.resume = newest_valid_checkpoint(o.out);
+    check(!o.resume.empty(), "--resume latest: {} holds no complete checkpoint", o.out.string());
+  }
   check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
         "--batch-size, --accum-steps and --max-steps must be positive");
   check(!o.out.empty(), "--out is required");
+  // Instance counters (step x accum x batch x ranks) must fit 64 bits.
+  {
+    int64_t instances = 0;
+    const int64_t W = dist::World::get().size();
+    check(!__builtin_mul_overflow(o.max_steps, o.accum_steps, &instances) &&
+              !__builtin_mul_overflow(instances, o.batch_size, &instances) &&
+              !__builtin_mul_overflow(instances, W, &instances) && instances <= (int64_t{1} << 53),
+          "--max-steps {} x --accum-steps {} x --batch-size {} x {} ranks is more than 2^53 instances",
+          o.max_steps, o.accum_steps, o.batch_size, W);
+  }
+  if (!o.resume.empty()) verify_manifest(o.resume);  // before anything is read from it
   // Data parallel (mpirun -np W): every rank trains on its share of each batch; rank 0 alone
   // writes the output directory, checkpoints and metrics, evaluates and reports.
   auto& world = dist::World::get();
@@ -225,15 +287,27 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
                            {"seed", o.seed},               {"batch_size", o.batch_size},
                            {"accum_steps", o.accum_steps}, {"seq_len", S},
                            {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
-                           {"world_size", W}};
+                           {"world_size", W},
+                           {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}};
+  agree_across_ranks(world, run_state, o, config);
   int64_t start = 0;
   if (!o.resume.empty()) {
     auto saved = load_checkpoint(o.resume, model, stepper.state());
     saved.emplace("world_size", 1);  // checkpoints from before data parallelism
-    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size"})
+    const std::string state_file = (o.resume / "trainer_state.json").string();
+    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size"}) {
+      check(saved.contains(key), "{}: field '{}' is missing", state_file, key);
       check(saved.at(key) == run_state.at(key),
             "cannot resume {} exactly: {} was {} there, {} now", o.resume.string(), key,
             saved.at(key).dump(), run_state.at(key).dump());
+    }
+    // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
+    if (saved.contains("data_fingerprint"))
+      check(saved["data_fingerprint"] == run_state["data_fingerprint"],
+            "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
+            "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
+            run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
+            saved["data_fingerprint"].dump());
     start = saved.at("step").get<int64_t>();
   }
   // Every rank starts from rank 0's parameters (they already agree: same seed or checkpoint).
@@ -241,9 +315,17 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
   std::ofstream metrics;
   if (writer) {
     fs::create_directories(o.out);
+    // After a kill, the log may hold steps past the checkpoint (and half a line): keep only
+    // the lines of steps up to the one resumed from, so that no step is lost or repeated.
+    if (start > 0) truncate_metrics(o.out / "metrics.jsonl", start);
     metrics.open(o.out / "metrics.jsonl", start > 0 ? std::ios::app : std::ios::trunc);
     check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
   }
+  // One line at a time, flushed: a killed run loses at most the line being written.
+  auto log_line = [&](const nlohmann::json& line) {
+    metrics << line.dump() << "\n" << std::flush;
+    check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
+  };
 
   auto write_checkpoint = [&](int64_t step) {
     if (!writer) return;
@@ -272,11 +354,10 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
     ev.step_index = step;
     ev.max_steps = o.max_steps;
     ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy);
-    metrics << nlohmann::json{{"step", step}, {"eval_loss", ev.stats.loss()},
-                              {"eval_mlm_loss", ev.stats.mlm_loss}, {"eval_nsp_loss", ev.stats.nsp_loss},
-                              {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
-                              {"eval_most_frequent_accuracy", ev.baseline_accuracy}}.dump()
-            << "\n" << std::flush;
+    log_line({{"step", step}, {"eval_loss", ev.stats.loss()},
+              {"eval_mlm_loss", ev.stats.mlm_loss}, {"eval_nsp_loss", ev.stats.nsp_loss},
+              {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
+              {"eval_most_frequent_accuracy", ev.baseline_accuracy}});
     on_event(ev);
   };
 
@@ -304,11 +385,9 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
     ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
     ev.eta_s = per_step * double(o.max_steps - step);
     if (writer) {
-      metrics << nlohmann::json{{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
-                                {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
-                                {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}}.dump()
-              << "\n";
-      if (o.log_steps > 0 && (step % o.log_steps == 0 || step == o.max_steps)) metrics.flush();
+      log_line({{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
+                {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
+                {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}});
       on_event(ev);
     }
     if (o.eval_steps > 0 && step % o.eval_steps == 0) run_eval(step);

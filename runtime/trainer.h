@@ -17,7 +17,8 @@ struct TrainOptions {
   std::filesystem::path data;        // prepared data directory (bertlab prepare)
   std::filesystem::path eval_data;   // default: `data` (its eval split)
   std::filesystem::path out;
-  std::filesystem::path resume;      // a checkpoint directory written by a previous run
+  std::filesystem::path resume;      // a checkpoint directory written by a previous run, or
+                                     // "latest": the newest complete checkpoint in `out`
   bool overwrite = false;
   int64_t max_steps = 1000, batch_size = 32, accum_steps = 1;
   int64_t seq_len = 0;               // 0: the data's sequence length
@@ -55,6 +56,8 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
 // the data has one), optimizer.safetensors and trainer_state.json.
 void save_checkpoint(const std::filesystem::path& dir, const Model& m, const TrainingState& s,
                      const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir);
+// DIR/trainer_state.json: format, version and step checked (the other fields at resume).
+nlohmann::json read_trainer_state(const std::filesystem::path& file);
 nlohmann::json load_checkpoint(const std::filesystem::path& dir, Model& m, TrainingState& s);
 
 }  // namespace bertlab

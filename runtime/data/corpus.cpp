@@ -146,6 +146,9 @@ std::vector<Document> read_corpus(const fs::path& path, CorpusFormat format) {
     }
     check(!files.empty(), "{}: directory holds no corpus files", path.string());
   } else {
+    // A device (/dev/zero) or pipe never ends: only regular files are read.
+    check(fs::is_regular_file(path, ec), "{}: not a regular file (a device, pipe or socket); give a corpus file or "
+          "a directory of them", path.string());
     files.push_back(path);
     if (format == CorpusFormat::automatic && looks_like_brown(first_nonblank_line(path)))
       format = CorpusFormat::brown;

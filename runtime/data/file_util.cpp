@@ -45,22 +45,50 @@ std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
          fmt::format(".{}.tmp-{}-{}", name, static_cast<long>(::getpid()), counter++);
 }
 
-void write_file_atomic(const std::filesystem::path& file, std::string_view bytes) {
-  const auto tmp = temporary_sibling(file);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  check(fd >= 0, "{}: cannot open {} for writing: {}", file.string(), tmp.string(), std::strerror(errno));
+namespace {
+
+// Writes all of `bytes` to fd; false (errno set) on a failed or short write.
+bool write_all(int fd, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      const int err = errno;
-      ::close(fd);
-      std::error_code ignored;
-      std::filesystem::remove(tmp, ignored);
-      fail("{}: write failed: {}", file.string(), std::strerror(err));
+      if (w == 0) errno = EIO;
+      return false;
     }
     done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& file, std::string_view bytes) {
+  std::error_code ec_status;
+  const auto status = std::filesystem::status(file, ec_status);
+  if (!ec_status && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // A device or pipe (/dev/stdout, /dev/full, a FIFO) is written in place, never replaced by
+    // a regular file; a directory is refused.
+    check(!std::filesystem::is_directory(status), "{}: is a directory, expected a file", file.string());
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+    check(fd >= 0, "{}: cannot open for writing: {}", file.string(), std::strerror(errno));
+    const bool ok = write_all(fd, bytes);
+    const int err = errno;
+    const bool closed = ::close(fd) == 0;
+    check(ok, "{}: write failed: {}", file.string(), std::strerror(err));
+    check(closed, "{}: write failed: {}", file.string(), std::strerror(errno));
+    return;
+  }
+  const auto tmp = temporary_sibling(file);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  check(fd >= 0, "{}: cannot open {} for writing: {}", file.string(), tmp.string(), std::strerror(errno));
+  if (!write_all(fd, bytes)) {
+    const int err = errno;
+    ::close(fd);
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    fail("{}: write failed: {}", file.string(), std::strerror(err));
   }
   // Durable before it becomes visible: fsync, then rename over the target.
   bool ok = ::fsync(fd) == 0;

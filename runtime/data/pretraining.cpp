@@ -220,6 +220,10 @@ MaskingSpec masking_spec(const BertTokenizer& tokenizer, const PrepareOptions& o
   spec.mask_id = tokenizer.mask_id();
   spec.vocab_size = tokenizer.vocab().size();
   spec.token_kind = &kinds;
+  // Random replacements are redrawn until not special: without one ordinary token that never ends.
+  check(std::any_of(kinds.begin(), kinds.end(), [](std::uint8_t k) { return k != kTokenSpecial; }),
+        "the vocabulary holds only special tokens ({} of them); masking needs ordinary tokens to draw "
+        "random replacements from", kinds.size());
   return spec;
 }
 

@@ -8,6 +8,7 @@
 #include "runtime/data/file_util.h"
 #include "runtime/data/rng.h"
 #include "runtime/error.h"
+#include "runtime/json_file.h"
 
 namespace bertlab::data {
 namespace fs = std::filesystem;
@@ -93,48 +94,80 @@ Shard Shard::open(const fs::path& file) {
   Shard s;
   s.path_ = file;
   const std::string name = file.string();
-  {  // look at the magic before reading what may be a large foreign file
-    std::string head = read_file_prefix(file, kShardHeaderBytes);
-    check(head.size() >= 8 && std::memcmp(head.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
-  }
+  // The header is checked before the whole file is read, so that sizes in a foreign or
+  // corrupted header cannot make us allocate or loop over what the file does not hold.
+  const std::string head = read_file_prefix(file, kShardHeaderBytes);
+  check(head.size() >= 8 && std::memcmp(head.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
+  check(head.size() >= kShardHeaderBytes, "{}: not a bertlab shard: {} bytes, shorter than the {}-byte header",
+        name, head.size(), kShardHeaderBytes);
+  auto version = get_at<std::uint32_t>(head, 8);
+  check(version == kShardVersion, "{}: shard version {} is not supported (expected {})", name, version, kShardVersion);
+  auto header = get_at<std::uint32_t>(head, 12);
+  check(header == kShardHeaderBytes, "{}: field header_bytes is {}, expected {}", name, header, kShardHeaderBytes);
+  s.info_.max_seq_length = get_at<std::uint32_t>(head, 16);
+  s.info_.max_predictions = get_at<std::uint32_t>(head, 20);
+  s.info_.vocab_size = get_at<std::uint32_t>(head, 24);
+  s.info_.whole_word_mask = get_at<std::uint32_t>(head, 28) & 1u;
+  s.info_.num_instances = get_at<std::uint64_t>(head, 32);
+  const auto payload = get_at<std::uint64_t>(head, 40);
+  s.info_.vocab_checksum = get_at<std::uint64_t>(head, 48);
+  // Records count tokens and masked positions in 16 bits; a [CLS] A [SEP] B [SEP] needs 3.
+  check(s.info_.max_seq_length >= 3 && s.info_.max_seq_length <= 65535,
+        "{}: field max_seq_length is {}, expected 3 to 65535", name, s.info_.max_seq_length);
+  check(s.info_.max_predictions <= s.info_.max_seq_length,
+        "{}: field max_predictions is {}, expected at most max_seq_length ({})", name, s.info_.max_predictions,
+        s.info_.max_seq_length);
+  check(s.info_.vocab_size >= 1 && s.info_.vocab_size <= static_cast<std::uint32_t>(INT32_MAX),
+        "{}: field vocab_size is {}, expected 1 to {}", name, s.info_.vocab_size, INT32_MAX);
+  std::error_code ec;
+  const std::uintmax_t file_size = fs::file_size(file, ec);
+  check(!ec, "{}: cannot read its size: {}", name, ec.message());
+  check(payload == file_size - kShardHeaderBytes,
+        "{}: truncated or padded: field payload_bytes is {} but the file holds {} bytes after the header",
+        name, payload, file_size - kShardHeaderBytes);
+  const std::uint64_t n = s.info_.num_instances;
+  check(n < payload / 8, "{}: field num_instances {} does not fit the payload", name, n);
   s.bytes_ = read_file(file);
   const auto& b = s.bytes_;
-  check(b.size() >= kShardHeaderBytes, "{}: not a bertlab shard: {} bytes, shorter than the {}-byte header",
-        name, b.size(), kShardHeaderBytes);
-  auto version = get_at<std::uint32_t>(b, 8);
-  check(version == kShardVersion, "{}: shard version {} is not supported (expected {})", name, version, kShardVersion);
-  auto header = get_at<std::uint32_t>(b, 12);
-  check(header == kShardHeaderBytes, "{}: field header_bytes is {}, expected {}", name, header, kShardHeaderBytes);
-  s.info_.max_seq_length = get_at<std::uint32_t>(b, 16);
-  s.info_.max_predictions = get_at<std::uint32_t>(b, 20);
-  s.info_.vocab_size = get_at<std::uint32_t>(b, 24);
-  s.info_.whole_word_mask = get_at<std::uint32_t>(b, 28) & 1u;
-  s.info_.num_instances = get_at<std::uint64_t>(b, 32);
-  auto payload = get_at<std::uint64_t>(b, 40);
-  s.info_.vocab_checksum = get_at<std::uint64_t>(b, 48);
-  check(payload == b.size() - kShardHeaderBytes,
-        "{}: truncated or padded: field payload_bytes is {} but the file holds {} bytes after the header",
-        name, payload, b.size() - kShardHeaderBytes);
+  check(b.size() == file_size, "{}: changed while being read", name);
   std::uint64_t sum = fnv1a64(b.data(), kChecksumOffset);
   sum = fnv1a64(b.data() + kShardHeaderBytes, b.size() - kShardHeaderBytes, sum);
   check(sum == get_at<std::uint64_t>(b, kChecksumOffset), "{}: checksum mismatch (the shard is corrupted)", name);
-  const std::uint64_t n = s.info_.num_instances;
-  check(n < payload / 8, "{}: field num_instances {} does not fit the payload", name, n);
   s.offsets_.resize(n + 1);
   for (std::uint64_t i = 0; i <= n; ++i) s.offsets_[i] = kShardHeaderBytes + get_at<std::uint64_t>(b, kShardHeaderBytes + 8 * i);
   check(s.offsets_[0] == kShardHeaderBytes + 8 * (n + 1) && s.offsets_[n] == b.size(),
         "{}: record offset table does not span the payload", name);
   for (std::uint64_t i = 0; i < n; ++i) {
     auto at = s.offsets_[i], end = s.offsets_[i + 1];
-    check(end >= at + kRecordHeaderBytes, "{}: record {}: offsets out of order", name, i);
+    check(end >= at + kRecordHeaderBytes && end <= b.size(), "{}: record {}: offsets out of order", name, i);
     auto tokens = get_at<std::uint16_t>(b, at), len_a = get_at<std::uint16_t>(b, at + 2),
          masked = get_at<std::uint16_t>(b, at + 6);
     check(end - at == kRecordHeaderBytes + 4u * tokens + 6u * masked, "{}: record {}: size does not match its counts", name, i);
     check(tokens <= s.info_.max_seq_length && masked <= s.info_.max_predictions && len_a + 3u <= tokens,
           "{}: record {}: {} tokens, {} in segment A, {} masked exceed the shard limits", name, i, tokens, len_a, masked);
+    // Ids index the embedding table and positions the sequence: both must be in range.
+    const std::size_t ids = at + kRecordHeaderBytes, positions = ids + 4u * tokens, labels = positions + 2u * masked;
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto id = get_at<std::int32_t>(b, ids + 4 * t);
+      check(id >= 0 && static_cast<std::uint32_t>(id) < s.info_.vocab_size,
+            "{}: record {}: field tokens[{}] is {}, expected a token id in [0, vocab_size {})", name, i, t, id,
+            s.info_.vocab_size);
+    }
+    for (std::size_t k = 0; k < masked; ++k) {
+      const auto pos = get_at<std::uint16_t>(b, positions + 2 * k);
+      check(pos < tokens && (k == 0 || pos > get_at<std::uint16_t>(b, positions + 2 * (k - 1))),
+            "{}: record {}: field masked_positions[{}] is {}, expected increasing positions below its {} tokens",
+            name, i, k, pos, tokens);
+      const auto label = get_at<std::int32_t>(b, labels + 4 * k);
+      check(label >= 0 && static_cast<std::uint32_t>(label) < s.info_.vocab_size,
+            "{}: record {}: field masked_labels[{}] is {}, expected a token id in [0, vocab_size {})", name, i, k,
+            label, s.info_.vocab_size);
+    }
   }
   return s;
 }
+
+std::uint64_t Shard::checksum() const { return get_at<std::uint64_t>(bytes_, kChecksumOffset); }
 
 Instance Shard::get(std::size_t index) const {
   check(index < size(), "{}: instance {} out of range ({} instances)", path_.string(), index, size());
@@ -162,17 +195,23 @@ PretrainingDataset PretrainingDataset::open(const fs::path& dir, const std::stri
 PretrainingDataset::PretrainingDataset(const fs::path& dir, const std::string& split, Options options)
     : options_(options) {
   const fs::path meta_file = dir / "meta.json";
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(read_file(meta_file));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: invalid JSON: {}", meta_file.string(), e.what());
-  }
-  check(meta.value("format", "") == "bertlab-pretraining-data", "{}: field 'format' is not bertlab-pretraining-data",
-        meta_file.string());
-  check(meta.contains(split) && meta[split].contains("shards"), "{}: no split '{}'", meta_file.string(), split);
+  const std::string meta_name = meta_file.string();
+  const std::string meta_text = read_file(meta_file);
+  const nlohmann::json meta = parse_json_text(meta_text, meta_name);
+  fingerprint_ = fnv1a64(meta_text.data(), meta_text.size());
+  check(meta.is_object(), "{}: expected a JSON object", meta_name);
+  check(meta.contains("format") && meta["format"] == "bertlab-pretraining-data",
+        "{}: field 'format' is not \"bertlab-pretraining-data\"", meta_name);
+  check(meta.contains(split) && meta[split].is_object() && meta[split].contains("shards"), "{}: no split '{}'",
+        meta_name, split);
+  const auto& shard_names = meta[split]["shards"];
+  check(shard_names.is_array(), "{}: field '{}.shards' must be an array of file names", meta_name, split);
   BertTokenizer tokenizer = BertTokenizer::load(dir);
-  for (const auto& name : meta[split]["shards"]) {
+  for (const auto& name : shard_names) {
+    check(name.is_string() && !name.get<std::string>().empty() &&
+              fs::path(name.get<std::string>()).filename() == fs::path(name.get<std::string>()),
+          "{}: field '{}.shards' holds {}, expected the file name of a shard in {}", meta_name, split,
+          name.dump().substr(0, 200), dir.string());
     shards_.push_back(Shard::open(dir / name.get<std::string>()));
     const auto& info = shards_.back().info();
     if (shards_.size() == 1) {
@@ -186,11 +225,22 @@ PretrainingDataset::PretrainingDataset(const fs::path& dir, const std::string& s
           shards_.back().path().string(), info.vocab_size, (dir / "vocab.txt").string(), tokenizer.vocab().size());
     starts_.push_back(total_);
     total_ += shards_.back().size();
+    const std::uint64_t ids[2] = {info.vocab_checksum, shards_.back().checksum()};
+    fingerprint_ = fnv1a64(ids, sizeof ids, fingerprint_);
   }
+  const auto field = [&](const char* key, auto fallback, bool (nlohmann::json::*is_type)() const noexcept,
+                         const char* expected) {
+    if (!meta.contains(key)) return fallback;
+    check((meta[key].*is_type)(), "{}: field '{}' is {}, expected {}", meta_name, key, meta[key].dump().substr(0, 200),
+          expected);
+    return meta[key].get<decltype(fallback)>();
+  };
   PrepareOptions o;
-  o.masked_lm_prob = meta.value("masked_lm_prob", 0.15);
+  o.masked_lm_prob = field("masked_lm_prob", 0.15, &nlohmann::json::is_number, "a number");
+  check(o.masked_lm_prob > 0 && o.masked_lm_prob < 1, "{}: field 'masked_lm_prob' is {}, expected a number in (0, 1)",
+        meta_name, o.masked_lm_prob);
   o.max_predictions_per_seq = max_predictions_;
-  o.whole_word_mask = meta.value("whole_word_mask", false);
+  o.whole_word_mask = field("whole_word_mask", false, &nlohmann::json::is_boolean, "true or false");
   kinds_ = token_kinds(tokenizer);
   pad_id_ = tokenizer.pad_id();
   spec_ = masking_spec(tokenizer, o, kinds_);

@@ -40,6 +40,7 @@ class Shard {
   std::size_t size() const { return static_cast<std::size_t>(info_.num_instances); }
   Instance get(std::size_t index) const;
   const std::filesystem::path& path() const { return path_; }
+  std::uint64_t checksum() const;  // the header's checksum of the whole shard
 
  private:
   std::filesystem::path path_;
@@ -74,6 +75,9 @@ class PretrainingDataset {
   std::size_t seq_len() const { return seq_len_; }
   std::size_t max_predictions() const { return max_predictions_; }
   std::size_t vocab_size() const { return vocab_size_; }
+  // Identifies the data, wherever it is stored: a hash of meta.json, the vocabulary and the
+  // checksums of the split's shards.
+  std::uint64_t fingerprint() const { return fingerprint_; }
 
   // A permutation of [0, size()) drawn from (seed, epoch).
   std::vector<std::size_t> epoch_order(std::size_t epoch) const;
@@ -89,6 +93,7 @@ class PretrainingDataset {
   std::vector<std::uint8_t> kinds_;
   MaskingSpec spec_;
   std::int32_t pad_id_ = 0;
+  std::uint64_t fingerprint_ = 0;
 };
 
 }  // namespace bertlab::data

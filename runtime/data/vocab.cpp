@@ -6,6 +6,7 @@
 
 #include "runtime/data/file_util.h"
 #include "runtime/data/utf8.h"
+#include "runtime/json_file.h"
 #include "runtime/error.h"
 
 namespace bertlab::data {
@@ -43,12 +44,7 @@ void read_field(const nlohmann::json& j, const char* key, T& out, const std::fil
 
 TokenizerConfig TokenizerConfig::load(const std::filesystem::path& file) {
   std::string text = read_file(file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("{}: invalid JSON: {}", file.string(), e.what());
-  }
+  nlohmann::json j = parse_json_text(text, file.string());
   check(j.is_object(), "{}: expected a JSON object", file.string());
   TokenizerConfig c;
   read_field(j, "do_lower_case", c.do_lower_case, file, "a boolean");

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Seed corpora for the libFuzzer harnesses, made by bertlab itself (not committed: they hold
+# binary checkpoints). Writes OUT/<harness>/ for every harness of fuzz/ and OUT/data (a small
+# prepared directory, FUZZ_DATA_DIR of fuzz_meta).
+#   scripts/fuzz_seeds.sh [OUT=build-fuzz/seeds] [BERTLAB=build/bertlab]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$root/build-fuzz/seeds}
+bin=${2:-$root/build/bertlab}
+[ -x "$bin" ] || { echo "fuzz_seeds: $bin not built (the normal build)" >&2; exit 2; }
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d /tmp/bertlab_seeds.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+q() { "$@" >/dev/null 2>&1; }
+
+for h in safetensors config vocab tokenizer infer_input shard meta trainer_state graph system machine; do
+  rm -rf "${out:?}/$h"; mkdir -p "$out/$h"
+done
+corpus=$root/tests/data/corpus_small.txt
+q "$bin" vocab --corpus "$corpus" --vocab-size 120 --out "$work/vocab"
+rm -rf "$out/data"
+q "$bin" prepare --corpus "$corpus" --vocab "$work/vocab" --seq-len 16 --max-predictions 3 --dupe-factor 1 \
+  --instances-per-shard 4 --out "$out/data"
+q "$bin" train --config "$root/configs/bert-tiny.json" --data "$out/data" --batch-size 2 --max-steps 1 --threads 1 \
+  --out "$work/train"
+q "$bin" init --config "$root/tests/reference/tiny_bert/config.json" --out "$work/model" || true
+
+# safetensors: a model, optimizer state, an infer output.
+cp "$root/tests/reference/tiny_bert/model.safetensors" "$out/safetensors/tiny_bert" 2>/dev/null || true
+cp "$work/train/checkpoint-1/optimizer.safetensors" "$out/safetensors/optimizer"
+printf '{"input_ids": [[2, 10, 11, 3], [2, 12, 3, 0]], "attention_mask": [[1, 1, 1, 1], [1, 1, 1, 0]]}' >"$out/infer_input/batch.json"
+printf '{"input_ids": [[2, 10, 3]], "token_type_ids": [[0, 0, 0]]}' >"$out/infer_input/short.json"
+q "$bin" infer --model "$root/tests/reference/tiny_bert" --input "$out/infer_input/short.json" --output "$out/safetensors/infer_out"
+# configs
+for c in "$root"/configs/bert-*.json "$root/tests/reference/tiny_bert/config.json"; do cp "$c" "$out/config/$(basename "$(dirname "$c")")_$(basename "$c")"; done
+# vocab.txt (first byte 0) and tokenizer_config.json (first byte 1)
+{ printf '\0'; cat "$work/vocab/vocab.txt"; } >"$out/vocab/vocab"
+{ printf '\0'; head -40 "$root/tests/data/vocab_small/vocab.txt"; } >"$out/vocab/vocab_small"
+[ -f "$work/vocab/tokenizer_config.json" ] && { printf '\1'; cat "$work/vocab/tokenizer_config.json"; } >"$out/vocab/config"
+printf '\1{"do_lower_case": false, "strip_accents": null, "model_max_length": 512}' >"$out/vocab/config2"
+# tokenizer input: lines of the fixture corpora
+split -l 20 -a 3 "$root/tests/data/tokenizer_cases.txt" "$out/tokenizer/cases_"
+head -c 4000 "$corpus" >"$out/tokenizer/corpus"
+# shards and meta.json
+for s in "$out"/data/*.shard; do cp "$s" "$out/shard/$(basename "$s")"; done
+cp "$out/data/meta.json" "$out/meta/meta.json"
+cp "$work/train/checkpoint-1/trainer_state.json" "$out/trainer_state/"
+# graph JSON
+q "$bin" graph --config "$root/configs/bert-tiny.json" --seq 8 -o "$out/graph/tiny_infer.json" || true
+q "$bin" graph --config "$root/configs/bert-tiny.json" --seq 8 --mode train -o "$out/graph/tiny_train.json" || true
+# system and machine descriptions shipped with bertlab
+for s in "$root"/configs/systems/*.json; do cp "$s" "$out/system/"; done
+for m in "$root"/tests/data/*machine*.json "$root"/configs/*machine*.json "$root"/docs/profiling/machine.json; do [ -f "$m" ] && cp "$m" "$out/machine/"; done
+q "$bin" calibrate --out "$out/machine/calibrated.json" --seconds 0.05 --square 256 --bandwidth-mb 8 --seq 32 --batch 1 || true
+for h in "$out"/*/; do echo "fuzz_seeds: $(basename "$h"): $(ls "$h" | wc -l) files"; done
