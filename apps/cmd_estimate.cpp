@@ -24,7 +24,8 @@ namespace {
 
 struct EstimateOptions {
   std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
-  std::string precision = "fp32", heads = "pretraining", compare_profile;
+  Precision precision = Precision::fp32;
+  std::string heads = "pretraining", compare_profile;
   int64_t batch = 1, seq = 128;
   bool train = false, precision_given = false;
   int top = 10;

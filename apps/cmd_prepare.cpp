@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "apps/commands.h"
+#include "apps/common.h"
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/pretraining.h"
@@ -69,7 +70,7 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--eval-fraction", p.eval_fraction, "Fraction of documents held out for evaluation")->capture_default_str();
   cmd->add_option("--instances-per-shard", p.instances_per_shard, "Instances per shard file")->capture_default_str();
   cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
-  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(*cmd, o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--verify", o->verify, "Only check the shards of a prepared directory");
   cmd->callback([o] { run_prepare(*o); });
 }

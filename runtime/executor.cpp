@@ -59,8 +59,6 @@ Shape Executor::output_shape(const std::string& name) const {
   fail("graph has no output named '{}'", name);
 }
 
-const float* Executor::tensor_data(int id) const { return f32(id); }
-
 void Executor::repack_weights() {
   for (auto& r : repackers_) r();
 }

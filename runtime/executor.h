@@ -67,7 +67,6 @@ class Executor {
   // Graph output by public name (last_hidden_state, mlm_loss, ...), valid until the next run().
   const float* output(const std::string& name) const;
   Shape output_shape(const std::string& name) const;
-  const float* tensor_data(int tensor_id) const;
 
   // Executes the nodes of the selected phases once, in order. With `node_seconds`, times each
   // node (resized to nodes().size(); nodes not run get 0).

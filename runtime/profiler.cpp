@@ -52,45 +52,7 @@ const char* category_label(ProfileCategory c) {
   return "?";
 }
 
-// No default: a new OpKind must be placed here (the compiler warns on a missing case).
-ProfileCategory profile_category_of(OpKind k) {
-  switch (k) {
-    case OpKind::linear: return ProfileCategory::gemm_linear;
-    case OpKind::attn_scores:
-    case OpKind::attn_context:
-    case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k:
-    case OpKind::attn_context_grad_probs:
-    case OpKind::attn_context_grad_v: return ProfileCategory::gemm_attention;
-    case OpKind::linear_grad_input: return ProfileCategory::gemm_dx;
-    case OpKind::linear_grad_weight: return ProfileCategory::gemm_dw;
-    case OpKind::softmax:
-    case OpKind::softmax_grad: return ProfileCategory::softmax;
-    case OpKind::layernorm:
-    case OpKind::layernorm_grad: return ProfileCategory::layernorm;
-    case OpKind::gelu:
-    case OpKind::gelu_grad:
-    case OpKind::tanh:
-    case OpKind::tanh_grad: return ProfileCategory::activation;
-    case OpKind::dropout:
-    case OpKind::dropout_grad: return ProfileCategory::dropout;
-    case OpKind::add: return ProfileCategory::add;
-    case OpKind::embedding:
-    case OpKind::embedding_grad: return ProfileCategory::embedding;
-    case OpKind::cross_entropy:
-    case OpKind::cross_entropy_grad: return ProfileCategory::loss;
-    case OpKind::grad_norm:
-    case OpKind::adamw_update:
-    case OpKind::lamb_update: return ProfileCategory::optimizer;
-    case OpKind::allreduce: return ProfileCategory::communication;
-    case OpKind::mask_bias:
-    case OpKind::first_token:
-    case OpKind::first_token_grad:
-    case OpKind::gather_rows:
-    case OpKind::gather_rows_grad: return ProfileCategory::other;
-  }
-  fail("op kind {} has no profile category", static_cast<int>(k));
-}
+ProfileCategory profile_category_of(OpKind k) { return op_info(k).profile; }
 
 bool is_gemm(ProfileCategory c) {
   return c == ProfileCategory::gemm_linear || c == ProfileCategory::gemm_attention ||
@@ -108,7 +70,7 @@ double Roofline::bound_seconds(double flops, double bytes) const {
   return std::max(flops / (peak_gflops * 1e9), bytes / (bandwidth_gbs * 1e9));
 }
 
-Roofline roofline_for(const MachineInfo& m, const std::string& precision) {
+Roofline roofline_for(const MachineInfo& m, Precision precision) {
   return {m.gemm_peak(precision), m.bandwidth_triad};
 }
 
@@ -352,7 +314,7 @@ std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
     for (std::string v; std::getline(ss, v, ',');) {
       check(!v.empty(), "--sweep '{}': empty value", a);
       if (key == "precision") {
-        check(v == "fp32" || v == "bf16", "--sweep precision: unknown value '{}' (expected fp32 or bf16)", v);
+        v = to_string(precision_from_string(v, "--sweep precision"));
       } else if (key == "mode") {
         check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
       } else {

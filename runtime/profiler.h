@@ -18,26 +18,6 @@
 
 namespace bertlab {
 
-// The categories of the "Demystifying BERT" breakdown. Every OpKind maps to exactly one.
-enum class ProfileCategory : uint8_t {
-  gemm_linear,     // projection and FFN GEMMs (linear, with fused bias/residual/activation)
-  gemm_attention,  // attention batched GEMMs, forward and backward
-  gemm_dx,         // backward dX GEMMs of linear layers
-  gemm_dw,         // backward dW GEMMs of linear layers (and the bias gradient)
-  softmax,
-  layernorm,
-  activation,      // GELU (and the pooler tanh)
-  dropout,
-  add,             // bias/residual adds not fused into a GEMM
-  embedding,
-  loss,            // cross-entropy and its gradient
-  optimizer,       // gradient norm and the AdamW/LAMB update
-  communication,   // the gradient allreduce of data-parallel training (MPI)
-  other,           // mask bias, first-token and masked-position gathers and their gradients
-  unattributed,    // measured step time outside any node (loop, timer and dispatch overhead)
-};
-inline constexpr size_t kProfileCategoryCount = 15;
-
 const char* to_string(ProfileCategory c);  // stable id: "gemm_linear", ...
 const char* category_label(ProfileCategory c);  // for people: "projection/FFN GEMMs", ...
 ProfileCategory profile_category_of(OpKind k);
@@ -52,7 +32,7 @@ struct Roofline {
   double bound_seconds(double flops, double bytes) const;
   double ridge_intensity() const { return peak_gflops / bandwidth_gbs; }  // FLOP per byte
 };
-Roofline roofline_for(const MachineInfo& m, const std::string& precision);
+Roofline roofline_for(const MachineInfo& m, Precision precision);
 
 struct NodeProfile {
   int id = -1;

@@ -363,15 +363,6 @@ std::vector<std::string> BertTokenizer::tokenize(std::string_view text) const {
   return out;
 }
 
-std::vector<std::int32_t> BertTokenizer::encode_ids(std::string_view text) const {
-  std::vector<Piece> pieces;
-  tokenize(text, pieces);
-  std::vector<std::int32_t> out;
-  out.reserve(pieces.size());
-  for (const auto& p : pieces) out.push_back(p.id);
-  return out;
-}
-
 Encoding BertTokenizer::encode(std::string_view a, std::optional<std::string_view> b,
                                const EncodeOptions& options) const {
   std::vector<Piece> pa, pb;
