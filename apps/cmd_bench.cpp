@@ -11,7 +11,7 @@
 #include "apps/common.h"
 #include "apps/profile_common.h"
 #include "ops/peak.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
 #include "runtime/train_step.h"
 

@@ -14,7 +14,7 @@
 #include "apps/common.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 #include "runtime/fusion.h"
 

@@ -7,7 +7,7 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 #include "runtime/fusion.h"
 #include "runtime/model.h"

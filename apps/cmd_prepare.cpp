@@ -9,7 +9,7 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/pretraining.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::app {
 

@@ -12,8 +12,9 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "apps/profile_common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
+#include "report/sweep.h"
 #include "runtime/profiler.h"
 
 namespace bertlab::app {

@@ -8,7 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/trainer.h"
 
 namespace bertlab::app {

@@ -7,7 +7,7 @@
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/vocab_trainer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::app {
 

@@ -8,8 +8,8 @@
 #include <iostream>
 #include <set>
 
-#include "runtime/data/file_util.h"
-#include "runtime/error.h"
+#include "base/file_util.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
 
 namespace bertlab::app {

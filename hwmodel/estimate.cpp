@@ -7,7 +7,7 @@
 
 #include "hwmodel/analytic.h"
 #include "hwmodel/compute.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::hw {
 

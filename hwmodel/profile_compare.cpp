@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 
 namespace bertlab::hw {

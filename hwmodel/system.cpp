@@ -5,7 +5,7 @@
 #include <fstream>
 #include <optional>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 #include "runtime/machine.h"
 

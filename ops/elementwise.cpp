@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 

@@ -5,7 +5,7 @@
 
 #include "ops/dnnl_context.h"
 #include "ops/parallel.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 

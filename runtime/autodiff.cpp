@@ -3,7 +3,7 @@
 #include <map>
 #include <set>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/op_rules.h"
 
 namespace bertlab {

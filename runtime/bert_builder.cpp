@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "runtime/autodiff.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <type_traits>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 
 namespace bertlab {

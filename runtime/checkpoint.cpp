@@ -5,8 +5,8 @@
 #include <set>
 
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
-#include "runtime/data/file_util.h"
+#include "base/error.h"
+#include "base/file_util.h"
 
 namespace bertlab {
 

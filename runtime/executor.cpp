@@ -4,7 +4,7 @@
 
 #include "ops/peak.h"
 #include "runtime/autodiff.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

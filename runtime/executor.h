@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/buffer.h"
+#include "base/buffer.h"
 #include "runtime/graph.h"
 #include "runtime/memory_plan.h"
 #include "runtime/params.h"

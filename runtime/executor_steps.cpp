@@ -8,7 +8,7 @@
 #include "ops/normalization.h"
 #include "ops/optimizer.h"
 #include "runtime/distributed.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/executor.h"
 #include "runtime/op_rules.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/op_rules.h"
 
 namespace bertlab {

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

@@ -13,7 +13,7 @@
 
 #include "ops/peak.h"
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/json_file.h"
 
 namespace bertlab {

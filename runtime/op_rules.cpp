@@ -2,7 +2,7 @@
 // the executor, the profiler and hwmodel. Conventions are documented in docs/graph-format.md.
 #include "runtime/op_rules.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

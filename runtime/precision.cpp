@@ -1,6 +1,6 @@
 #include "runtime/precision.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

@@ -10,8 +10,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/data/file_util.h"
+#include "base/error.h"
+#include "base/file_util.h"
 
 namespace bertlab {
 

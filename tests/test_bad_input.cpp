@@ -20,7 +20,7 @@
 #include "ops/peak.h"
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
 
