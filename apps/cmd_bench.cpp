@@ -11,7 +11,7 @@
 #include "apps/common.h"
 #include "apps/profile_common.h"
 #include "ops/peak.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
 #include "runtime/train_step.h"
 
@@ -45,7 +45,7 @@ void add_bench_command(CLI::App& root) {
   add_model_shape_options(*cmd, o->shape);
   cmd->add_option("--runs", o->runs, "Timed runs (median reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  add_threads_option(*cmd, o->threads);
   cmd->add_flag("--no-peak", o->no_peak, "Skip measuring the GEMM peak");
   cmd->callback([o] {
     set_threads(o->threads);
@@ -82,7 +82,7 @@ void add_bench_command(CLI::App& root) {
     };
 
     fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}\n", s.config, s.mode,
-               train ? "pretraining" : s.heads, s.batch, s.seq, s.precision, omp_threads());
+               train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, ex.plan().arena_bytes / 1e6,
                ex.plan().unshared_bytes / 1e6, ex.packed_weight_bytes() / 1e6);
@@ -101,9 +101,9 @@ void add_bench_command(CLI::App& root) {
     if (o->no_peak) {
       fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);
     } else {
-      auto peak = ops::measure_matmul_peak(s.precision == "bf16", 1.0);
+      auto peak = ops::measure_matmul_peak(s.precision == Precision::bf16, 1.0);
       fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured {} GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3)\n",
-                 gflops, 100 * gflops / peak.gflops, s.precision, peak.gflops, peak.n);
+                 gflops, 100 * gflops / peak.gflops, to_string(s.precision), peak.gflops, peak.n);
     }
     fmt::print("  peak RSS: {:.0f} MB\n", peak_rss_mb());
     fmt::print("  (where the time goes: bertlab profile with the same flags)\n");

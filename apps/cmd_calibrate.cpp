@@ -36,7 +36,7 @@ void add_calibrate_command(CLI::App& root) {
   cmd->add_option("--passes", o->calib.passes,
                   "Whole calibration passes; each figure keeps its best (default 1; use 3+ on a shared machine)")
       ->check(CLI::Range(1, 100));
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  add_threads_option(*cmd, o->threads);
   cmd->callback([o] {
     set_threads(o->threads);
     check_output_writable(o->out, "--out");
@@ -47,7 +47,7 @@ void add_calibrate_command(CLI::App& root) {
     fmt::print("  cpu: {} (oneDNN ISA {}, native bf16: {})\n", m.cpu_model, m.isa, m.bf16 ? "yes" : "no");
     fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9}\n", "GEMM", "prec", "batch", "m", "n", "k", "GFLOP/s");
     for (const auto& g : m.gemms)
-      fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9.1f}\n", g.name, g.precision, g.batch,
+      fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9.1f}\n", g.name, file_key(g.precision), g.batch,
                  g.m, g.n, g.k, g.gflops);
     fmt::print("  GEMM peak: f32 {:.1f} GFLOP/s{}\n", m.gemm_peak_f32,
                m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "");

@@ -14,8 +14,8 @@
 #include "apps/common.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 #include "runtime/fusion.h"
 
 namespace bertlab::app {
@@ -24,7 +24,8 @@ namespace {
 
 struct EstimateOptions {
   std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
-  std::string precision = "fp32", heads = "pretraining", compare_profile;
+  Precision precision = Precision::fp32;
+  std::string heads = "pretraining", compare_profile;
   int64_t batch = 1, seq = 128;
   bool train = false, precision_given = false;
   int top = 10;

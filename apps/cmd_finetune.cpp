@@ -7,7 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/finetune.h"
 
 namespace bertlab::app {

@@ -7,8 +7,8 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 #include "runtime/fusion.h"
 #include "runtime/model.h"
 #include "runtime/safetensors.h"
@@ -19,7 +19,7 @@ namespace {
 struct InferOptions {
   std::string model, input, output;
   std::vector<std::string> no_fuse;
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
   int threads = 0;
 };
 }  // namespace
@@ -32,7 +32,7 @@ void add_infer_command(CLI::App& root) {
   cmd->add_option("--output", o->output, "Output safetensors file")->required();
   cmd->add_option("--no-fuse", o->no_fuse, "Switch off a fusion pass (repeatable)");
   add_precision_option(*cmd, o->precision);
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  add_threads_option(*cmd, o->threads);
   cmd->callback([o] {
     set_threads(o->threads);
     Model m = load_model(o->model, Heads::pretraining);

@@ -4,7 +4,7 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
 
 namespace bertlab::app {

@@ -5,12 +5,13 @@
 #include <optional>
 
 #include "apps/commands.h"
+#include "apps/common.h"
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/downstream.h"
 #include "runtime/data/pretraining.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::app {
 
@@ -93,7 +94,7 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--eval-fraction", p.eval_fraction, "Fraction of documents held out for evaluation")->capture_default_str();
   cmd->add_option("--instances-per-shard", p.instances_per_shard, "Instances per shard file")->capture_default_str();
   cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
-  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(*cmd, o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--verify", o->verify, "Only check the shards of a prepared directory");
   cmd->add_option("--task", o->task, "Instead of pretraining data: pos (CoNLL) or genre (CSV) fine-tuning data from Brown")
       ->check(CLI::IsMember({"pos", "genre"}));

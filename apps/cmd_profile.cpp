@@ -12,8 +12,9 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "apps/profile_common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
+#include "report/sweep.h"
 #include "runtime/profiler.h"
 
 namespace bertlab::app {
@@ -32,7 +33,7 @@ struct ProfileCliOptions {
 // Throws when the machine cannot run (or machine.json has no peak for) the precision; sweeps
 // record the message as the reason for skipping the point.
 void check_precision_supported(const MachineInfo& machine, const std::string& precision) {
-  machine.gemm_peak(precision);
+  machine.gemm_peak(precision_from_string(precision));
 }
 
 struct ModelCache {
@@ -50,7 +51,7 @@ ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   s.mode = p.at("mode");
   s.batch = std::stoll(p.at("batch"));
   s.seq = std::stoll(p.at("seq"));
-  s.precision = p.at("precision");
+  s.precision = precision_from_string(p.at("precision"));
   if (!o.heads_given) s.heads = s.mode == "train" ? "pretraining" : "none";
   return s;
 }
@@ -74,7 +75,7 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
   // A training step starts by zeroing the gradient arena: timed, outside any node.
   std::function<void()> start_step;
   if (state) start_step = [&state] { state->grads.zero(); };
-  Profile prof = profile_executor(ex, roofline_for(machine, p.at("precision")), po, start_step);
+  Profile prof = profile_executor(ex, roofline_for(machine, s.precision), po, start_step);
   prof.run["config"] = s.config;
   prof.run["precision"] = p.at("precision");
   prof.run["threads"] = omp_threads();
@@ -147,7 +148,7 @@ void add_profile_command(CLI::App& root) {
   cmd->add_option("--runs", o->runs, "Timed runs (default 5)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs (default 1)")->check(CLI::Range(0, 100));
   cmd->add_option("--top", o->top, "Nodes listed (default 10)")->check(CLI::Range(0, 100000));
-  cmd->add_option("--threads", o->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  add_threads_option(*cmd, o->threads);
   cmd->add_option("--json", o->json, "Write the breakdown (per node, category, layer, phase) as JSON");
   cmd->add_option("--trace", o->trace, "Write a Chrome trace (chrome://tracing, Perfetto)");
   cmd->add_option("--csv", o->csv, "Write the category breakdown per configuration as CSV");
@@ -168,7 +169,7 @@ void add_profile_command(CLI::App& root) {
 
     std::vector<SweepPoint> points = parse_sweeps(o->sweeps);
     const SweepPoint defaults{{"mode", o->shape.mode}, {"batch", std::to_string(o->shape.batch)},
-                              {"seq", std::to_string(o->shape.seq)}, {"precision", o->shape.precision},
+                              {"seq", std::to_string(o->shape.seq)}, {"precision", to_string(o->shape.precision)},
                               {"accum", std::to_string(o->accum)}};
     for (auto& p : points)
       for (const auto& [k, v] : defaults) p.emplace(k, v);

@@ -9,7 +9,7 @@
 #include "apps/commands.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include <fmt/core.h>
 
 namespace bertlab::app {

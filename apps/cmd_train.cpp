@@ -8,7 +8,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/trainer.h"
 
 namespace bertlab::app {
@@ -65,7 +65,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: at the end)");
   cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
-  cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  add_threads_option(*cmd, c->threads);
   add_precision_option(*cmd, o.precision);
   cmd->callback([c] {
     set_threads(c->threads);

@@ -3,10 +3,11 @@
 #include <fmt/core.h>
 
 #include "apps/commands.h"
+#include "apps/common.h"
 #include "apps/data_progress.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/vocab_trainer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::app {
 
@@ -61,7 +62,7 @@ void add_vocab_command(CLI::App& root) {
   cmd->add_flag("--cased", o->cased, "Keep case and accents (do_lower_case = false)");
   cmd->add_option("--holdout", o->holdout, "Fraction of documents held out for the report")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Seed of the held-out split")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Worker threads (default: all cores)");
+  add_threads_option(*cmd, o->threads, "Worker threads (default: all cores)");
   cmd->callback([o] { run_vocab(*o); });
 }
 

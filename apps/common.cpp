@@ -8,8 +8,8 @@
 #include <iostream>
 #include <set>
 
-#include "runtime/data/file_util.h"
-#include "runtime/error.h"
+#include "base/file_util.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
 
 namespace bertlab::app {
@@ -28,9 +28,10 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
-void add_precision_option(CLI::App& cmd, std::string& precision) {
-  cmd.add_option("--precision", precision,
-                 "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision)")
+void add_precision_option(CLI::App& cmd, Precision& precision) {
+  cmd.add_option_function<std::string>(
+         "--precision", [&precision](const std::string& s) { precision = precision_from_string(s, "--precision"); },
+         "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
@@ -54,9 +55,8 @@ Graph build_graph(const ModelShapeOptions& o) {
   return g;
 }
 
-void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads) {
-  cmd.add_option("--threads", *threads, "Compute threads (default: all cores)")
-      ->check(CLI::PositiveNumber);
+void add_threads_option(CLI::App& cmd, int& threads, const char* help) {
+  cmd.add_option("--threads", threads, help)->check(CLI::PositiveNumber);
 }
 
 void set_threads(int threads) {

@@ -18,17 +18,18 @@ struct ModelShapeOptions {
   std::string mode = "infer";
   std::string heads = "pretraining";
   std::vector<std::string> no_fuse;
-  std::string precision = "fp32";  // fp32 | bf16 (GEMM inputs)
+  Precision precision = Precision::fp32;  // GEMM inputs
   int64_t world_size = 1;          // data-parallel ranks (training graphs: gradient allreduce)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
 // --precision fp32|bf16 (also used by infer and train).
-void add_precision_option(CLI::App& cmd, std::string& precision);
+void add_precision_option(CLI::App& cmd, Precision& precision);
 BertConfig resolve_config(const std::string& config_or_model_dir);
 Graph build_graph(const ModelShapeOptions& o);
 
 // --threads: the one place the compute thread count is set (OpenMP, used by oneDNN too).
-void add_threads_option(CLI::App& cmd, std::shared_ptr<int> threads);
+void add_threads_option(CLI::App& cmd, int& threads,
+                        const char* help = "Compute threads (default: all cores)");
 inline constexpr int kMaxThreads = 1024;
 void set_threads(int threads);
 int omp_threads();  // the thread count in force

@@ -10,7 +10,7 @@
 
 #include "apps/common.h"
 #include "runtime/data/pretraining.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::app {
 

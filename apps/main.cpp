@@ -7,7 +7,7 @@
 
 #include "apps/commands.h"
 #include "runtime/distributed.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace {
 

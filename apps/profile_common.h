@@ -6,7 +6,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/model.h"
 
 namespace bertlab::app {

@@ -1,7 +1,7 @@
 // Graph JSON (`bertlab graph --json`, read by `bertlab estimate --graph`).
 #include "fuzz/fuzz_util.h"
 #include "runtime/graph.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

@@ -1,6 +1,6 @@
 // in.json for `bertlab infer`, checked against the tiny fixture model's config.
 #include "fuzz/fuzz_util.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 #include "runtime/model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,7 +1,7 @@
 // System JSON (accelerator descriptions for `bertlab estimate --system`).
 #include "fuzz/fuzz_util.h"
 #include "hwmodel/system.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

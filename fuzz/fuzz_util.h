@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::fuzz {
 

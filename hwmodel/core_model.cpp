@@ -7,8 +7,8 @@
 #include <future>
 
 #include "hwmodel/tracesim.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab::hw {
 

@@ -7,7 +7,7 @@
 
 #include "hwmodel/analytic.h"
 #include "hwmodel/compute.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::hw {
 
@@ -57,10 +57,10 @@ Mats mats_of(const TensorDesc& t) {
   return m;
 }
 
-std::string region_of(const std::string& name) {
-  if (name.find(".attention.") != std::string::npos) return "attention";
-  if (name.find(".ffn.") != std::string::npos) return "ffn";
-  return "other";
+// The builder's "region" attribute of the node (attention | ffn), "other" without one.
+std::string region_of(const Node& node) {
+  auto it = node.attrs.find("region");
+  return it != node.attrs.end() && it->is_string() ? it->get<std::string>() : "other";
 }
 
 class Lowering {
@@ -179,7 +179,7 @@ NodeEstimate cpu_roofline_node(const Graph& g, const Node& node, const SystemDes
   NodeEstimate n;
   n.model = "cpu-roofline";
   n.flops = node_flops(g, node);
-  const double peak = s.gemm_peak_gflops.at(s.precision).get<double>() * 1e9;
+  const double peak = s.gemm_peak_gflops.at(file_key(s.precision)).get<double>() * 1e9;
   const double bytes = static_cast<double>(node_min_bytes(g, node));
   const double t_comp = node.category == Category::gemm ? n.flops / peak : 0;
   const double t_mem = bytes / (s.dram.peak_gbps * 1e9);
@@ -193,7 +193,7 @@ NodeEstimate cpu_roofline_node(const Graph& g, const Node& node, const SystemDes
 // The measured GEMM closest in shape to `gm` among those of precision `prec` (the distance is
 // the sum of squared log ratios of batch, m, n and k, so a shape twice as tall counts as far
 // as one half as tall); null when calibrate measured none of that precision.
-const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShape& gm, const std::string& prec) {
+const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShape& gm, Precision prec) {
   const GemmCalibration* best = nullptr;
   double best_d = 0;
   auto sq_log = [](double a, double b) { return std::pow(std::log(a / b), 2); };
@@ -244,12 +244,17 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     const double peak = s.gemm_peak_gflops.at("f32").get<double>() * 1e9;
     auto in_bytes = [&](size_t i) { return static_cast<double>(g.tensor(node.inputs.at(i)).bytes()); };
     double rereads = 0;
-    switch (node.kind) {
-      case OpKind::softmax: rereads = 2 * in_bytes(0); break;
-      case OpKind::layernorm: rereads = in_bytes(0); break;
-      case OpKind::softmax_grad: rereads = in_bytes(0) + in_bytes(1); break;
-      case OpKind::layernorm_grad: rereads = 2 * (in_bytes(0) + in_bytes(1)); break;
-      default: break;
+    switch (op_info(node.kind).family) {
+      case HwFamily::softmax: rereads = 2 * in_bytes(0); break;
+      case HwFamily::layernorm: rereads = in_bytes(0); break;
+      case HwFamily::softmax_grad: rereads = in_bytes(0) + in_bytes(1); break;
+      case HwFamily::layernorm_grad: rereads = 2 * (in_bytes(0) + in_bytes(1)); break;
+      case HwFamily::gemm:
+      case HwFamily::stream:
+      case HwFamily::embedding:
+      case HwFamily::embedding_grad:
+      case HwFamily::update:
+      case HwFamily::generic: break;
     }
     const double reread_gbps = s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps;
     const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
@@ -262,12 +267,13 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     n.cycles = n.seconds * s.clock_ghz * 1e9;
     return n;
   }
-  const std::string prec = gemm_bf16(node) ? "bf16" : "f32";
+  const Precision prec_type = gemm_precision(node);
+  const char* prec = file_key(prec_type);
   check(s.gemm_peak_gflops.contains(prec) && s.gemm_peak_gflops.at(prec).is_number(),
         "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}' (calibrate on a CPU with native "
         "bf16 matmul, or estimate the fp32 graph)",
         node.name, prec, s.name, prec);
-  const GemmCalibration* near = nearest_measured_gemm(s, *gemm, prec);
+  const GemmCalibration* near = nearest_measured_gemm(s, *gemm, prec_type);
   const double rate = (near ? near->gflops : s.gemm_peak_gflops.at(prec).get<double>()) * 1e9;
   // Operand elements of the product: A (batch x m x k) and B (k x n, per product unless a
   // linear layer's shared weight).
@@ -278,11 +284,12 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // except an inference weight, packed in bf16 once at load time; training packs each linear
   // weight before its GEMM (read 4 B, write the packed 4 B f32 or 2 B bf16), which in bf16 is
   // that operand's conversion. The tied MLM decoder (> 32 MB) is read unpacked instead.
-  const double e_gemm = prec == "bf16" ? 2 : 4;
+  const bool bf16 = prec_type == Precision::bf16;
+  const double e_gemm = bf16 ? 2 : 4;
   double convert_bytes = 0;
   int calls = 1;  // the matmul
   const bool linear_weight_packed = node.kind == OpKind::linear && facts.training && b_elems * 4 <= double(32 << 20);
-  if (prec == "bf16") {
+  if (bf16) {
     convert_bytes += a_elems * (4 + e_gemm), ++calls;
     if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
   } else if (linear_weight_packed) {
@@ -320,34 +327,26 @@ class NodeModel {
     if (node.category == Category::gemm && gemm) {
       lower_gemm(node, *gemm, out);
     } else {
-      switch (node.kind) {
-        case OpKind::softmax: out.push_back(rows(node, {node.inputs[0]}, 3)); break;
-        case OpKind::layernorm: out.push_back(rows(node, {node.inputs[0]}, 2, {node.inputs[1], node.inputs[2]})); break;
+      switch (op_info(node.kind).family) {
+        case HwFamily::softmax: out.push_back(rows(node, {node.inputs[0]}, 3)); break;
+        case HwFamily::layernorm: out.push_back(rows(node, {node.inputs[0]}, 2, {node.inputs[1], node.inputs[2]})); break;
         // dx = y * (dy - sum(dy * y)): one pass for the row sum, one for dx.
-        case OpKind::softmax_grad: out.push_back(rows(node, {node.inputs[0], node.inputs[1]}, 2)); break;
+        case HwFamily::softmax_grad: out.push_back(rows(node, {node.inputs[0], node.inputs[1]}, 2)); break;
         // Recompute mean and rstd (x), the two row sums (dy, x), then dx: three passes over
         // the row; gamma read and dgamma, dbeta accumulated as vectors.
-        case OpKind::layernorm_grad:
+        case HwFamily::layernorm_grad:
           out.push_back(rows(node, {node.inputs[0], node.inputs[1]}, 3, {node.inputs[2]}, {node.outputs[1], node.outputs[2]}));
           break;
-        case OpKind::add:
-        case OpKind::gelu:
-        case OpKind::tanh:
-        case OpKind::dropout:
-        case OpKind::dropout_grad:
-        case OpKind::gelu_grad:
-        case OpKind::tanh_grad: out.push_back(elementwise(node)); break;
-        case OpKind::embedding: out.push_back(embedding(node)); break;
-        case OpKind::embedding_grad: out.push_back(embedding_grad(node)); break;
-        case OpKind::grad_norm:
-        case OpKind::adamw_update:
-        case OpKind::lamb_update:
-        case OpKind::allreduce: out.push_back(optimizer(node)); break;
-        default: out.push_back(fallback(node)); break;
+        case HwFamily::stream: out.push_back(elementwise(node)); break;
+        case HwFamily::embedding: out.push_back(embedding(node)); break;
+        case HwFamily::embedding_grad: out.push_back(embedding_grad(node)); break;
+        case HwFamily::update: out.push_back(optimizer(node)); break;
+        case HwFamily::gemm:  // a GEMM-family node without a GEMM shape
+        case HwFamily::generic: out.push_back(fallback(node)); break;
       }
     }
     for (auto& n : out) {
-      n.region = region_of(node.name);
+      n.region = region_of(node);
       n.phase = to_string(node.phase);
     }
     return out;
@@ -609,8 +608,33 @@ class NodeModel {
                                     : "the (L,L) operand transposed into a row-major copy first");
         return true;
       }
-      default: return false;
+      case OpKind::embedding:
+      case OpKind::mask_bias:
+      case OpKind::linear:
+      case OpKind::attn_scores:
+      case OpKind::softmax:
+      case OpKind::attn_context:
+      case OpKind::add:
+      case OpKind::layernorm:
+      case OpKind::activation:
+      case OpKind::first_token:
+      case OpKind::dropout:
+      case OpKind::gather_rows:
+      case OpKind::cross_entropy:
+      case OpKind::cross_entropy_grad:
+      case OpKind::softmax_grad:
+      case OpKind::layernorm_grad:
+      case OpKind::activation_grad:
+      case OpKind::dropout_grad:
+      case OpKind::embedding_grad:
+      case OpKind::gather_rows_grad:
+      case OpKind::first_token_grad:
+      case OpKind::grad_norm:
+      case OpKind::adamw_update:
+      case OpKind::lamb_update:
+      case OpKind::allreduce: return false;
     }
+    return false;
   }
 
   NodeEstimate rows(const Node& node, std::vector<int> ins, int passes, std::vector<int> vectors = {},
@@ -839,7 +863,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       NodeEstimate n = cpu_node(g, node, s, facts, o.terms || node.name == o.explain);
       n.name = node.name;
       n.op = to_string(node.kind);
-      n.region = region_of(node.name);
+      n.region = region_of(node);
       n.phase = to_string(node.phase);
       ge.nodes.push_back(std::move(n));
     }
@@ -868,7 +892,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       done[c] = model.run(node, false);
       have[c] = 1;
     }
-    const std::string region = region_of(node.name), phase = to_string(node.phase);
+    const std::string region = region_of(node), phase = to_string(node.phase);
     for (const auto& proto : done[c]) {
       NodeEstimate n = proto;
       n.name = n.op == "convert" ? node.name + ".convert" : node.name;

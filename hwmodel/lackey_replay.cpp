@@ -4,7 +4,7 @@
 #include <string>
 
 #include "hwmodel/tracesim.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::hw {
 

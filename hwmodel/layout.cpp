@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::hw {
 

@@ -6,8 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab::hw {
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <type_traits>
 
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 #include "runtime/machine.h"
 
 namespace bertlab::hw {
@@ -197,7 +197,8 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
   if (s.kind == SystemKind::cpu) {
     s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
-    s.precision = field_or<std::string>(j, "precision", "f32", "", origin);
+    s.precision = precision_from_string(field_or<std::string>(j, "precision", "f32", "", origin),
+                                        origin + ": field 'precision'");
     s.cpu_model = cpu_model_from(field_or<std::string>(j, "cpu_model", "calibrated", "", origin), origin);
     s.resident_gbps = field_or<double>(j, "resident_gbps", 0, "", origin);
     s.parallel_region_seconds = field_or<double>(j, "parallel_region_us", 0, "", origin) * 1e-6;
@@ -257,11 +258,11 @@ void validate(const SystemDesc& s, const std::string& origin) {
     for (const auto& r : s.gemm_rates)
       check(r.gflops > 0 && r.batch >= 1 && r.m >= 1 && r.n >= 1 && r.k >= 1,
             "{}: measured GEMM '{}' ({}, batch {} m {} n {} k {}) needs positive dimensions and GFLOP/s, got {}",
-            origin, r.name, r.precision, r.batch, r.m, r.n, r.k, r.gflops);
-    check(s.gemm_peak_gflops.is_object() && s.gemm_peak_gflops.contains(s.precision) &&
-              s.gemm_peak_gflops.at(s.precision).is_number() &&
-              s.gemm_peak_gflops.at(s.precision).get<double>() > 0,
-          "{}: field 'gemm_peak_gflops.{}' must be a positive number", origin, s.precision);
+            origin, r.name, file_key(r.precision), r.batch, r.m, r.n, r.k, r.gflops);
+    const char* key = file_key(s.precision);
+    check(s.gemm_peak_gflops.is_object() && s.gemm_peak_gflops.contains(key) &&
+              s.gemm_peak_gflops.at(key).is_number() && s.gemm_peak_gflops.at(key).get<double>() > 0,
+          "{}: field 'gemm_peak_gflops.{}' must be a positive number", origin, key);
     return;
   }
   const auto& a = s.array;
@@ -326,7 +327,7 @@ json system_to_json(const SystemDesc& s) {
            {"row_miss_ns", s.dram.row_miss_ns}}}};
   if (s.kind == SystemKind::cpu) {
     j["gemm_peak_gflops"] = s.gemm_peak_gflops;
-    j["precision"] = s.precision;
+    j["precision"] = file_key(s.precision);
     j["cpu_model"] = to_string(s.cpu_model);
     j["resident_gbps"] = s.resident_gbps;
     j["parallel_region_us"] = s.parallel_region_seconds * 1e6;

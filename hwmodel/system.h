@@ -78,7 +78,7 @@ struct SystemDesc {
   DramDesc dram;
   // cpu kind: measured GEMM peak per precision (GFLOP/s, all cores) and memory bandwidth.
   nlohmann::json gemm_peak_gflops = nlohmann::json::object();
-  std::string precision = "f32";     // the "roofline" model's precision for every GEMM
+  Precision precision = Precision::fp32;  // the "roofline" model's precision for every GEMM
   // cpu kind, "calibrated" model (estimate.cpp cpu_node); from machine.json when it has them:
   CpuModel cpu_model = CpuModel::calibrated;  // or roofline (one peak, DRAM bandwidth)
   std::vector<GemmCalibration> gemm_rates;  // measured BERT-shaped GEMMs (empty: peaks only)

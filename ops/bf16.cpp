@@ -2,8 +2,8 @@
 
 #include <array>
 
-#include "runtime/buffer.h"
-#include "runtime/error.h"
+#include "base/buffer.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 

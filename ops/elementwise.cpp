@@ -4,28 +4,32 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "ops/dnnl_context.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 
 using dnnl::memory;
 
+Activation activation_from_string(const std::string& s) {
+  for (const auto& a : kActivations)
+    if (s == a.name) return a.act;
+  std::vector<const char*> names;
+  for (const auto& a : kActivations) names.push_back(a.name);
+  fail("unknown activation '{}' (expected one of: {})", s, fmt::join(names, ", "));
+}
+
 void activation_forward_reference(float* y, const float* x, int64_t n, Activation act) {
-  for (int64_t i = 0; i < n; ++i) {
-    double v = x[i];
-    if (act == Activation::gelu) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
-    if (act == Activation::tanh) v = std::tanh(v);
-    y[i] = static_cast<float>(v);
-  }
+  const auto f = activation_info(act).reference;
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(f(x[i]));
 }
 
 ActivationOp::ActivationOp(int64_t n, Activation act) {
-  check(act != Activation::none, "activation op needs gelu or tanh");
+  check(act != Activation::none, "activation op needs an activation, got none");
   auto& ctx = dnnl_context();
-  auto alg =
-      act == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf : dnnl::algorithm::eltwise_tanh;
+  const auto alg = activation_info(act).forward_alg;
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
   pd_ = dnnl::eltwise_forward::primitive_desc(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, data, 0.f, 0.f),
@@ -61,25 +65,15 @@ namespace bertlab::ops {
 
 void activation_backward_reference(float* dx, const float* dy, const float* v, int64_t n,
                                    Activation act) {
-  for (int64_t i = 0; i < n; ++i) {
-    double x = v[i], d = 1;
-    if (act == Activation::gelu) {
-      const double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0)));
-      const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-      d = cdf + x * pdf;
-    } else if (act == Activation::tanh) {
-      d = 1.0 - x * x;  // v is the output y
-    }
-    dx[i] = static_cast<float>(dy[i] * d);
-  }
+  const auto d = activation_info(act).derivative;  // of x, or of y when grad_from_output
+  for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<float>(dy[i] * d(v[i]));
 }
 
 ActivationGrad::ActivationGrad(int64_t n, Activation act) {
-  check(act != Activation::none, "activation gradient needs gelu or tanh");
+  check(act != Activation::none, "activation gradient needs an activation, got none");
   auto& ctx = dnnl_context();
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
-  auto alg = act == Activation::gelu ? dnnl::algorithm::eltwise_gelu_erf
-                                     : dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+  const auto alg = activation_info(act).backward_alg;
   dnnl::eltwise_forward::primitive_desc hint(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f),
       ctx.engine);

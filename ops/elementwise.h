@@ -4,9 +4,8 @@
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/activation.h"
 #include "ops/dnnl_context.h"
-
-#include "ops/matmul.h"
 
 namespace bertlab::ops {
 
@@ -40,7 +39,8 @@ void first_token_forward(float* y, const float* x, int64_t B, int64_t S, int64_t
 
 namespace bertlab::ops {
 
-// dx = dy * act'(x) for gelu (from the input x) or tanh (from the output y = tanh(x)).
+// dx = dy * act'(x), reading the input x, or the output y when the activation's
+// grad_from_output is set (ops/activation.h).
 void activation_backward_reference(float* dx, const float* dy, const float* x_or_y, int64_t n,
                                    Activation act);
 class ActivationGrad {

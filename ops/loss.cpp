@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "ops/parallel.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 

@@ -5,7 +5,7 @@
 
 #include "ops/dnnl_context.h"
 #include "ops/parallel.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::ops {
 
@@ -13,26 +13,7 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using dt = memory::data_type;
 
-Activation activation_from_string(const std::string& s) {
-  if (s == "none") return Activation::none;
-  if (s == "gelu") return Activation::gelu;
-  if (s == "tanh") return Activation::tanh;
-  fail("unknown activation '{}' (expected none, gelu or tanh)", s);
-}
-
 namespace {
-
-float apply_activation(float v, Activation act) {
-  switch (act) {
-    case Activation::gelu:
-      return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
-    case Activation::tanh:
-      return std::tanh(v);
-    case Activation::none:
-      break;
-  }
-  return v;
-}
 
 std::string impl_of(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
 
@@ -45,7 +26,7 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
     for (int64_t j = 0; j < N; ++j) {
       double acc = b ? b[j] : 0.0;
       for (int64_t k = 0; k < K; ++k) acc += double(x[i * K + k]) * w[j * K + k];
-      float v = apply_activation(static_cast<float>(acc), act);
+      float v = static_cast<float>(activation_info(act).reference(static_cast<float>(acc)));
       y[i * N + j] = residual ? v + residual[i * N + j] : v;
     }
 }
@@ -63,8 +44,7 @@ Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, b
   memory::desc bias({1, N}, dt::f32, tag::ab);
   memory::desc dst({M, N}, dt::f32, tag::ab);
   dnnl::post_ops po;
-  if (act == Activation::gelu) po.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-  if (act == Activation::tanh) po.append_eltwise(1.f, dnnl::algorithm::eltwise_tanh, 0.f, 0.f);
+  if (act != Activation::none) po.append_eltwise(1.f, activation_info(act).forward_alg, 0.f, 0.f);
   if (residual) po.append_binary(dnnl::algorithm::binary_add, dst);
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);

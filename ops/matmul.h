@@ -7,15 +7,13 @@
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "ops/activation.h"
 #include "ops/bf16.h"
 #include "ops/dnnl_context.h"
 #include <string>
 #include <vector>
 
 namespace bertlab::ops {
-
-enum class Activation { none, gelu, tanh };
-Activation activation_from_string(const std::string& s);
 
 // y (M,N) = act(x (M,K) * w^T + b) [+ residual (M,N)], w stored (N,K) as in HF Linear.
 void linear_forward_reference(float* y, const float* x, const float* w, const float* b,

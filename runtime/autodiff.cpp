@@ -1,8 +1,9 @@
 #include "runtime/autodiff.h"
 
 #include <map>
+#include <set>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/op_rules.h"
 
 namespace bertlab {
@@ -15,17 +16,20 @@ std::string param_of(const std::string& t) {
   return colon == std::string::npos ? t : t.substr(colon + 1);
 }
 
-bool decays(const std::string& p) {
-  return p.find("bias") == std::string::npos && p.find("LayerNorm") == std::string::npos;
-}
-
 namespace {
 
 class Differentiator {
  public:
   explicit Differentiator(Graph& g) : g_(g) {}
 
-  void run(const std::vector<std::string>& loss_nodes) {
+  std::vector<int> run(const std::vector<std::string>& loss_nodes,
+                       const std::vector<std::pair<int, int>>& seeds = {}, const std::vector<int>& wrt = {}) {
+    wanted_.insert(wrt.begin(), wrt.end());
+    for (const auto& [y, dy] : seeds) {
+      check(g_.tensor(y).shape == g_.tensor(dy).shape, "seed gradient '{}' {} does not match '{}' {}",
+            g_.tensor(dy).name, shape_str(g_.tensor(dy).shape), g_.tensor(y).name, shape_str(g_.tensor(y).shape));
+      grads_[y] = dy;
+    }
     const int forward_count = static_cast<int>(g_.nodes().size());
     producer_.assign(g_.tensors().size(), -1);
     for (const auto& n : g_.nodes())
@@ -38,12 +42,20 @@ class Differentiator {
     }
     for (int id = forward_count - 1; id >= 0; --id) {
       const Node n = g_.node(id);  // copy: emitting nodes reallocates the node list
+      region_ = n.attrs.value("region", nlohmann::json());
       if (is_loss[id]) {
         seed_loss(n);
       } else if (n.kind != OpKind::cross_entropy) {
         backward(n);
       }
     }
+    std::vector<int> out;
+    for (int t : wrt) {
+      auto a = grads_.find(t);
+      auto p = param_grads_.find(t);
+      out.push_back(a != grads_.end() ? a->second : p != param_grads_.end() ? p->second : -1);
+    }
+    return out;
   }
 
  private:
@@ -56,6 +68,8 @@ class Differentiator {
     n.kind = kind;
     n.inputs = std::move(inputs);
     n.attrs = std::move(attrs);
+    // The region of the forward node differentiated (a recomputation keeps its own).
+    if (!region_.is_null() && !n.attrs.contains("region")) n.attrs["region"] = region_;
     n.phase = phase;
     auto shapes = infer_outputs(g_, n);
     outputs.resize(shapes.size(), -1);
@@ -85,26 +99,44 @@ class Differentiator {
   // Adds a gradient contribution to an activation (summing when one already exists).
   void contribute(int tensor, int grad) {
     const auto role = g_.tensor(tensor).role;
-    if (role == Role::input || role == Role::weight) return;
+    if ((role == Role::input || role == Role::weight) && !wanted_.count(tensor)) return;
     auto it = grads_.find(tensor);
     if (it == grads_.end()) {
       grads_[tensor] = grad;
       return;
     }
+    // The sum belongs to the region of the node that wrote the tensor.
+    const int p = tensor < static_cast<int>(producer_.size()) ? producer_[tensor] : -1;
+    const auto saved_region = region_;
+    region_ = p >= 0 ? g_.node(p).attrs.value("region", nlohmann::json()) : nlohmann::json();
     it->second = emit1(OpKind::add, g_.tensor(tensor).name + ".grad_sum", {it->second, grad});
+    region_ = saved_region;
   }
 
   // A forward activation that a backward node reads. Outputs of cheap element-wise nodes (GELU,
-  // dropout) are recomputed from their input instead of being kept from the forward pass: the
-  // forward copy then dies early, which saves two activations of the FFN width per layer and
-  // the dropped attention probabilities, for one extra element-wise pass each.
+  // dropout: the op table's saved rule) are recomputed from their input instead of being kept
+  // from the forward pass: the forward copy then dies early, which saves two activations of the
+  // FFN width per layer and the dropped attention probabilities, for one extra element-wise
+  // pass each.
+  bool recomputed(const Node& n) const {
+    switch (op_info(n.kind).saved) {
+      case Saved::kept: return false;
+      case Saved::recomputed: return true;
+      case Saved::per_activation: return !ops::activation_info(activation_of(n)).keep_output;
+    }
+    return false;
+  }
   int saved(int tensor) {
     const int p = tensor < static_cast<int>(producer_.size()) ? producer_[tensor] : -1;
-    if (p < 0 || (g_.node(p).kind != OpKind::gelu && g_.node(p).kind != OpKind::dropout)) return tensor;
+    if (p < 0 || !recomputed(g_.node(p))) return tensor;
     auto it = recomputed_.find(tensor);
     if (it != recomputed_.end()) return it->second;
     const Node fwd = g_.node(p);
-    return recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", fwd.inputs, fwd.attrs);
+    const auto outer = region_;  // the recomputation belongs to the forward node's region
+    region_ = nlohmann::json();
+    const int out = recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", fwd.inputs, fwd.attrs);
+    region_ = outer;
+    return out;
   }
 
   int grad_of(int tensor) const {
@@ -113,9 +145,15 @@ class Differentiator {
   }
 
   void seed_loss(const Node& n) {
-    const std::string loss = n.name.substr(0, n.name.find('.'));  // mlm | nsp
+    check(n.kind == OpKind::cross_entropy, "loss node '{}' is a {}, not a cross_entropy", n.name,
+          to_string(n.kind));
+    // Which denominator scales it: mlm (masked tokens), nsp or classifier (labelled sequences
+    // or tokens: StepContext::nsp_denominator).
+    const auto loss = n.attrs.find("loss");
+    check(loss != n.attrs.end() && (*loss == "mlm" || *loss == "nsp" || *loss == "classifier"),
+          "loss node '{}' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\"", n.name);
     int dlogits = emit1(OpKind::cross_entropy_grad, n.name + ".grad", {n.inputs[0], n.inputs[1]},
-                        {{"loss", loss}});
+                        {{"loss", *loss}});
     contribute(n.inputs[0], dlogits);
   }
 
@@ -126,7 +164,7 @@ class Differentiator {
     const std::string& name = n.name;
     switch (n.kind) {
       case OpKind::linear: {
-        check(n.attrs.value("activation", "none") == "none",
+        check(activation_of(n) == ops::Activation::none,
               "node '{}': a linear with a fused activation has no backward rule; differentiate "
               "before fusing", name);
         contribute(in[0], emit1(OpKind::linear_grad_input, name + ".grad_input", {dy, in[1]}));
@@ -145,12 +183,13 @@ class Differentiator {
         contribute(in[0], outs[0]);
         return;
       }
-      case OpKind::gelu:
-        contribute(in[0], emit1(OpKind::gelu_grad, name + ".grad", {dy, in[0]}));
+      case OpKind::activation: {
+        // The derivative reads the input x, or the output y (ops/activation.h).
+        const bool from_y = ops::activation_info(activation_of(n)).grad_from_output;
+        contribute(in[0], emit1(OpKind::activation_grad, name + ".grad", {dy, from_y ? n.outputs[0] : in[0]},
+                                {{"activation", n.attrs.at("activation")}}));
         return;
-      case OpKind::tanh:
-        contribute(in[0], emit1(OpKind::tanh_grad, name + ".grad", {dy, n.outputs[0]}));
-        return;
+      }
       case OpKind::dropout:
         contribute(in[0], emit1(OpKind::dropout_grad, name + ".grad", {dy}, n.attrs));
         return;
@@ -192,9 +231,28 @@ class Differentiator {
         return;
       case OpKind::mask_bias:
         return;  // depends on inputs only
-      default:
-        fail("node '{}': op kind {} has no backward rule", name, to_string(n.kind));
+      case OpKind::cross_entropy:  // a loss: seeded by seed_loss, not differentiated here
+      case OpKind::cross_entropy_grad:
+      case OpKind::linear_grad_input:
+      case OpKind::linear_grad_weight:
+      case OpKind::attn_scores_grad_q:
+      case OpKind::attn_scores_grad_k:
+      case OpKind::attn_context_grad_probs:
+      case OpKind::attn_context_grad_v:
+      case OpKind::softmax_grad:
+      case OpKind::layernorm_grad:
+      case OpKind::activation_grad:
+      case OpKind::dropout_grad:
+      case OpKind::embedding_grad:
+      case OpKind::gather_rows_grad:
+      case OpKind::first_token_grad:
+      case OpKind::grad_norm:
+      case OpKind::adamw_update:
+      case OpKind::lamb_update:
+      case OpKind::allreduce:
+        break;
     }
+    fail("node '{}': op kind {} has no backward rule", name, to_string(n.kind));
   }
 
   Graph& g_;
@@ -203,12 +261,20 @@ class Differentiator {
   std::map<int, int> pending_qkv_;  // qkv -> the dqkv whose V third is written
   std::vector<int> producer_;       // forward tensor -> the node writing it
   std::map<int, int> recomputed_;   // forward tensor -> its recomputation in the backward
+  std::set<int> wanted_;            // inputs and weights whose activation gradient is asked for
+  nlohmann::json region_;           // "region" of the forward node being differentiated (or null)
 };
 
 }  // namespace
 
 void append_backward(Graph& g, const std::vector<std::string>& loss_nodes) {
   Differentiator(g).run(loss_nodes);
+}
+
+std::vector<int> append_backward_for(Graph& g, const std::vector<std::string>& loss_nodes,
+                                     const std::vector<std::pair<int, int>>& seeds,
+                                     const std::vector<int>& wrt) {
+  return Differentiator(g).run(loss_nodes, seeds, wrt);
 }
 
 void append_allreduce(Graph& g, int64_t world_size) {
@@ -248,9 +314,12 @@ void append_optimizer(Graph& g, const std::string& optimizer) {
     n.kind = kind;
     n.inputs = {p, grad, m, v, norm};
     n.outputs = {p, m, v};
-    // LAMB's trust ratio is per Hugging Face tensor: the fused QKV counts as three.
-    const int segments = param.find("attention.self.qkv.") != std::string::npos ? 3 : 1;
-    n.attrs = {{"decay", decays(param)}, {"segments", segments}};
+    // The builder's facts about the parameter: weight decay (off for biases and layernorm
+    // parameters), LAMB's trust ratios (per Hugging Face tensor: the fused QKV counts as three)
+    // and the region its update is counted in.
+    const auto& attrs = g.tensor(p).attrs;
+    n.attrs = {{"decay", attrs.value("decay", true)}, {"segments", attrs.value("segments", 1)}};
+    if (attrs.contains("region")) n.attrs["region"] = attrs.at("region");
     n.phase = Phase::optimizer;
     g.append_node(std::move(n));
   }

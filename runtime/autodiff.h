@@ -18,15 +18,20 @@ std::string param_of(const std::string& state_tensor);    // strips the prefix
 // parameter gradients are tensors of role gradient, accumulated (+=) by every node that
 // contributes, so several micro-batches accumulate before one optimizer step.
 void append_backward(Graph& g, const std::vector<std::string>& loss_nodes);
+// The same from given gradients: `seeds` pairs a forward tensor with a tensor holding its
+// gradient (same shape), with or without loss nodes. Returns, for each tensor of `wrt` (an
+// activation, a graph input or a weight), the tensor of its gradient, or -1 when none flows
+// to it. For graphs whose loss is computed elsewhere, and for tests.
+std::vector<int> append_backward_for(Graph& g, const std::vector<std::string>& loss_nodes,
+                                     const std::vector<std::pair<int, int>>& seeds,
+                                     const std::vector<int>& wrt);
 
 // Appends grad_norm over every parameter gradient, then one update node per parameter
-// (adamw_update or lamb_update). Weight decay is off for biases and layernorm parameters.
+// (adamw_update or lamb_update). Weight decay and LAMB segments follow the parameter tensor's
+// attributes "decay" (default true) and "segments" (default 1), set by the builder.
 void append_optimizer(Graph& g, const std::string& optimizer);
 // Data parallelism: one allreduce node (phase communication) summing every parameter gradient
 // over `world_size` ranks; append after the backward and before the optimizer.
 void append_allreduce(Graph& g, int64_t world_size);
-
-// True when weight decay applies to a parameter (not a bias, not a LayerNorm parameter).
-bool decays(const std::string& param);
 
 }  // namespace bertlab

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "runtime/autodiff.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 
@@ -23,19 +23,37 @@ struct Builder {
 
   bool training() const { return run.mode == "train"; }
 
-  int weight(const std::string& name, Shape shape) {
-    return g.add_tensor(name, std::move(shape), DType::f32, Role::weight);
+  // A parameter; `decay`: weight decay applies (not to biases and layernorm parameters).
+  int weight(const std::string& name, Shape shape, bool decay = true) {
+    int id = g.add_tensor(name, std::move(shape), DType::f32, Role::weight);
+    if (!decay) g.tensor(id).attrs["decay"] = false;
+    return id;
   }
   // A linear layer with HF parameters <prefix>.weight (N x K) and <prefix>.bias (N).
   int linear(const std::string& node, const std::string& param, int x, int64_t n, int64_t k) {
     int w = weight(param + ".weight", {n, k});
-    int b = weight(param + ".bias", {n});
+    int b = weight(param + ".bias", {n}, false);
     return g.apply(OpKind::linear, node, {x, w, b});
   }
   int layernorm(const std::string& node, const std::string& param, int x) {
-    int gamma = weight(param + ".weight", {c.hidden_size});
-    int beta = weight(param + ".bias", {c.hidden_size});
+    int gamma = weight(param + ".weight", {c.hidden_size}, false);
+    int beta = weight(param + ".bias", {c.hidden_size}, false);
     return g.apply(OpKind::layernorm, node, {x, gamma, beta}, {{"eps", c.layer_norm_eps}});
+  }
+  // The config's hidden_act, in a node named after it (<prefix>gelu).
+  int activation(const std::string& prefix, int x) {
+    const char* act = ops::to_string(c.hidden_act);
+    return g.apply(OpKind::activation, prefix + act, {x}, {{"activation", act}});
+  }
+  // Nodes from `first` on, and the parameters they read, belong to a region of the encoder
+  // layer (hwmodel's per-region totals; autodiff passes it on to the backward and optimizer).
+  void set_region(size_t first, const char* region) {
+    for (size_t i = first; i < g.nodes().size(); ++i) {
+      auto& n = g.node(static_cast<int>(i));
+      n.attrs["region"] = region;
+      for (int t : n.inputs)
+        if (g.tensor(t).role == Role::weight) g.tensor(t).attrs["region"] = region;
+    }
   }
   // Dropout in training graphs (when enabled and p > 0); identity otherwise.
   int dropout(const std::string& node, int x, double p) {
@@ -49,8 +67,11 @@ struct Builder {
     const std::string hf = hf_layer_prefix(i);
     const nlohmann::json heads{{"heads", c.num_attention_heads}};
 
+    const size_t attention_begin = g.nodes().size();
     int qkv_w = weight(qkv_name(i, "weight"), {3 * H, H});
-    int qkv_b = weight(qkv_name(i, "bias"), {3 * H});
+    int qkv_b = weight(qkv_name(i, "bias"), {3 * H}, false);
+    // LAMB: one trust ratio per Hugging Face tensor, three in the fused QKV.
+    g.tensor(qkv_w).attrs["segments"] = g.tensor(qkv_b).attrs["segments"] = 3;
     int qkv = g.apply(OpKind::linear, node + "attention.qkv", {x, qkv_w, qkv_b});
     nlohmann::json score_attrs = heads;
     score_attrs["scale"] = 1.0 / std::sqrt(static_cast<double>(c.head_size()));
@@ -63,13 +84,17 @@ struct Builder {
     int res1 = g.apply(OpKind::add, node + "attention.residual", {attn, x});
     int h1 = layernorm(node + "attention.layernorm", hf + "attention.output.LayerNorm", res1);
 
+    set_region(attention_begin, "attention");
+    const size_t ffn_begin = g.nodes().size();
     int inter = linear(node + "ffn.intermediate", hf + "intermediate.dense", h1,
                        c.intermediate_size, H);
-    int act = g.apply(OpKind::gelu, node + "ffn.gelu", {inter});
+    int act = activation(node + "ffn.", inter);
     int out = linear(node + "ffn.output", hf + "output.dense", act, H, c.intermediate_size);
     out = dropout(node + "ffn.output.dropout", out, c.hidden_dropout_prob);
     int res2 = g.apply(OpKind::add, node + "ffn.residual", {out, h1});
-    return layernorm(node + "ffn.layernorm", hf + "output.LayerNorm", res2);
+    int y = layernorm(node + "ffn.layernorm", hf + "output.LayerNorm", res2);
+    set_region(ffn_begin, "ffn");
+    return y;
   }
 };
 
@@ -109,7 +134,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   if (run.heads != Heads::token_classification) {
     int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
     int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
-    pooled = g.apply(OpKind::tanh, "pooler.tanh", {pooled_pre});
+    pooled = g.apply(OpKind::activation, "pooler.tanh", {pooled_pre}, {{"activation", "tanh"}});
     if (!train) g.mark_output(pooled, "pooler_output");
   }
   if (classifier) {
@@ -128,7 +153,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     int logits = b.linear("classifier", "classifier", in, L, H);
     if (train) {
       int labels = g.add_tensor("labels", {labels_len}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}), "loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}, {{"loss", "classifier"}}), "loss");
     } else {
       g.mark_output(logits, "logits");
     }
@@ -142,16 +167,16 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
       mlm_in = g.apply(OpKind::gather_rows, "mlm.gather", {x, positions});
     }
     int t = b.linear("mlm.transform", "cls.predictions.transform.dense", mlm_in, H, H);
-    t = g.apply(OpKind::gelu, "mlm.gelu", {t});
+    t = b.activation("mlm.", t);
     t = b.layernorm("mlm.layernorm", "cls.predictions.transform.LayerNorm", t);
-    int decoder_bias = b.weight("cls.predictions.bias", {c.vocab_size});
+    int decoder_bias = b.weight("cls.predictions.bias", {c.vocab_size}, false);
     int logits = g.apply(OpKind::linear, "mlm.decoder", {t, word, decoder_bias});
     int nsp = b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
     if (train) {
       int labels = g.add_tensor("masked_lm_labels", {B * P}, DType::i32, Role::input);
       int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}), "mlm_loss");
-      g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}), "nsp_loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", "mlm"}}), "mlm_loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", "nsp"}}), "nsp_loss");
     } else {
       g.mark_output(logits, "mlm_logits");
       g.mark_output(nsp, "nsp_logits");
@@ -163,15 +188,14 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
               {"seq", run.seq},
               {"mode", run.mode},
               {"heads", heads_name(run.heads)},
-              {"precision", run.precision}}}};
+              {"precision", to_string(run.precision)}}}};
   if (train) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
     g.meta["run"]["optimizer"] = run.optimizer;
     g.meta["run"]["world_size"] = run.world_size;
-    // The classifier loss is divided by StepContext::nsp_denominator (autodiff names the loss
-    // by the node's prefix; everything but "mlm" takes that denominator): the labelled
-    // sequences or tokens of the whole accumulated batch.
+    // The classifier loss ("loss": "classifier") is divided by StepContext::nsp_denominator:
+    // the labelled sequences or tokens of the whole accumulated batch.
     if (classifier) g.meta["run"]["num_labels"] = run.num_labels;
     append_backward(g, classifier ? std::vector<std::string>{"classifier.loss"}
                                   : std::vector<std::string>{"mlm.loss", "nsp.loss"});

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <type_traits>
 
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab {
 
@@ -66,7 +66,8 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
   read_field(j, "num_hidden_layers", c.num_hidden_layers, origin);
   read_field(j, "num_attention_heads", c.num_attention_heads, origin);
   read_field(j, "intermediate_size", c.intermediate_size, origin);
-  read_field(j, "hidden_act", c.hidden_act, origin);
+  std::string hidden_act = ops::to_string(c.hidden_act);
+  read_field(j, "hidden_act", hidden_act, origin);
   read_field(j, "hidden_dropout_prob", c.hidden_dropout_prob, origin);
   read_field(j, "attention_probs_dropout_prob", c.attention_probs_dropout_prob, origin);
   read_field(j, "max_position_embeddings", c.max_position_embeddings, origin);
@@ -101,8 +102,13 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
   check(c.hidden_size % c.num_attention_heads == 0,
         "{}: hidden_size {} is not divisible by num_attention_heads {}", origin, c.hidden_size,
         c.num_attention_heads);
-  check(c.hidden_act == "gelu", "{}: field 'hidden_act' is \"{}\"; only \"gelu\" (exact erf) is supported",
-        origin, c.hidden_act);
+  try {
+    c.hidden_act = ops::activation_from_string(hidden_act);
+  } catch (const Error& e) {
+    fail("{}: field 'hidden_act': {}", origin, e.what());
+  }
+  check(c.hidden_act != ops::Activation::none, "{}: field 'hidden_act' is \"none\"; BERT needs an activation",
+        origin);
   check(c.position_embedding_type == "absolute",
         "{}: field 'position_embedding_type' is \"{}\"; only \"absolute\" is supported", origin,
         c.position_embedding_type);
@@ -130,7 +136,7 @@ nlohmann::json config_to_json(const BertConfig& c) {
           {"num_hidden_layers", c.num_hidden_layers},
           {"num_attention_heads", c.num_attention_heads},
           {"intermediate_size", c.intermediate_size},
-          {"hidden_act", c.hidden_act},
+          {"hidden_act", ops::to_string(c.hidden_act)},
           {"hidden_dropout_prob", c.hidden_dropout_prob},
           {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
           {"max_position_embeddings", c.max_position_embeddings},

@@ -4,6 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "ops/activation.h"
+#include "runtime/precision.h"
+
 namespace bertlab {
 
 struct BertConfig {
@@ -12,7 +15,7 @@ struct BertConfig {
   int64_t num_hidden_layers = 12;
   int64_t num_attention_heads = 12;
   int64_t intermediate_size = 3072;
-  std::string hidden_act = "gelu";
+  ops::Activation hidden_act = ops::Activation::gelu;  // "gelu", "relu", "tanh" in the file
   double hidden_dropout_prob = 0.1;
   double attention_probs_dropout_prob = 0.1;
   int64_t max_position_embeddings = 512;
@@ -42,7 +45,7 @@ struct RunSpec {
   int64_t seq = 128;
   std::string mode = "infer";  // infer | train
   Heads heads = Heads::pretraining;
-  std::string precision = "fp32";  // fp32 | bf16: GEMM inputs (runtime/graph.h gemm_bf16)
+  Precision precision = Precision::fp32;  // GEMM inputs (runtime/graph.h gemm_precision)
   int64_t num_labels = 0;          // classification heads: classes
   // Training only:
   int64_t max_predictions = 0;     // masked positions per sequence; 0: ceil(0.15 * seq)

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
-#include "runtime/data/file_util.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/file_util.h"
+#include "base/json_file.h"
 
 namespace bertlab {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::dist {
 

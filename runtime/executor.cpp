@@ -4,7 +4,7 @@
 
 #include "ops/peak.h"
 #include "runtime/autodiff.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 
@@ -58,8 +58,6 @@ Shape Executor::output_shape(const std::string& name) const {
     if (n == name) return graph_.tensor(id).shape;
   fail("graph has no output named '{}'", name);
 }
-
-const float* Executor::tensor_data(int id) const { return f32(id); }
 
 void Executor::repack_weights() {
   for (auto& r : repackers_) r();

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/buffer.h"
+#include "base/buffer.h"
 #include "runtime/graph.h"
 #include "runtime/memory_plan.h"
 #include "runtime/params.h"
@@ -31,7 +31,7 @@ struct StepContext {
   int64_t step = 1;           // optimizer step, 1-based (bias corrections, dropout stream)
   int64_t micro = 0;          // micro-batch within the step (dropout stream)
   float mlm_denominator = 1;  // masked tokens in the whole (accumulated) batch
-  float nsp_denominator = 1;  // sequences in the whole (accumulated) batch
+  float nsp_denominator = 1;  // sequences (nsp) or labelled examples (classifier) in the whole batch
   float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
   float max_grad_norm = 1.0f;  // <= 0: no clipping
   double grad_norm = 0;        // written by the grad_norm node
@@ -67,7 +67,6 @@ class Executor {
   // Graph output by public name (last_hidden_state, mlm_loss, ...), valid until the next run().
   const float* output(const std::string& name) const;
   Shape output_shape(const std::string& name) const;
-  const float* tensor_data(int tensor_id) const;
 
   // Executes the nodes of the selected phases once, in order. With `node_seconds`, times each
   // node (resized to nodes().size(); nodes not run get 0).

@@ -8,15 +8,16 @@
 #include "ops/normalization.h"
 #include "ops/optimizer.h"
 #include "runtime/distributed.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/executor.h"
+#include "runtime/op_rules.h"
 
 namespace bertlab {
 
 std::function<void()> Executor::make_linear_step(const Node& n) {
   auto gm = *node_gemm(graph_, n);
   const bool residual = n.inputs.size() > 3;
-  auto act = ops::activation_from_string(n.attrs.value("activation", "none"));
+  const auto act = activation_of(n);
   // Training packs each weight before its GEMM into one scratch buffer; a weight larger than
   // kLargeWeight (the tied MLM decoder) is read unpacked instead of doubling its memory.
   constexpr int64_t kLargeWeight = 32 << 20;
@@ -99,10 +100,8 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float *x = in(0), *gamma = in(1), *beta = in(2);
       return [=] { op->forward(out, x, gamma, beta); };
     }
-    case OpKind::gelu:
-    case OpKind::tanh: {
-      auto op = std::make_shared<ops::ActivationOp>(
-          out_numel, n.kind == OpKind::gelu ? ops::Activation::gelu : ops::Activation::tanh);
+    case OpKind::activation: {
+      auto op = std::make_shared<ops::ActivationOp>(out_numel, activation_of(n));
       const float* x = in(0);
       return [=] { op->forward(out, x); };
     }
@@ -191,10 +190,8 @@ std::function<void()> Executor::make_step(const Node& n) {
                                 *scratch);
       };
     }
-    case OpKind::gelu_grad:
-    case OpKind::tanh_grad: {
-      auto op = std::make_shared<ops::ActivationGrad>(
-          out_numel, n.kind == OpKind::gelu_grad ? ops::Activation::gelu : ops::Activation::tanh);
+    case OpKind::activation_grad: {
+      auto op = std::make_shared<ops::ActivationGrad>(out_numel, activation_of(n));
       const float *dy = in(0), *v = in(1);
       return [=] { op->forward(out, dy, v); };
     }

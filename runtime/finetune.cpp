@@ -9,10 +9,10 @@
 
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
-#include "runtime/data/file_util.h"
-#include "runtime/error.h"
+#include "base/file_util.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 #include "runtime/trainer.h"
 
 namespace bertlab {
@@ -173,7 +173,7 @@ int64_t fill_batch(Executor& ex, const std::vector<const EncodedExample*>& rows,
 }
 
 Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t B, int64_t S,
-                           bool train, const std::string& precision, const std::string& optimizer) {
+                           bool train, Precision precision, const std::string& optimizer) {
   RunSpec run;
   run.batch = B, run.seq = S, run.heads = heads, run.num_labels = L, run.precision = precision;
   run.mode = train ? "train" : "infer";
@@ -539,7 +539,7 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
     log(fmt::format("truncated {} of {} examples to {} tokens", set.truncated, set.items.size(), max_len));
   const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
   const int64_t B = std::max<int64_t>(1, std::min<int64_t>(o.batch_size, static_cast<int64_t>(set.items.size())));
-  Executor ex(classification_graph(config, heads, L, B, S, false, "fp32", "adamw"),
+  Executor ex(classification_graph(config, heads, L, B, S, false, Precision::fp32, "adamw"),
               static_cast<const ParamStore&>(model.params));
 
   // The input again, for the words and texts to echo.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/data/task_data.h"
+#include "runtime/precision.h"
 #include "runtime/safetensors.h"
 #include "runtime/train_step.h"
 
@@ -32,7 +33,7 @@ struct FinetuneOptions {
   // Hugging Face TrainingArguments defaults: no weight decay, epsilon 1e-8, clip at 1.
   OptimizerConfig optimizer{"adamw", 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f};
   uint64_t seed = 42;
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;  // GEMM inputs (master weights, grads stay f32)
   int64_t eval_steps = 0;  // 0: at the end of every epoch
   FinetuneMetric metric = FinetuneMetric::accuracy;
   bool from_scratch = false;  // start from random weights (control run), keeping config + tokenizer

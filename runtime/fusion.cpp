@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "runtime/error.h"
+#include "base/error.h"
+#include "runtime/op_rules.h"
 
 namespace bertlab {
 
@@ -25,7 +26,7 @@ struct Uses {
 
 bool plain_linear(const Node& n) {
   return n.kind == OpKind::linear && n.inputs.size() == 3 &&
-         n.attrs.value("activation", "none") == "none";
+         activation_of(n) == ops::Activation::none;
 }
 
 int fuse_linear_activation(Graph& g) {
@@ -37,9 +38,9 @@ int fuse_linear_activation(Graph& g) {
     int r = uses.sole_reader(cn.outputs[0]);
     if (r < 0) continue;
     const Node& act = g.node(r);
-    if (act.kind != OpKind::gelu && act.kind != OpKind::tanh) continue;
+    if (op_info(act.kind).fusion != Fusion::linear_activation) continue;
     Node& lin = g.node(cn.id);
-    lin.attrs["activation"] = to_string(act.kind);
+    lin.attrs["activation"] = ops::to_string(activation_of(act));
     lin.outputs = act.outputs;
     dead[r] = true;
     ++rewrites;
@@ -55,7 +56,7 @@ int fuse_linear_residual(Graph& g) {
   for (const auto& cn : g.nodes()) {
     if (!plain_linear(cn)) continue;
     int r = uses.sole_reader(cn.outputs[0]);
-    if (r < 0 || g.node(r).kind != OpKind::add) continue;
+    if (r < 0 || op_info(g.node(r).kind).fusion != Fusion::linear_residual) continue;
     const Node& add = g.node(r);
     int residual = add.inputs[0] == cn.outputs[0] ? add.inputs[1] : add.inputs[0];
     if (residual == cn.outputs[0]) continue;  // x + x is not a residual

@@ -8,7 +8,7 @@
 
 namespace bertlab {
 
-// linear_activation: linear followed by gelu or tanh -> the activation runs in the GEMM epilogue.
+// linear_activation: linear followed by an activation node -> it runs in the GEMM epilogue.
 // linear_residual:   linear followed by add of a residual -> the add runs in the GEMM epilogue.
 const std::vector<std::string>& fusion_pass_names();
 

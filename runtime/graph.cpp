@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/op_rules.h"
 
 namespace bertlab {
@@ -23,24 +23,17 @@ const char* name_of(E e, const std::array<const char*, N>& names) {
 }
 
 constexpr std::array<const char*, 4> kDTypeNames{"f32", "bf16", "i32", "i8"};
-constexpr std::array<const char*, 3> kLayoutNames{"plain", "blocked", "tile_major"};
-constexpr std::array<const char*, 6> kRoleNames{"input",    "weight",          "activation",
-                                                "gradient", "optimizer_state", "workspace"};
+constexpr std::array<const char*, 1> kLayoutNames{"plain"};
+constexpr std::array<const char*, 5> kRoleNames{"input", "weight", "activation", "gradient",
+                                                "optimizer_state"};
 constexpr std::array<const char*, 4> kPhaseNames{"forward", "backward", "optimizer",
                                                  "communication"};
 constexpr std::array<const char*, 3> kCategoryNames{"gemm", "memory_bound", "communication"};
-constexpr std::array<const char*, kOpKindCount> kOpNames{
-    "embedding",          "mask_bias",          "linear",
-    "attn_scores",        "softmax",            "attn_context",
-    "add",                "layernorm",          "gelu",
-    "tanh",               "first_token",        "dropout",
-    "gather_rows",        "cross_entropy",      "cross_entropy_grad",
-    "linear_grad_input",  "linear_grad_weight", "attn_scores_grad_q",
-    "attn_scores_grad_k", "attn_context_grad_probs", "attn_context_grad_v",
-    "softmax_grad",       "layernorm_grad",     "gelu_grad",
-    "tanh_grad",          "dropout_grad",       "embedding_grad",
-    "gather_rows_grad",   "first_token_grad",   "grad_norm",
-    "adamw_update",       "lamb_update",        "allreduce"};
+constexpr auto kOpNames = [] {
+  std::array<const char*, kOpKindCount> names{};
+  for (size_t i = 0; i < kOpKindCount; ++i) names[i] = kOpTable[i].name;
+  return names;
+}();
 
 template <typename E, size_t N>
 E parse_enum(const std::string& s, const std::array<const char*, N>& names, const char* what) {
@@ -58,7 +51,19 @@ const char* to_string(Phase e) { return name_of(e, kPhaseNames); }
 const char* to_string(Category e) { return name_of(e, kCategoryNames); }
 const char* to_string(OpKind e) { return name_of(e, kOpNames); }
 DType dtype_from_string(const std::string& s) { return parse_enum<DType>(s, kDTypeNames, "dtype"); }
+namespace {
+// Graph files written before activations were one kind name the activation in the op.
+std::optional<std::pair<OpKind, const char*>> legacy_activation_op(const std::string& s) {
+  for (const char* act : {"gelu", "tanh"}) {
+    if (s == act) return std::pair{OpKind::activation, act};
+    if (s == std::string(act) + "_grad") return std::pair{OpKind::activation_grad, act};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 OpKind op_kind_from_string(const std::string& s) {
+  if (auto legacy = legacy_activation_op(s)) return legacy->first;
   return parse_enum<OpKind>(s, kOpNames, "op kind");
 }
 
@@ -97,7 +102,7 @@ int Graph::add_node(OpKind kind, std::string name, std::vector<int> inputs, nloh
   n.inputs = std::move(inputs);
   n.attrs = std::move(attrs);
   n.phase = phase;
-  n.category = category_of(kind);
+  n.category = op_info(kind).category;
   for (int t : n.inputs)
     check(t >= 0 && t < static_cast<int>(tensors_.size()), "node '{}': unknown input tensor {}",
           n.name, t);
@@ -112,7 +117,7 @@ int Graph::add_node(OpKind kind, std::string name, std::vector<int> inputs, nloh
 
 int Graph::append_node(Node n) {
   n.id = static_cast<int>(nodes_.size());
-  n.category = category_of(n.kind);
+  n.category = op_info(n.kind).category;
   auto valid = [&](int t) { return t >= 0 && t < static_cast<int>(tensors_.size()); };
   for (int t : n.inputs) check(valid(t), "node '{}': unknown input tensor id {}", n.name, t);
   for (int t : n.outputs) check(valid(t), "node '{}': unknown output tensor id {}", n.name, t);
@@ -184,14 +189,17 @@ void Graph::compact(const std::vector<bool>& node_dead) {
 nlohmann::json graph_to_json(const Graph& g) {
   using nlohmann::json;
   json tensors = json::array();
-  for (const auto& t : g.tensors())
-    tensors.push_back({{"id", t.id},
-                       {"name", t.name},
-                       {"shape", t.shape},
-                       {"dtype", to_string(t.dtype)},
-                       {"layout", to_string(t.layout)},
-                       {"role", to_string(t.role)},
-                       {"bytes", t.bytes()}});
+  for (const auto& t : g.tensors()) {
+    json jt{{"id", t.id},
+            {"name", t.name},
+            {"shape", t.shape},
+            {"dtype", to_string(t.dtype)},
+            {"layout", to_string(t.layout)},
+            {"role", to_string(t.role)},
+            {"bytes", t.bytes()}};
+    if (!t.attrs.empty()) jt["attrs"] = t.attrs;
+    tensors.push_back(std::move(jt));
+  }
   json nodes = json::array();
   for (const auto& n : g.nodes()) {
     json jn{{"id", n.id},
@@ -234,6 +242,7 @@ Graph graph_from_json(const nlohmann::json& j) {
                             parse_enum<Layout>(layout, kLayoutNames, "layout"));
       check(id == t.at("id").get<int>(), "graph tensors must be listed in id order (tensor '{}')",
             t.at("name").get<std::string>());
+      g.tensor(id).attrs = t.value("attrs", nlohmann::json::object());
     }
     for (const auto& jn : j.at("nodes")) {
       Node n;
@@ -243,8 +252,10 @@ Graph graph_from_json(const nlohmann::json& j) {
       n.inputs = jn.at("inputs").get<std::vector<int>>();
       n.outputs = jn.at("outputs").get<std::vector<int>>();
       n.attrs = jn.value("attrs", nlohmann::json::object());
+      if (auto legacy = legacy_activation_op(jn.at("op")); legacy && !n.attrs.contains("activation"))
+        n.attrs["activation"] = legacy->second;
       n.phase = parse_enum<Phase>(jn.value("phase", "forward"), kPhaseNames, "phase");
-      n.category = category_of(n.kind);
+      n.category = op_info(n.kind).category;
       g.append_node(std::move(n));
     }
     const auto outputs = j.value("outputs", nlohmann::json::object());

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/op_table.h"
+#include "runtime/precision.h"
+
 namespace bertlab {
 
 using Shape = std::vector<int64_t>;
@@ -15,54 +18,8 @@ int64_t numel(const Shape& s);
 std::string shape_str(const Shape& s);
 
 enum class DType : uint8_t { f32, bf16, i32, i8 };
-enum class Layout : uint8_t { plain, blocked, tile_major };
-enum class Role : uint8_t { input, weight, activation, gradient, optimizer_state, workspace };
-enum class Phase : uint8_t { forward, backward, optimizer, communication };
-enum class Category : uint8_t { gemm, memory_bound, communication };
-
-// Op kinds. Shapes use B batch, S sequence, H hidden, nh heads, d head size, V vocab, P masked
-// positions per sequence. docs/graph-format.md lists inputs, outputs, FLOPs and bytes of each.
-enum class OpKind : uint8_t {
-  // forward
-  embedding,       // ids(B,S) i32, type_ids(B,S) i32, word(V,H), pos(P,H), type(T,H) -> (B,S,H)
-  mask_bias,       // attention_mask(B,S) i32 -> additive bias (B,S) f32: 0 keep, lowest float drop
-  linear,          // x(...,K), w(N,K), b(N) [, residual(...,N)] -> (...,N); attr activation
-  attn_scores,     // qkv(B,S,3H), bias(B,S) -> scores(B,nh,S,S) = Q K^T * scale + bias
-  softmax,         // x(...,L) -> softmax over the last axis
-  attn_context,    // probs(B,nh,S,S), qkv(B,S,3H) -> ctx(B,S,H) = P V, heads concatenated
-  add,             // a, b (same shape) -> a + b
-  layernorm,       // x(...,H), gamma(H), beta(H) -> (...,H); attr eps
-  gelu,            // exact erf GELU
-  tanh,            // tanh
-  first_token,     // x(B,S,H) -> (B,H): the [CLS] row of each sequence
-  dropout,         // x -> x * keep / (1 - p); attrs p, salt (counter-based mask)
-  gather_rows,     // x(B,S,H), positions(B,P) i32 -> (B*P,H)
-  cross_entropy,   // logits(N,C), labels(N) i32 (-100: ignored) -> (3): loss sum, correct, count
-  // backward
-  cross_entropy_grad,       // logits(N,C), labels(N) -> dlogits(N,C); attr loss (mlm | nsp)
-  linear_grad_input,        // dy(...,N), w(N,K) -> dx(...,K) = dy w
-  linear_grad_weight,       // dy(...,N), x(...,K) -> dw(N,K) += dy^T x, db(N) += sum dy
-  attn_scores_grad_q,       // dscores(B,nh,S,S), qkv -> dqkv(B,S,3H), Q third = dS K * scale
-  attn_scores_grad_k,       // dscores, qkv -> dqkv, K third = dS^T Q * scale
-  attn_context_grad_probs,  // dctx(B,S,H), qkv -> dprobs(B,nh,S,S) = dctx V^T
-  attn_context_grad_v,      // dctx(B,S,H), probs -> dqkv(B,S,3H), V third = P^T dctx
-  softmax_grad,             // dy, y -> dx = y * (dy - sum(dy * y))
-  layernorm_grad,           // dy, x, gamma -> dx, dgamma +=, dbeta +=
-  gelu_grad,                // dy, x -> dx
-  tanh_grad,                // dy, y -> dx
-  dropout_grad,             // dy -> dx with the forward mask; attrs p, salt
-  embedding_grad,           // dout(B,S,H), ids, type_ids -> dword +=, dpos +=, dtype +=
-  gather_rows_grad,         // dy(B*P,H), positions(B,P), like(B,S,H) -> dx(B,S,H), zero elsewhere
-  first_token_grad,         // dy(B,H), like(B,S,H) -> dx(B,S,H), zero but the first row
-  // optimizer
-  grad_norm,                // every parameter gradient -> (1) global L2 norm
-  adamw_update,             // param, grad, m, v, norm(1) -> param, m, v updated in place
-  lamb_update,              // param, grad, m, v, norm(1) -> param, m, v updated in place
-  // communication
-  allreduce,                // every parameter gradient -> the same, summed over the ranks in
-                            // place; attr world_size (data parallelism, runtime/distributed.h)
-};
-inline constexpr size_t kOpKindCount = 33;
+enum class Layout : uint8_t { plain };  // every tensor the graph describes is a plain array
+enum class Role : uint8_t { input, weight, activation, gradient, optimizer_state };
 
 const char* to_string(DType);
 const char* to_string(Layout);
@@ -71,7 +28,8 @@ const char* to_string(Phase);
 const char* to_string(Category);
 const char* to_string(OpKind);
 DType dtype_from_string(const std::string&);
-OpKind op_kind_from_string(const std::string&);
+OpKind op_kind_from_string(const std::string&);  // also the names of graph files before
+                                                 // activations were one kind (gelu, tanh_grad)
 int64_t dtype_size(DType);
 
 struct TensorDesc {
@@ -81,6 +39,9 @@ struct TensorDesc {
   DType dtype = DType::f32;
   Layout layout = Layout::plain;
   Role role = Role::activation;
+  // Facts a builder states for generic passes, serialised as they are: "decay" (false: no
+  // weight decay), "segments" (LAMB trust ratios of a fused parameter), "region".
+  nlohmann::json attrs = nlohmann::json::object();
   int64_t numel() const { return bertlab::numel(shape); }
   int64_t bytes() const { return numel() * dtype_size(dtype); }
 };
@@ -98,6 +59,8 @@ struct Node {
   std::string name;  // hierarchical, e.g. encoder.3.attention.qkv
   OpKind kind{};
   std::vector<int> inputs, outputs;  // tensor ids
+  // Per-kind attributes (docs/graph-format.md) and builder facts: "region" (attention | ffn)
+  // for hwmodel's per-region totals, "loss" (mlm | nsp) on cross-entropy nodes.
   nlohmann::json attrs = nlohmann::json::object();
   Phase phase = Phase::forward;
   Category category = Category::memory_bound;
@@ -153,9 +116,10 @@ std::optional<GemmShape> node_gemm(const Graph& g, const Node& n);
 // GEMM input precision. A GEMM node with attrs "precision": "bf16" multiplies bf16 copies of
 // its f32 inputs, accumulating and writing in f32 (mixed precision as in PyTorch's autocast);
 // without the attribute (or "fp32") it runs in f32. Throws on another value.
-bool gemm_bf16(const Node& n);
-// Sets the precision ("fp32" or "bf16") of every GEMM node of g, forward and backward.
-void set_gemm_precision(Graph& g, const std::string& precision);
+Precision gemm_precision(const Node& n);
+inline bool gemm_bf16(const Node& n) { return gemm_precision(n) == Precision::bf16; }
+// Sets the precision of every GEMM node of g, forward and backward.
+void set_gemm_precision(Graph& g, Precision precision);
 
 // JSON with a "format" and "version" field; see docs/graph-format.md.
 inline constexpr int kGraphFormatVersion = 1;

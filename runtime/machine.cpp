@@ -13,8 +13,8 @@
 
 #include "ops/peak.h"
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab {
 
@@ -66,7 +66,7 @@ std::vector<GemmCalibration> bert_gemm_shapes(int64_t batch, int64_t seq) {
   std::vector<GemmCalibration> out;
   std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> seen;
   auto add = [&](std::string name, int64_t b, int64_t m, int64_t n, int64_t k) {
-    if (seen.insert({b, m, n, k}).second) out.push_back({std::move(name), "", b, m, n, k, 0});
+    if (seen.insert({b, m, n, k}).second) out.push_back({std::move(name), Precision::fp32, b, m, n, k, 0});
   };
   for (const auto& node : g.nodes()) {
     auto gm = node_gemm(g, node);
@@ -117,14 +117,15 @@ std::string text(const nlohmann::json& j, const std::string& path, const std::st
 
 }  // namespace
 
-double MachineInfo::gemm_peak(const std::string& precision) const {
-  if (precision == "f32" || precision == "fp32") return gemm_peak_f32;
-  if (precision == "bf16") {
-    check(gemm_peak_bf16.has_value(),
-          "machine.json has no bf16 GEMM peak (this CPU has no native bf16 matmul)");
-    return *gemm_peak_bf16;
+double MachineInfo::gemm_peak(Precision precision) const {
+  switch (precision) {
+    case Precision::fp32: return gemm_peak_f32;
+    case Precision::bf16:
+      check(gemm_peak_bf16.has_value(),
+            "machine.json has no bf16 GEMM peak (this CPU has no native bf16 matmul)");
+      return *gemm_peak_bf16;
   }
-  fail("unknown precision '{}' (expected fp32 or bf16)", precision);
+  return 0;
 }
 
 namespace {
@@ -141,14 +142,14 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
   m.seconds_per_measurement = o.seconds;
   m.bandwidth_array_bytes = o.bandwidth_array_bytes > 0 ? o.bandwidth_array_bytes : default_array_bytes();
 
-  std::vector<GemmCalibration> shapes{{"square", "", 1, o.square_n, o.square_n, o.square_n, 0}};
+  std::vector<GemmCalibration> shapes{{"square", Precision::fp32, 1, o.square_n, o.square_n, o.square_n, 0}};
   for (auto& s : bert_gemm_shapes(o.batch, o.seq)) shapes.push_back(s);
-  std::vector<std::string> precisions{"f32"};
-  if (m.bf16) precisions.push_back("bf16");
+  std::vector<Precision> precisions{Precision::fp32};
+  if (m.bf16) precisions.push_back(Precision::bf16);
   for (const auto& prec : precisions)
     for (auto s : shapes) {
       s.precision = prec;
-      s.gflops = ops::measure_matmul_rate({s.batch, s.m, s.n, s.k, prec == "bf16"}, o.seconds).gflops;
+      s.gflops = ops::measure_matmul_rate({s.batch, s.m, s.n, s.k, prec == Precision::bf16}, o.seconds).gflops;
       m.gemms.push_back(s);
     }
   using ops::BandwidthKernel;
@@ -187,7 +188,7 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
   // rows) keep their operands in cache between repetitions: they do not define it.
   for (const auto& g : m.gemms) {
     if (std::min({g.m, g.n, g.k}) < kMinPeakDim) continue;
-    if (g.precision == "f32") m.gemm_peak_f32 = std::max(m.gemm_peak_f32, g.gflops);
+    if (g.precision == Precision::fp32) m.gemm_peak_f32 = std::max(m.gemm_peak_f32, g.gflops);
     else m.gemm_peak_bf16 = std::max(m.gemm_peak_bf16.value_or(0), g.gflops);
   }
   return m;
@@ -196,7 +197,7 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
 nlohmann::json machine_to_json(const MachineInfo& m) {
   nlohmann::json gemms = nlohmann::json::array();
   for (const auto& g : m.gemms)
-    gemms.push_back({{"name", g.name}, {"precision", g.precision}, {"batch", g.batch},
+    gemms.push_back({{"name", g.name}, {"precision", file_key(g.precision)}, {"batch", g.batch},
                      {"m", g.m}, {"n", g.n}, {"k", g.k}, {"gflops", g.gflops}});
   nlohmann::json bandwidth = {{"read", m.bandwidth_read}, {"write", m.bandwidth_write}, {"triad", m.bandwidth_triad}};
   if (m.bandwidth_triad_resident) bandwidth["triad_resident"] = *m.bandwidth_triad_resident;
@@ -257,7 +258,9 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   for (size_t i = 0; i < gemms.size(); ++i) {
     const auto& g = gemms[i];
     try {
-      m.gemms.push_back({g.at("name").get<std::string>(), g.at("precision").get<std::string>(),
+      m.gemms.push_back({g.at("name").get<std::string>(),
+                         precision_from_string(g.at("precision").get<std::string>(),
+                                               fmt::format("{}: gemms[{}].precision", origin, i)),
                          g.at("batch").get<int64_t>(), g.at("m").get<int64_t>(),
                          g.at("n").get<int64_t>(), g.at("k").get<int64_t>(),
                          g.at("gflops").get<double>()});

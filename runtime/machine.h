@@ -9,13 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/precision.h"
+
 namespace bertlab {
 
 inline constexpr int kMachineFormatVersion = 1;
 
 struct GemmCalibration {
   std::string name;       // "square", or the BERT node it stands for ("ffn.intermediate", ...)
-  std::string precision;  // f32 | bf16
+  Precision precision = Precision::fp32;  // "f32" | "bf16" in the file
   int64_t batch = 1, m = 0, n = 0, k = 0;
   double gflops = 0;
 };
@@ -43,8 +45,8 @@ struct MachineInfo {
   int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
 
-  // The compute roof for GEMMs of a precision ("f32"/"fp32" or "bf16"); throws if unmeasured.
-  double gemm_peak(const std::string& precision) const;
+  // The compute roof for GEMMs of a precision; throws if unmeasured.
+  double gemm_peak(Precision precision) const;
 };
 
 struct CalibrateOptions {

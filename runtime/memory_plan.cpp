@@ -4,18 +4,7 @@
 
 namespace bertlab {
 
-bool runs_in_place(OpKind k) {
-  switch (k) {
-    case OpKind::softmax:
-    case OpKind::gelu:
-    case OpKind::tanh:
-    case OpKind::dropout:
-    case OpKind::dropout_grad:
-      return true;
-    default:
-      return false;
-  }
-}
+bool runs_in_place(OpKind k) { return op_info(k).in_place == InPlace::yes; }
 
 MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   const int n_tensors = static_cast<int>(g.tensors().size());

@@ -5,7 +5,7 @@
 
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

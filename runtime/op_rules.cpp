@@ -2,7 +2,7 @@
 // the executor, the profiler and hwmodel. Conventions are documented in docs/graph-format.md.
 #include "runtime/op_rules.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 
@@ -13,21 +13,11 @@ constexpr double kSoftmaxFlops = 5;        // max, subtract, exp, sum, divide
 constexpr double kSoftmaxGradFlops = 4;    // product, sum, subtract, multiply
 constexpr double kLayernormFlops = 7;      // sum, subtract, square, sum, scale, gamma, beta
 constexpr double kLayernormGradFlops = 12; // recompute stats, two reductions, dx, dgamma, dbeta
-constexpr double kGeluFlops = 5;           // scale, erf, add one, half, multiply
-constexpr double kGeluGradFlops = 8;       // erf, exp, products and sums of the derivative
-constexpr double kTanhFlops = 1;
-constexpr double kTanhGradFlops = 3;       // 1 - y*y, times dy
 constexpr double kDropoutFlops = 2;        // hash compare, scale
 constexpr double kCrossEntropyFlops = 4;   // max, exp, sum, log per logit
 constexpr double kCrossEntropyGradFlops = 3;
 constexpr double kAdamFlops = 12;          // moments (4), bias corrections, sqrt, divide, decay, update
 constexpr double kLambFlops = 15;          // Adam's plus the two norms and the trust ratio
-
-double activation_flops(const std::string& act) {
-  if (act == "gelu") return kGeluFlops;
-  if (act == "tanh") return kTanhFlops;
-  return 0;
-}
 
 const TensorDesc& in_t(const Graph& g, const Node& n, size_t i) {
   check(i < n.inputs.size(), "node '{}' ({}) needs input {}, has {}", n.name, to_string(n.kind),
@@ -64,23 +54,23 @@ Outs f32(std::initializer_list<Shape> shapes) {
 
 }  // namespace
 
-Category category_of(OpKind k) {
-  switch (k) {
-    case OpKind::linear:
-    case OpKind::attn_scores:
-    case OpKind::attn_context:
-    case OpKind::linear_grad_input:
-    case OpKind::linear_grad_weight:
-    case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k:
-    case OpKind::attn_context_grad_probs:
-    case OpKind::attn_context_grad_v:
-      return Category::gemm;
-    case OpKind::allreduce:
-      return Category::communication;
-    default:
-      return Category::memory_bound;
+ops::Activation activation_of(const Node& n) {
+  auto it = n.attrs.find("activation");
+  const bool required = n.kind == OpKind::activation || n.kind == OpKind::activation_grad;
+  if (it == n.attrs.end()) {
+    check(!required, "node '{}' ({}) lacks attribute 'activation'", n.name, to_string(n.kind));
+    return ops::Activation::none;
   }
+  check(it->is_string(), "node '{}': attribute 'activation' must be a string, got {}", n.name, it->dump());
+  ops::Activation a;
+  try {
+    a = ops::activation_from_string(it->get<std::string>());
+  } catch (const Error& e) {
+    fail("node '{}': {}", n.name, e.what());
+  }
+  check(!required || a != ops::Activation::none, "node '{}' ({}): attribute 'activation' is none",
+        n.name, to_string(n.kind));
+  return a;
 }
 
 Outs infer_outputs(const Graph& g, const Node& n) {
@@ -149,9 +139,10 @@ Outs infer_outputs(const Graph& g, const Node& n) {
             shape_str(in_shape(g, n, 1)), shape_str(in_shape(g, n, 2)), shape_str(x));
       return same(0);
     }
+    case OpKind::activation:
+      activation_of(n);
+      return same(0);
     case OpKind::softmax:
-    case OpKind::gelu:
-    case OpKind::tanh:
     case OpKind::dropout:
     case OpKind::dropout_grad:
       return same(0);
@@ -220,9 +211,10 @@ Outs infer_outputs(const Graph& g, const Node& n) {
             "node '{}': probs {} do not match context gradient {}", n.name, shape_str(p), shape_str(dctx));
       return f32({{dctx[0], dctx[1], 3 * dctx[2]}});
     }
+    case OpKind::activation_grad:
+      activation_of(n);
+      [[fallthrough]];
     case OpKind::softmax_grad:
-    case OpKind::gelu_grad:
-    case OpKind::tanh_grad:
       check(in_shape(g, n, 0) == in_shape(g, n, 1), "node '{}': gradient {} does not match {}",
             n.name, shape_str(in_shape(g, n, 0)), shape_str(in_shape(g, n, 1)));
       return same(0);
@@ -274,23 +266,22 @@ Outs infer_outputs(const Graph& g, const Node& n) {
   fail("node '{}': unhandled op kind", n.name);
 }
 
-bool gemm_bf16(const Node& n) {
+Precision gemm_precision(const Node& n) {
   auto it = n.attrs.find("precision");
-  if (it == n.attrs.end()) return false;
+  if (it == n.attrs.end()) return Precision::fp32;
   check(it->is_string() && (*it == "fp32" || *it == "bf16"),
         "node '{}': attribute 'precision' must be \"fp32\" or \"bf16\", got {}", n.name, it->dump());
-  return *it == "bf16";
+  return precision_from_string(it->get<std::string>());
 }
 
-void set_gemm_precision(Graph& g, const std::string& precision) {
-  check(precision == "fp32" || precision == "bf16", "precision '{}' is not fp32 or bf16", precision);
+void set_gemm_precision(Graph& g, Precision precision) {
   for (const auto& n : g.nodes()) {
     if (!node_gemm(g, n)) continue;
     auto& attrs = g.node(n.id).attrs;
-    if (precision == "bf16")
-      attrs["precision"] = precision;
-    else
-      attrs.erase("precision");
+    switch (precision) {
+      case Precision::bf16: attrs["precision"] = to_string(precision); break;
+      case Precision::fp32: attrs.erase("precision"); break;
+    }
   }
 }
 
@@ -335,9 +326,31 @@ std::optional<GemmShape> node_gemm(const Graph& g, const Node& n) {
       const auto& dctx = in_shape(g, n, 0);
       return to_heads(Shape{dctx[0], dctx[1], 3 * dctx[2]}, true, false);
     }
-    default:
+    case OpKind::embedding:
+    case OpKind::mask_bias:
+    case OpKind::softmax:
+    case OpKind::add:
+    case OpKind::layernorm:
+    case OpKind::activation:
+    case OpKind::first_token:
+    case OpKind::dropout:
+    case OpKind::gather_rows:
+    case OpKind::cross_entropy:
+    case OpKind::cross_entropy_grad:
+    case OpKind::softmax_grad:
+    case OpKind::layernorm_grad:
+    case OpKind::activation_grad:
+    case OpKind::dropout_grad:
+    case OpKind::embedding_grad:
+    case OpKind::gather_rows_grad:
+    case OpKind::first_token_grad:
+    case OpKind::grad_norm:
+    case OpKind::adamw_update:
+    case OpKind::lamb_update:
+    case OpKind::allreduce:
       return std::nullopt;
   }
+  return std::nullopt;
 }
 
 double node_flops(const Graph& g, const Node& n) {
@@ -349,7 +362,7 @@ double node_flops(const Graph& g, const Node& n) {
       // GEMM, bias add, optional residual add, optional fused activation.
       double f = gemm() + out;
       if (n.inputs.size() > 3) f += out;
-      return f + out * activation_flops(n.attrs.value("activation", "none"));
+      return f + out * ops::activation_info(activation_of(n)).forward_flops;
     }
     case OpKind::attn_scores:
       return gemm() + 2 * out;  // scale and mask bias
@@ -380,14 +393,10 @@ double node_flops(const Graph& g, const Node& n) {
       return kLayernormFlops * out;
     case OpKind::layernorm_grad:
       return kLayernormGradFlops * out;
-    case OpKind::gelu:
-      return kGeluFlops * out;
-    case OpKind::gelu_grad:
-      return kGeluGradFlops * out;
-    case OpKind::tanh:
-      return kTanhFlops * out;
-    case OpKind::tanh_grad:
-      return kTanhGradFlops * out;
+    case OpKind::activation:
+      return ops::activation_info(activation_of(n)).forward_flops * out;
+    case OpKind::activation_grad:
+      return ops::activation_info(activation_of(n)).backward_flops * out;
     case OpKind::dropout:
     case OpKind::dropout_grad:
       return kDropoutFlops * out;
@@ -464,13 +473,25 @@ int64_t node_min_bytes(const Graph& g, const Node& n) {
       for (int t : n.inputs) total += bytes(t);
       return 4 * total;
     }
-    default: {
+    case OpKind::mask_bias:
+    case OpKind::linear:
+    case OpKind::softmax:
+    case OpKind::add:
+    case OpKind::layernorm:
+    case OpKind::activation:
+    case OpKind::cross_entropy:
+    case OpKind::cross_entropy_grad:
+    case OpKind::linear_grad_input:
+    case OpKind::softmax_grad:
+    case OpKind::activation_grad:
+    case OpKind::grad_norm: {
       int64_t total = 0;
       for (int t : n.inputs) total += bytes(t);
       for (int t : n.outputs) total += bytes(t);
       return total;
     }
   }
+  return 0;
 }
 
 }  // namespace bertlab

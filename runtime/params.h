@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/bert_config.h"
-#include "runtime/buffer.h"
+#include "base/buffer.h"
 #include "runtime/graph.h"
 
 namespace bertlab {

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 
@@ -52,45 +52,7 @@ const char* category_label(ProfileCategory c) {
   return "?";
 }
 
-// No default: a new OpKind must be placed here (the compiler warns on a missing case).
-ProfileCategory profile_category_of(OpKind k) {
-  switch (k) {
-    case OpKind::linear: return ProfileCategory::gemm_linear;
-    case OpKind::attn_scores:
-    case OpKind::attn_context:
-    case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k:
-    case OpKind::attn_context_grad_probs:
-    case OpKind::attn_context_grad_v: return ProfileCategory::gemm_attention;
-    case OpKind::linear_grad_input: return ProfileCategory::gemm_dx;
-    case OpKind::linear_grad_weight: return ProfileCategory::gemm_dw;
-    case OpKind::softmax:
-    case OpKind::softmax_grad: return ProfileCategory::softmax;
-    case OpKind::layernorm:
-    case OpKind::layernorm_grad: return ProfileCategory::layernorm;
-    case OpKind::gelu:
-    case OpKind::gelu_grad:
-    case OpKind::tanh:
-    case OpKind::tanh_grad: return ProfileCategory::activation;
-    case OpKind::dropout:
-    case OpKind::dropout_grad: return ProfileCategory::dropout;
-    case OpKind::add: return ProfileCategory::add;
-    case OpKind::embedding:
-    case OpKind::embedding_grad: return ProfileCategory::embedding;
-    case OpKind::cross_entropy:
-    case OpKind::cross_entropy_grad: return ProfileCategory::loss;
-    case OpKind::grad_norm:
-    case OpKind::adamw_update:
-    case OpKind::lamb_update: return ProfileCategory::optimizer;
-    case OpKind::allreduce: return ProfileCategory::communication;
-    case OpKind::mask_bias:
-    case OpKind::first_token:
-    case OpKind::first_token_grad:
-    case OpKind::gather_rows:
-    case OpKind::gather_rows_grad: return ProfileCategory::other;
-  }
-  fail("op kind {} has no profile category", static_cast<int>(k));
-}
+ProfileCategory profile_category_of(OpKind k) { return op_info(k).profile; }
 
 bool is_gemm(ProfileCategory c) {
   return c == ProfileCategory::gemm_linear || c == ProfileCategory::gemm_attention ||
@@ -108,7 +70,7 @@ double Roofline::bound_seconds(double flops, double bytes) const {
   return std::max(flops / (peak_gflops * 1e9), bytes / (bandwidth_gbs * 1e9));
 }
 
-Roofline roofline_for(const MachineInfo& m, const std::string& precision) {
+Roofline roofline_for(const MachineInfo& m, Precision precision) {
   return {m.gemm_peak(precision), m.bandwidth_triad};
 }
 
@@ -333,76 +295,6 @@ nlohmann::json profile_chrome_trace(const Profile& p) {
                          {"step_us", p.step_seconds * 1e6},
                          {"note", "node times are the mean of the kept runs, laid end to end in "
                                   "graph order; the step's unattributed time is not drawn"}}}};
-}
-
-std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
-  std::set<std::string> seen;
-  for (const auto& a : args) {
-    auto eq = a.find('=');
-    check(eq != std::string::npos && eq > 0 && eq + 1 < a.size(),
-          "--sweep '{}': expected key=value[,value...], e.g. batch=1,8,32", a);
-    std::string key = a.substr(0, eq);
-    const auto& keys = sweep_keys();
-    check(std::find(keys.begin(), keys.end(), key) != keys.end(),
-          "--sweep: unknown key '{}' (expected one of {})", key, fmt::join(keys, ", "));
-    check(seen.insert(key).second, "--sweep: key '{}' given twice", key);
-    std::vector<std::string> values;
-    std::stringstream ss(a.substr(eq + 1));
-    for (std::string v; std::getline(ss, v, ',');) {
-      check(!v.empty(), "--sweep '{}': empty value", a);
-      if (key == "precision") {
-        check(v == "fp32" || v == "bf16", "--sweep precision: unknown value '{}' (expected fp32 or bf16)", v);
-      } else if (key == "mode") {
-        check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
-      } else {
-        size_t used = 0;
-        long long x = 0;
-        try {
-          x = std::stoll(v, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        check(used == v.size() && x > 0, "--sweep {}: '{}' is not a positive integer", key, v);
-      }
-      values.push_back(v);
-    }
-    axes.emplace_back(key, values);
-  }
-  std::vector<SweepPoint> points{SweepPoint{}};
-  for (const auto& [key, values] : axes) {
-    std::vector<SweepPoint> next;
-    for (const auto& p : points)
-      for (const auto& v : values) {
-        auto q = p;
-        q[key] = v;
-        next.push_back(q);
-      }
-    points = std::move(next);
-  }
-  return points;
-}
-
-std::string sweep_csv(const std::vector<SweepEntry>& entries) {
-  std::string out;
-  for (const auto& k : sweep_keys()) out += k + ",";
-  out += "status,step_ms,category,label,ms,share_pct,gflop,mbytes,nodes\n";
-  for (const auto& e : entries) {
-    std::string prefix;
-    for (const auto& k : sweep_keys()) prefix += (e.point.count(k) ? e.point.at(k) : "") + ",";
-    if (!e.profile) {
-      std::string reason = e.skipped;
-      std::replace(reason.begin(), reason.end(), '"', '\'');
-      out += fmt::format("{}\"skipped: {}\",,,,,,,,\n", prefix, reason);
-      continue;
-    }
-    const auto& p = *e.profile;
-    for (const auto& r : p.categories)
-      out += fmt::format("{}ok,{:.4f},{},\"{}\",{:.4f},{:.3f},{:.4f},{:.3f},{}\n", prefix,
-                         p.step_seconds * 1e3, r.key, r.label, r.seconds * 1e3,
-                         100 * r.seconds / p.step_seconds, r.flops / 1e9, r.bytes / 1e6, r.nodes);
-  }
-  return out;
 }
 
 }  // namespace bertlab

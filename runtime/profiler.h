@@ -2,8 +2,8 @@
 // The profiler: times every node of a graph with the executor's own node timing, and reports
 // per node (time, FLOPs, bytes, GFLOP/s, GB/s, arithmetic intensity, roofline bound from
 // machine.json, efficiency), per category (summing to the measured step, with an explicit
-// "unattributed" row), per layer and per phase. Also exports Chrome traces, sweep CSV and a
-// self-contained HTML report (runtime/report_html.cpp). Nothing here prints.
+// "unattributed" row), per layer and per phase. Also exports Chrome traces; sweeps and their
+// CSV, HTML and markdown reports are report/sweep.h. Nothing here prints.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,26 +17,6 @@
 #include "runtime/machine.h"
 
 namespace bertlab {
-
-// The categories of the "Demystifying BERT" breakdown. Every OpKind maps to exactly one.
-enum class ProfileCategory : uint8_t {
-  gemm_linear,     // projection and FFN GEMMs (linear, with fused bias/residual/activation)
-  gemm_attention,  // attention batched GEMMs, forward and backward
-  gemm_dx,         // backward dX GEMMs of linear layers
-  gemm_dw,         // backward dW GEMMs of linear layers (and the bias gradient)
-  softmax,
-  layernorm,
-  activation,      // GELU (and the pooler tanh)
-  dropout,
-  add,             // bias/residual adds not fused into a GEMM
-  embedding,
-  loss,            // cross-entropy and its gradient
-  optimizer,       // gradient norm and the AdamW/LAMB update
-  communication,   // the gradient allreduce of data-parallel training (MPI)
-  other,           // mask bias, first-token and masked-position gathers and their gradients
-  unattributed,    // measured step time outside any node (loop, timer and dispatch overhead)
-};
-inline constexpr size_t kProfileCategoryCount = 15;
 
 const char* to_string(ProfileCategory c);  // stable id: "gemm_linear", ...
 const char* category_label(ProfileCategory c);  // for people: "projection/FFN GEMMs", ...
@@ -52,7 +32,7 @@ struct Roofline {
   double bound_seconds(double flops, double bytes) const;
   double ridge_intensity() const { return peak_gflops / bandwidth_gbs; }  // FLOP per byte
 };
-Roofline roofline_for(const MachineInfo& m, const std::string& precision);
+Roofline roofline_for(const MachineInfo& m, Precision precision);
 
 struct NodeProfile {
   int id = -1;
@@ -129,30 +109,5 @@ nlohmann::json profile_to_json(const Profile& p);
 // Chrome trace event format (chrome://tracing, Perfetto): one complete ("X") event per node,
 // laid end to end in graph order, with FLOPs, bytes and roofline figures as args.
 nlohmann::json profile_chrome_trace(const Profile& p);
-
-// --- sweeps ---
-// Keys: batch, seq, accum (positive integers), precision (fp32 | bf16), mode (infer | train).
-inline const std::vector<std::string>& sweep_keys() {
-  static const std::vector<std::string> keys{"mode", "batch", "seq", "precision", "accum"};
-  return keys;
-}
-using SweepPoint = std::map<std::string, std::string>;
-// Parses "key=v1,v2" arguments and returns the cartesian product in argument order (first key
-// outermost). Throws Error on an unknown key, a repeated key or a bad value.
-std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args);
-
-struct SweepEntry {
-  SweepPoint point;               // every sweep key, with the defaults filled in
-  std::optional<Profile> profile;
-  std::string skipped;            // why there is no profile
-};
-// One row per configuration and category (long format).
-std::string sweep_csv(const std::vector<SweepEntry>& entries);
-// A self-contained HTML page (inline CSS and SVG, no network): per configuration a stacked
-// category bar, a category table and a roofline plot with one point per node.
-std::string html_report(const std::vector<SweepEntry>& entries, const MachineInfo& machine,
-                        const std::string& title);
-// Markdown tables for docs: category shares per configuration and computed observations.
-std::string markdown_report(const std::vector<SweepEntry>& entries, const MachineInfo& machine);
 
 }  // namespace bertlab

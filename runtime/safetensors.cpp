@@ -12,9 +12,9 @@
 #include <set>
 #include <string_view>
 
-#include "runtime/error.h"
-#include "runtime/data/file_util.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/file_util.h"
+#include "base/json_file.h"
 
 namespace bertlab {
 
@@ -192,26 +192,6 @@ void SafetensorsFile::read_f32(const std::string& name, const Shape& expected, f
   } else {
     fail("{}: tensor '{}' has dtype {}, expected F32, F16 or BF16", path_.string(), name, t.dtype);
   }
-}
-
-std::vector<int32_t> SafetensorsFile::read_i32(const std::string& name) const {
-  const auto& t = at(name);
-  const int64_t n = numel(t.shape);
-  std::vector<int32_t> out(n);
-  if (t.dtype == "I32") {
-    std::memcpy(out.data(), t.data, n * 4);
-  } else if (t.dtype == "I64") {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t v;
-      std::memcpy(&v, t.data + 8 * i, 8);
-      check(v >= INT32_MIN && v <= INT32_MAX, "{}: tensor '{}': value {} does not fit int32",
-            path_.string(), name, v);
-      out[i] = static_cast<int32_t>(v);
-    }
-  } else {
-    fail("{}: tensor '{}' has dtype {}, expected I32 or I64", path_.string(), name, t.dtype);
-  }
-  return out;
 }
 
 void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorWrite>& tensors,

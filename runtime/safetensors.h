@@ -30,8 +30,6 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Copies a tensor into fp32 (from F32, F16 or BF16), checking its shape.
   void read_f32(const std::string& name, const Shape& expected, float* out) const;
-  // Copies an integer tensor (I32 or I64) into int32, checking the shape.
-  std::vector<int32_t> read_i32(const std::string& name) const;
 
  private:
   std::filesystem::path path_;

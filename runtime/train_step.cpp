@@ -5,7 +5,7 @@
 #include "ops/optimizer.h"
 #include "runtime/bert_builder.h"
 #include "runtime/distributed.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
 
 namespace bertlab {

@@ -8,10 +8,10 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/distributed.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
-#include "runtime/data/file_util.h"
+#include "base/error.h"
+#include "base/file_util.h"
 
 namespace bertlab {
 

@@ -29,7 +29,7 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   uint64_t seed = 42;
   bool dynamic_masking = false;
-  std::string precision = "fp32";    // fp32 | bf16 GEMM inputs (master weights, grads stay f32)
+  Precision precision = Precision::fp32;  // GEMM inputs (master weights, grads stay f32)
   int64_t save_steps = 0;            // 0: only at the end
   int64_t save_total_limit = 2;
   int64_t log_steps = 10, eval_steps = 0, eval_batches = 20;

@@ -180,7 +180,7 @@ BertConfig bf16_test_config() { return testing::bert_config(200, 64, 2, 4, 128, 
 
 RunSpec run_spec(const std::string& mode, const std::string& precision) {
   RunSpec r;
-  r.batch = 3, r.seq = 16, r.mode = mode, r.precision = precision;
+  r.batch = 3, r.seq = 16, r.mode = mode, r.precision = precision_from_string(precision);
   r.dropout = false;
   return r;
 }
@@ -209,8 +209,9 @@ TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only thos
     Graph f32 = build_bert(c, run_spec(mode, "fp32"));
     for (const auto& n : f32.nodes()) CHECK_FALSE(gemm_bf16(n));
   }
-  RunSpec bad = run_spec("infer", "fp16");
-  CHECK_THROWS_WITH(build_bert(c, bad), Catch::Matchers::Contains("fp16"));
+  // A precision is parsed where it enters; both spellings of f32 in files are accepted.
+  CHECK_THROWS_WITH(run_spec("infer", "fp16"), Catch::Matchers::Contains("fp16"));
+  CHECK(precision_from_string("f32") == Precision::fp32);
   Graph g = build_bert(c, run_spec("infer", "fp32"));
   auto& n = g.node(5);
   n.attrs["precision"] = "half";

@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "runtime/data/corpus.h"
-#include "runtime/data/file_util.h"
-#include "runtime/error.h"
+#include "base/file_util.h"
+#include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;

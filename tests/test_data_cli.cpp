@@ -2,7 +2,7 @@
 // error messages, and no partial output on bad input.
 #include <catch2/catch.hpp>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "tests/data_test_util.h"
 
 using bertlab::data::read_file;

@@ -10,7 +10,7 @@
 #include "runtime/bert_builder.h"
 #include "runtime/finetune.h"
 #include "runtime/fusion.h"
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 #include "tests/test_util.h"
 
 using namespace bertlab;

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/data/downstream.h"
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/task_data.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
 #include "test_configs.h"
 

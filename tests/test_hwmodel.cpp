@@ -11,7 +11,7 @@
 #include "hwmodel/estimate.h"
 #include "hwmodel/system.h"
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/machine.h"
 #include "test_configs.h"
 

@@ -8,7 +8,7 @@
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
 #include "hwmodel/system.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "test_util.h"
 
 using namespace bertlab;

@@ -17,7 +17,7 @@
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/normalization.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 using namespace bertlab;
 using ops::Activation;

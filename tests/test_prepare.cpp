@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/pretraining.h"
 #include "runtime/data/rng.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;

@@ -12,9 +12,10 @@
 #include <unistd.h>
 
 #include "runtime/bert_builder.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/fusion.h"
 #include "runtime/model.h"
+#include "report/sweep.h"
 #include "runtime/profiler.h"
 #include "test_util.h"
 #include "test_configs.h"

@@ -13,10 +13,10 @@
 
 #include "runtime/bert_config.h"
 #include "runtime/checkpoint.h"
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 #include "runtime/safetensors.h"
 #include "test_configs.h"
 #include "test_util.h"

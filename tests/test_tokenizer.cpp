@@ -7,9 +7,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/tokenizer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace fs = std::filesystem;
 using namespace bertlab::data;

@@ -4,7 +4,7 @@
 #include <tbb/global_control.h>
 
 #include "runtime/data/vocab_trainer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;

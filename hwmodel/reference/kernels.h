@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hwmodel/encoder_layer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::hwref {
 

@@ -15,7 +15,7 @@
 
 #include "hwmodel/core_model.h"
 #include "hwmodel/lackey_replay.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace {
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <regex>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 namespace fs = std::filesystem;

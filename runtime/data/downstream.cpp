@@ -7,9 +7,9 @@
 #include <unordered_map>
 
 #include "runtime/data/corpus.h"
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/pretraining.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/shard.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 namespace fs = std::filesystem;

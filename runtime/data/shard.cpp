@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/rng.h"
-#include "runtime/error.h"
-#include "runtime/json_file.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab::data {
 namespace fs = std::filesystem;

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 

@@ -6,7 +6,7 @@
 
 #include "runtime/data/unicode.h"
 #include "runtime/data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 namespace {

@@ -74,7 +74,7 @@ class BertTokenizer {
   // Word pieces of `text` without [CLS]/[SEP]; special tokens written in the text stay whole.
   void tokenize(std::string_view text, std::vector<Piece>& out) const;
   std::vector<std::string> tokenize(std::string_view text) const;
-  std::vector<std::int32_t> encode_ids(std::string_view text) const;
+  std::vector<std::int32_t> encode_ids(std::string_view text) const;  // ids, no specials
   // Pieces of one word produced by BasicTokenizer (exposed for the vocabulary report).
   void wordpiece(const SpannedChar* chars, std::size_t n, std::vector<Piece>& out) const;
 

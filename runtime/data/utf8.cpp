@@ -47,10 +47,4 @@ void append_utf8(std::string& out, char32_t cp) {
   out.append(reinterpret_cast<const char*>(buf), static_cast<std::size_t>(n));
 }
 
-std::size_t count_code_points(std::string_view text) {
-  std::size_t n = 0;
-  for (char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  return n;
-}
-
 }  // namespace bertlab::data

@@ -14,7 +14,4 @@ char32_t decode_utf8(std::string_view text, std::size_t pos, std::size_t& len);
 
 void append_utf8(std::string& out, char32_t cp);
 
-// Number of code points in valid UTF-8 text.
-std::size_t count_code_points(std::string_view text);
-
 }  // namespace bertlab::data

@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 #include "runtime/data/utf8.h"
-#include "runtime/json_file.h"
-#include "runtime/error.h"
+#include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab::data {
 namespace {

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "runtime/data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 namespace {

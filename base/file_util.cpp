@@ -1,4 +1,4 @@
-#include "runtime/data/file_util.h"
+#include "base/file_util.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <system_error>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab::data {
 

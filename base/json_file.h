@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

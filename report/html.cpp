@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/error.h"
-#include "runtime/profiler.h"
+#include "base/error.h"
+#include "report/sweep.h"
 
 namespace bertlab {
 

@@ -1,8 +1,8 @@
-#include "runtime/json_file.h"
+#include "base/json_file.h"
 
 #include <fstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace bertlab {
 

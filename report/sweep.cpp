@@ -1,0 +1,81 @@
+#include "report/sweep.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace bertlab {
+
+std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+  std::set<std::string> seen;
+  for (const auto& a : args) {
+    auto eq = a.find('=');
+    check(eq != std::string::npos && eq > 0 && eq + 1 < a.size(),
+          "--sweep '{}': expected key=value[,value...], e.g. batch=1,8,32", a);
+    std::string key = a.substr(0, eq);
+    const auto& keys = sweep_keys();
+    check(std::find(keys.begin(), keys.end(), key) != keys.end(),
+          "--sweep: unknown key '{}' (expected one of {})", key, fmt::join(keys, ", "));
+    check(seen.insert(key).second, "--sweep: key '{}' given twice", key);
+    std::vector<std::string> values;
+    std::stringstream ss(a.substr(eq + 1));
+    for (std::string v; std::getline(ss, v, ',');) {
+      check(!v.empty(), "--sweep '{}': empty value", a);
+      if (key == "precision") {
+        v = to_string(precision_from_string(v, "--sweep precision"));
+      } else if (key == "mode") {
+        check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
+      } else {
+        size_t used = 0;
+        long long x = 0;
+        try {
+          x = std::stoll(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        check(used == v.size() && x > 0, "--sweep {}: '{}' is not a positive integer", key, v);
+      }
+      values.push_back(v);
+    }
+    axes.emplace_back(key, values);
+  }
+  std::vector<SweepPoint> points{SweepPoint{}};
+  for (const auto& [key, values] : axes) {
+    std::vector<SweepPoint> next;
+    for (const auto& p : points)
+      for (const auto& v : values) {
+        auto q = p;
+        q[key] = v;
+        next.push_back(q);
+      }
+    points = std::move(next);
+  }
+  return points;
+}
+
+std::string sweep_csv(const std::vector<SweepEntry>& entries) {
+  std::string out;
+  for (const auto& k : sweep_keys()) out += k + ",";
+  out += "status,step_ms,category,label,ms,share_pct,gflop,mbytes,nodes\n";
+  for (const auto& e : entries) {
+    std::string prefix;
+    for (const auto& k : sweep_keys()) prefix += (e.point.count(k) ? e.point.at(k) : "") + ",";
+    if (!e.profile) {
+      std::string reason = e.skipped;
+      std::replace(reason.begin(), reason.end(), '"', '\'');
+      out += fmt::format("{}\"skipped: {}\",,,,,,,,\n", prefix, reason);
+      continue;
+    }
+    const auto& p = *e.profile;
+    for (const auto& r : p.categories)
+      out += fmt::format("{}ok,{:.4f},{},\"{}\",{:.4f},{:.3f},{:.4f},{:.3f},{}\n", prefix,
+                         p.step_seconds * 1e3, r.key, r.label, r.seconds * 1e3,
+                         100 * r.seconds / p.step_seconds, r.flops / 1e9, r.bytes / 1e6, r.nodes);
+  }
+  return out;
+}
+
+}  // namespace bertlab

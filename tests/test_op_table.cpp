@@ -1,0 +1,381 @@
+// One test over every op kind of the table (runtime/op_table.h), as ggml's test-backend-ops:
+// each case builds a small graph, runs it with the executor (the fast path, as the model runs
+// it) and compares its output with the ops' references; then appends the backward as autodiff
+// emits it and compares every gradient with central finite differences of the reference
+// forward, L = sum(dy * f(x)) for a random dy. The activation case runs every row of
+// ops/activation.h, alone and fused into linear, so a new activation is covered by declaring
+// it. Every kind of the table must appear in some case's forward or backward graph: a kind
+// declared without a case fails the test, naming the kind.
+#include <catch2/catch.hpp>
+#include <fmt/core.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ops/activation.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/loss.h"
+#include "ops/matmul.h"
+#include "ops/normalization.h"
+#include "ops/optimizer.h"
+#include "runtime/autodiff.h"
+#include "runtime/executor.h"
+#include "runtime/op_rules.h"
+#include "test_util.h"
+
+using namespace bertlab;
+using bertlab::testing::random_ids;
+using bertlab::testing::random_vector;
+using Floats = std::vector<float>;
+using Ints = std::vector<int32_t>;
+
+namespace {
+
+// The values of a case's operands by tensor name: f32 weights and i32 graph inputs.
+struct Values {
+  std::map<std::string, Floats> f;
+  std::map<std::string, Ints> i;
+  const float* operator()(const std::string& name) const { return f.at(name).data(); }
+  const int32_t* ids(const std::string& name) const { return i.at(name).data(); }
+};
+
+struct Case {
+  Case(std::string l, std::function<int(Graph&)> b, std::function<Floats(const Values&)> r)
+      : label(std::move(l)), build(std::move(b)), reference(std::move(r)) {}
+  std::string label;
+  std::function<int(Graph&)> build;                  // returns the checked output tensor
+  std::function<Floats(const Values&)> reference;    // that output from the operands
+  Values values;
+  std::vector<std::string> wrt;  // operands whose gradient is checked; empty: no backward
+  const char* loss = nullptr;    // a cross-entropy node: seeded as a loss, L = its loss sum
+  std::function<double(const Values&)> loss_sum;  // that loss in double
+};
+
+// Fast path vs reference, and gradient vs finite differences: normwise relative error.
+constexpr double kForwardTol = 1e-5;
+constexpr double kGradTol = 2e-3;  // float references, h = 1e-3: ~1e-4 rounding over h
+constexpr float kStep = 1e-3f;
+
+double rel_error(const Floats& got, const Floats& ref) {
+  double diff = 0, top = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, std::abs(double(got[i]) - ref[i]));
+    top = std::max(top, std::abs(double(ref[i])));
+  }
+  return top > 0 ? diff / top : diff;
+}
+
+Floats read(const float* p, const Shape& s) { return Floats(p, p + numel(s)); }
+
+// Builds the case's graph with its operands placed: f32 operands are weights, i32 inputs.
+struct Built {
+  Graph g;
+  int y = -1;
+};
+Built build(const Case& c) {
+  Built b;
+  b.y = c.build(b.g);
+  return b;
+}
+
+// Parameters before the executor is made (inference packs its weights then), inputs after.
+void fill_params(ParamStore& params, const Case& c) {
+  for (const auto& [name, v] : c.values.f) std::copy(v.begin(), v.end(), params.data(name));
+}
+void fill_inputs(Executor& ex, const Case& c) {
+  for (const auto& [name, v] : c.values.i) std::copy(v.begin(), v.end(), ex.input(name));
+}
+
+// Operands away from 0 by more than the step: the finite differences never straddle a kink.
+Floats away_from_zero(Floats v) {
+  for (auto& x : v) x = x < 0 ? x - 0.05f : x + 0.05f;
+  return v;
+}
+
+// Graph builders: f32 operands are weights, i32 operands graph inputs.
+int w(Graph& g, const std::string& name, Shape s) { return g.add_tensor(name, std::move(s), DType::f32, Role::weight); }
+int ids(Graph& g, const std::string& name, Shape s) { return g.add_tensor(name, std::move(s), DType::i32, Role::input); }
+
+constexpr int64_t B = 2, S = 3, H = 8, heads = 2, d = H / heads;
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  uint32_t seed = 1;
+  auto rnd = [&](int64_t n) { return random_vector(n, seed++); };
+
+  {  // embedding: three gathered tables
+    const int64_t V = 7, P = 4, T = 2;
+    Case c{"embedding", [=](Graph& g) {
+             return g.apply(OpKind::embedding, "emb", {ids(g, "ids", {B, S}), ids(g, "types", {B, S}),
+                                                       w(g, "word", {V, H}), w(g, "pos", {P, H}), w(g, "type", {T, H})});
+           },
+           [=](const Values& v) {
+             Floats y(B * S * H);
+             ops::embedding_forward_reference(y.data(), v.ids("ids"), v.ids("types"), v("word"), v("pos"), v("type"), B, S, H);
+             return y;
+           }};
+    c.values.i = {{"ids", random_ids(B * S, V, 3)}, {"types", random_ids(B * S, T, 4)}};
+    c.values.f = {{"word", rnd(V * H)}, {"pos", rnd(P * H)}, {"type", rnd(T * H)}};
+    c.wrt = {"word", "pos", "type"};
+    out.push_back(c);
+  }
+  {  // mask_bias: no gradient (depends on graph inputs only)
+    Case c{"mask_bias", [](Graph& g) { return g.apply(OpKind::mask_bias, "mask", {ids(g, "mask", {B, S})}); },
+           [](const Values& v) {
+             Floats y(B * S);
+             for (int64_t i = 0; i < B * S; ++i) y[i] = v.ids("mask")[i] ? 0.f : std::numeric_limits<float>::lowest();
+             return y;
+           }};
+    c.values.i = {{"mask", random_ids(B * S, 2, 5)}};
+    out.push_back(c);
+  }
+  // linear: with and without a residual, and with every activation fused (forward only: a
+  // fused linear has no backward rule, autodiff runs before fusion).
+  for (const auto& act : ops::kActivations)
+    for (bool residual : {false, true}) {
+      const int64_t M = B * S, N = 5, K = H;
+      Case c{fmt::format("linear{} activation {}", residual ? " residual" : "", act.name),
+             [=](Graph& g) {
+               std::vector<int> in{w(g, "x", {B, S, K}), w(g, "w", {N, K}), w(g, "b", {N})};
+               if (residual) in.push_back(w(g, "r", {B, S, N}));
+               nlohmann::json attrs = nlohmann::json::object();
+               if (act.act != ops::Activation::none) attrs["activation"] = act.name;
+               return g.apply(OpKind::linear, "lin", in, attrs);
+             },
+             [=](const Values& v) {
+               Floats y(M * N);
+               ops::linear_forward_reference(y.data(), v("x"), v("w"), v("b"), residual ? v("r") : nullptr, M, N, K, act.act);
+               return y;
+             }};
+      c.values.f = {{"x", away_from_zero(rnd(M * K))}, {"w", rnd(N * K)}, {"b", rnd(N)}};
+      if (residual) c.values.f["r"] = rnd(M * N);
+      if (act.act == ops::Activation::none) c.wrt = residual ? std::vector<std::string>{"x", "w", "b", "r"}
+                                                             : std::vector<std::string>{"x", "w", "b"};
+      out.push_back(c);
+    }
+  {  // attention: ctx = attn_context(attn_scores(qkv, bias), qkv); the scores need not be
+     // probabilities for the products, and the backward of each needs the other.
+    Case c{"attention", [](Graph& g) {
+             const int qkv = w(g, "qkv", {B, S, 3 * H});
+             nlohmann::json a{{"heads", heads}, {"scale", 0.5}};
+             const int scores = g.apply(OpKind::attn_scores, "scores", {qkv, w(g, "bias", {B, S})}, a);
+             return g.apply(OpKind::attn_context, "context", {scores, qkv}, {{"heads", heads}});
+           },
+           [](const Values& v) {
+             Floats scores(B * heads * S * S), ctx(B * S * H);
+             ops::attn_scores_reference(scores.data(), v("qkv"), v("bias"), B, S, heads, d, 0.5f);
+             ops::attn_context_reference(ctx.data(), scores.data(), v("qkv"), B, S, heads, d);
+             return ctx;
+           }};
+    c.values.f = {{"qkv", rnd(B * S * 3 * H)}, {"bias", rnd(B * S)}};
+    c.wrt = {"qkv"};
+    out.push_back(c);
+  }
+  {
+    Case c{"softmax", [](Graph& g) { return g.apply(OpKind::softmax, "sm", {w(g, "x", {B, S, H})}); },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             ops::softmax_forward_reference(y.data(), v("x"), B * S, H);
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {
+    Case c{"add", [](Graph& g) { return g.apply(OpKind::add, "add", {w(g, "a", {B, H}), w(g, "b", {B, H})}); },
+           [](const Values& v) {
+             Floats y(B * H);
+             ops::add_forward_reference(y.data(), v("a"), v("b"), B * H);
+             return y;
+           }};
+    c.values.f = {{"a", rnd(B * H)}, {"b", rnd(B * H)}};
+    c.wrt = {"a", "b"};
+    out.push_back(c);
+  }
+  {
+    Case c{"layernorm", [](Graph& g) {
+             return g.apply(OpKind::layernorm, "ln", {w(g, "x", {B, S, H}), w(g, "gamma", {H}), w(g, "beta", {H})},
+                            {{"eps", 1e-5}});
+           },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             ops::layernorm_forward_reference(y.data(), v("x"), v("gamma"), v("beta"), B * S, H, 1e-5f);
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}, {"gamma", rnd(H)}, {"beta", rnd(H)}};
+    c.wrt = {"x", "gamma", "beta"};
+    out.push_back(c);
+  }
+  for (const auto& act : ops::kActivations) {
+    if (act.act == ops::Activation::none) continue;
+    Case c{fmt::format("activation {}", act.name),
+           [=](Graph& g) { return g.apply(OpKind::activation, "act", {w(g, "x", {B, S, H})}, {{"activation", act.name}}); },
+           [=](const Values& v) {
+             Floats y(B * S * H);
+             ops::activation_forward_reference(y.data(), v("x"), B * S * H, act.act);
+             return y;
+           }};
+    c.values.f = {{"x", away_from_zero(rnd(B * S * H))}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {
+    Case c{"first_token", [](Graph& g) { return g.apply(OpKind::first_token, "cls", {w(g, "x", {B, S, H})}); },
+           [](const Values& v) {
+             Floats y(B * H);
+             ops::first_token_forward(y.data(), v("x"), B, S, H);
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {  // dropout: the executor's first step (StepContext defaults: seed 0, step 1, micro 0)
+    Case c{"dropout", [](Graph& g) { return g.apply(OpKind::dropout, "drop", {w(g, "x", {B, S, H})}, {{"p", 0.3}, {"salt", 7}}); },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             const StepContext ctx;
+             const ops::DropoutKey key{ctx.seed, uint64_t(ctx.step), uint64_t(ctx.micro)};
+             for (int64_t i = 0; i < B * S * H; ++i)
+               y[i] = ops::dropout_keeps(i, 0.3f, 7, key) ? v("x")[i] / (1 - 0.3f) : 0.f;
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {
+    const int64_t P = 2;
+    Case c{"gather_rows", [=](Graph& g) { return g.apply(OpKind::gather_rows, "gather", {w(g, "x", {B, S, H}), ids(g, "pos", {B, P})}); },
+           [=](const Values& v) {
+             Floats y(B * P * H);
+             for (int64_t b = 0; b < B; ++b)
+               for (int64_t p = 0; p < P; ++p)
+                 for (int64_t h = 0; h < H; ++h) y[(b * P + p) * H + h] = v("x")[(b * S + v.ids("pos")[b * P + p]) * H + h];
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}};
+    c.values.i = {{"pos", Ints{0, 2, 1, 1}}};  // a repeated row: its gradients add
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {  // cross_entropy: (loss sum, correct, count); its gradient is seeded as a loss, L = loss sum
+    const int64_t N = 4, C = 5;
+    Case c{"cross_entropy",
+           [=](Graph& g) {
+             return g.apply(OpKind::cross_entropy, "loss", {w(g, "logits", {N, C}), ids(g, "labels", {N})}, {{"loss", "mlm"}});
+           },
+           [=](const Values& v) {
+             auto st = ops::cross_entropy_forward_reference(v("logits"), v.ids("labels"), N, C);
+             return Floats{float(st.loss_sum), float(st.correct), float(st.count)};
+           }};
+    c.values.f = {{"logits", rnd(N * C)}};
+    c.values.i = {{"labels", Ints{1, ops::kIgnoreLabel, 4, 0}}};
+    c.wrt = {"logits"};
+    c.loss = "loss";
+    c.loss_sum = [=](const Values& v) { return ops::cross_entropy_forward_reference(v("logits"), v.ids("labels"), N, C).loss_sum; };
+    out.push_back(c);
+  }
+  return out;
+}
+
+// Runs a case's forward graph; returns the checked output.
+Floats run_forward(const Case& c, std::set<OpKind>& seen) {
+  Built b = build(c);
+  b.g.mark_output(b.y, "y");
+  for (const auto& n : b.g.nodes()) seen.insert(n.kind);
+  const Shape shape = b.g.tensor(b.y).shape;
+  ParamStore params = ParamStore::for_graph(b.g);
+  fill_params(params, c);
+  Executor ex(std::move(b.g), params);
+  fill_inputs(ex, c);
+  ex.run();
+  return read(ex.output("y"), shape);
+}
+
+// L = sum(dy * reference(values)) (or the loss sum for a loss), in double.
+double loss_of(const Case& c, const Values& v, const Floats& dy) {
+  if (c.loss) return c.loss_sum(v);
+  const Floats y = c.reference(v);
+  double l = 0;
+  for (size_t i = 0; i < y.size(); ++i) l += double(dy[i]) * y[i];
+  return l;
+}
+
+// Appends the backward and compares every gradient of c.wrt with central differences.
+void check_backward(const Case& c, std::set<OpKind>& seen) {
+  Built b = build(c);
+  const Shape yshape = b.g.tensor(b.y).shape;
+  Case run = c;
+  const Floats dy = random_vector(numel(yshape), 99);
+  std::vector<std::pair<int, int>> seeds;
+  if (!c.loss) {
+    seeds.emplace_back(b.y, w(b.g, "dy", yshape));
+    run.values.f["dy"] = dy;
+  }
+  std::vector<int> wrt;
+  for (const auto& name : c.wrt) wrt.push_back(b.g.tensor_id(name));
+  const auto grads = append_backward_for(b.g, c.loss ? std::vector<std::string>{c.loss} : std::vector<std::string>{},
+                                         seeds, wrt);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    INFO(c.label << ": no gradient flows to '" << c.wrt[i] << "'");
+    REQUIRE(grads[i] >= 0);
+    b.g.mark_output(grads[i], "d" + c.wrt[i]);
+  }
+  for (const auto& n : b.g.nodes()) seen.insert(n.kind);
+  ParamStore params = ParamStore::for_graph(b.g);
+  TrainingState state(params);
+  fill_params(params, run);
+  Executor ex(std::move(b.g), params, &state);
+  fill_inputs(ex, run);
+  ex.run();
+  for (const auto& name : c.wrt) {
+    const Floats got = read(ex.output("d" + name), ex.output_shape("d" + name));
+    Values v = c.values;
+    Floats fd(got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float x0 = v.f[name][i];
+      v.f[name][i] = x0 + kStep;
+      const double up = loss_of(c, v, dy);
+      v.f[name][i] = x0 - kStep;
+      const double down = loss_of(c, v, dy);
+      v.f[name][i] = x0;
+      fd[i] = static_cast<float>((up - down) / (2.0 * kStep));
+    }
+    const double err = rel_error(got, fd);
+    INFO(c.label << ": gradient of '" << name << "' vs central differences, normwise relative error " << err);
+    CHECK(err <= kGradTol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Every op kind: fast path equals reference, backward equals finite differences", "[ops][op_table]") {
+  std::set<OpKind> seen;
+  for (const auto& c : cases()) {
+    const Floats got = run_forward(c, seen);
+    const Floats ref = c.reference(c.values);
+    REQUIRE(got.size() == ref.size());
+    const double err = rel_error(got, ref);
+    INFO(c.label << ": fast path vs reference, normwise relative error " << err);
+    CHECK(err <= kForwardTol);
+    if (!c.wrt.empty()) check_backward(c, seen);
+  }
+  // The optimizer and communication kinds are covered by the training tests: the updates
+  // against their references in test_ops_backward.cpp and the whole step in test_train_loop,
+  // the allreduce (it needs MPI ranks) in test_distributed.
+  for (OpKind k : {OpKind::grad_norm, OpKind::adamw_update, OpKind::lamb_update, OpKind::allreduce})
+    seen.insert(k);
+  for (const auto& info : kOpTable) {
+    INFO("op kind '" << info.name << "' is in the op table but no case of tests/test_op_table.cpp runs it");
+    CHECK(seen.count(info.kind) == 1);
+  }
+}
