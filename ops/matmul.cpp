@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/eigen_ref.h"
 #include "ops/parallel.h"
 #include "base/error.h"
 
@@ -22,11 +23,11 @@ std::string impl_of(const dnnl::primitive_desc_base& pd) { return pd.impl_info_s
 void linear_forward_reference(float* y, const float* x, const float* w, const float* b,
                               const float* residual, int64_t M, int64_t N, int64_t K,
                               Activation act) {
+  ref::MatD acc = ref::load(x, M, K) * ref::load(w, N, K).transpose();  // x wᵀ
+  if (b) acc.rowwise() += ref::load_row(b, N);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
-      double acc = b ? b[j] : 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += double(x[i * K + k]) * w[j * K + k];
-      float v = static_cast<float>(activation_info(act).reference(static_cast<float>(acc)));
+      float v = static_cast<float>(activation_info(act).reference(static_cast<float>(acc(i, j))));
       y[i * N + j] = residual ? v + residual[i * N + j] : v;
     }
 }
@@ -93,31 +94,24 @@ void attn_scores_reference(float* scores, const float* qkv, const float* mask_bi
                            int64_t S, int64_t heads, int64_t d, float scale) {
   const int64_t H = heads * d, row = 3 * H;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < S; ++i)
-        for (int64_t j = 0; j < S; ++j) {
-          const float* q = qkv + (b * S + i) * row + h * d;
-          const float* k = qkv + (b * S + j) * row + H + h * d;
-          double acc = 0;
-          for (int64_t c = 0; c < d; ++c) acc += double(q[c]) * k[c];
-          scores[((b * heads + h) * S + i) * S + j] =
-              static_cast<float>(acc * scale) + mask_bias[b * S + j];
-        }
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* base = qkv + b * S * row + h * d;
+      ref::MatD q = ref::load(base, S, d, row), k = ref::load(base + H, S, d, row);
+      ref::MatF s = (q * k.transpose() * double(scale)).cast<float>();  // Q Kᵀ · scale
+      s.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(mask_bias + b * S, S);
+      Eigen::Map<ref::MatF>(scores + (b * heads + h) * S * S, S, S) = s;
+    }
 }
 
 void attn_context_reference(float* ctx, const float* probs, const float* qkv, int64_t B, int64_t S,
                             int64_t heads, int64_t d) {
   const int64_t H = heads * d, row = 3 * H;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < S; ++i)
-        for (int64_t c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int64_t j = 0; j < S; ++j)
-            acc += double(probs[((b * heads + h) * S + i) * S + j]) *
-                   qkv[(b * S + j) * row + 2 * H + h * d + c];
-          ctx[(b * S + i) * H + h * d + c] = static_cast<float>(acc);
-        }
+    for (int64_t h = 0; h < heads; ++h) {
+      ref::MatD p = ref::load(probs + (b * heads + h) * S * S, S, S);
+      ref::MatD v = ref::load(qkv + b * S * row + 2 * H + h * d, S, d, row);
+      ref::store(ctx + b * S * H + h * d, p * v, H);  // P V, heads side by side
+    }
 }
 
 // Q, K and V are strided views of qkv (B,S,3,heads,d): no copies, the matmul reads in place.
@@ -179,26 +173,14 @@ namespace bertlab::ops {
 
 void linear_grad_input_reference(float* dx, const float* dy, const float* w, int64_t M, int64_t N,
                                  int64_t K) {
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t k = 0; k < K; ++k) {
-      double acc = 0;
-      for (int64_t j = 0; j < N; ++j) acc += double(dy[i * N + j]) * w[j * K + k];
-      dx[i * K + k] = static_cast<float>(acc);
-    }
+  ref::store(dx, ref::load(dy, M, N) * ref::load(w, N, K), K);  // dX = dY W
 }
 
 void linear_grad_weight_reference(float* dw, float* db, const float* dy, const float* x, int64_t M,
                                   int64_t N, int64_t K) {
-  for (int64_t j = 0; j < N; ++j) {
-    double bsum = 0;
-    for (int64_t i = 0; i < M; ++i) bsum += dy[i * N + j];
-    db[j] += static_cast<float>(bsum);
-    for (int64_t k = 0; k < K; ++k) {
-      double acc = 0;
-      for (int64_t i = 0; i < M; ++i) acc += double(dy[i * N + j]) * x[i * K + k];
-      dw[j * K + k] += static_cast<float>(acc);
-    }
-  }
+  ref::MatD g = ref::load(dy, M, N);
+  ref::accumulate(dw, g.transpose() * ref::load(x, M, K), K);  // dW += dYᵀ X
+  ref::accumulate(db, g.colwise().sum(), N);                   // db += Σ_rows dY
 }
 
 LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16) {
@@ -253,50 +235,38 @@ void LinearGradWeight::forward(float* dw, float* db, const float* dy, const floa
 void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,
                                 int64_t S, int64_t heads, int64_t d, float scale, QkvSlot slot) {
   const int64_t H = heads * d, row = 3 * H;
-  // slot q: dQ[i] = sum_j dS[i,j] K[j];  slot k: dK[j] = sum_i dS[i,j] Q[i]
-  const int64_t other = slot == QkvSlot::q ? H : 0, target = slot == QkvSlot::q ? 0 : H;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < S; ++i)
-        for (int64_t c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int64_t j = 0; j < S; ++j) {
-            double ds = slot == QkvSlot::q ? dscores[((b * heads + h) * S + i) * S + j]
-                                           : dscores[((b * heads + h) * S + j) * S + i];
-            acc += ds * qkv[(b * S + j) * row + other + h * d + c];
-          }
-          dqkv[(b * S + i) * row + target + h * d + c] = static_cast<float>(acc * scale);
-        }
+    for (int64_t h = 0; h < heads; ++h) {
+      ref::MatD ds = ref::load(dscores + (b * heads + h) * S * S, S, S);
+      const float* base = qkv + b * S * row + h * d;
+      float* out = dqkv + b * S * row + h * d;
+      if (slot == QkvSlot::q)  // dQ = dS K · scale
+        ref::store(out, ds * ref::load(base + H, S, d, row) * double(scale), row);
+      else  // dK = dSᵀ Q · scale
+        ref::store(out + H, ds.transpose() * ref::load(base, S, d, row) * double(scale), row);
+    }
 }
 
 void attn_context_grad_probs_reference(float* dprobs, const float* dctx, const float* qkv,
                                        int64_t B, int64_t S, int64_t heads, int64_t d) {
   const int64_t H = heads * d, row = 3 * H;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < S; ++i)
-        for (int64_t j = 0; j < S; ++j) {
-          double acc = 0;
-          for (int64_t c = 0; c < d; ++c)
-            acc += double(dctx[(b * S + i) * H + h * d + c]) *
-                   qkv[(b * S + j) * row + 2 * H + h * d + c];
-          dprobs[((b * heads + h) * S + i) * S + j] = static_cast<float>(acc);
-        }
+    for (int64_t h = 0; h < heads; ++h) {
+      ref::MatD dc = ref::load(dctx + b * S * H + h * d, S, d, H);
+      ref::MatD v = ref::load(qkv + b * S * row + 2 * H + h * d, S, d, row);
+      ref::store(dprobs + (b * heads + h) * S * S, dc * v.transpose(), S);  // dP = dC Vᵀ
+    }
 }
 
 void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* probs, int64_t B,
                                    int64_t S, int64_t heads, int64_t d) {
   const int64_t H = heads * d, row = 3 * H;
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t j = 0; j < S; ++j)
-        for (int64_t c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int64_t i = 0; i < S; ++i)
-            acc += double(probs[((b * heads + h) * S + i) * S + j]) *
-                   dctx[(b * S + i) * H + h * d + c];
-          dqkv[(b * S + j) * row + 2 * H + h * d + c] = static_cast<float>(acc);
-        }
+    for (int64_t h = 0; h < heads; ++h) {
+      ref::MatD p = ref::load(probs + (b * heads + h) * S * S, S, S);
+      ref::MatD dc = ref::load(dctx + b * S * H + h * d, S, d, H);
+      ref::store(dqkv + b * S * row + 2 * H + h * d, p.transpose() * dc, row);  // dV = Pᵀ dC
+    }
 }
 
 AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,

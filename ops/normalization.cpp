@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/eigen_ref.h"
 #include "ops/parallel.h"
 
 namespace bertlab::ops {
@@ -15,17 +16,12 @@ using dt = memory::data_type;
 
 void layernorm_forward_reference(float* y, const float* x, const float* gamma, const float* beta,
                                  int64_t rows, int64_t H, float eps) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * H;
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < H; ++i) mean += xr[i];
-    mean /= H;
-    for (int64_t i = 0; i < H; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    var /= H;
-    double rstd = 1.0 / std::sqrt(var + eps);
-    for (int64_t i = 0; i < H; ++i)
-      y[r * H + i] = static_cast<float>((xr[i] - mean) * rstd * gamma[i] + beta[i]);
-  }
+  ref::MatD xc = ref::load(x, rows, H);
+  xc.colwise() -= ref::ColD(xc.rowwise().mean());                             // x - mean
+  ref::ColD rstd = (xc.array().square().rowwise().mean() + double(eps)).rsqrt();  // 1/sqrt(var+eps)
+  ref::MatD xhat = rstd.asDiagonal() * xc;
+  ref::store(y, (xhat.array().rowwise() * ref::load_row(gamma, H).array()).rowwise() +
+                    ref::load_row(beta, H).array(), H);
 }
 
 LayerNorm::LayerNorm(int64_t rows, int64_t H, float eps) {
@@ -47,14 +43,10 @@ void LayerNorm::forward(float* y, const float* x, const float* gamma, const floa
 }
 
 void softmax_forward_reference(float* y, const float* x, int64_t rows, int64_t L) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * L;
-    float mx = *std::max_element(xr, xr + L);
-    double sum = 0;
-    for (int64_t i = 0; i < L; ++i) sum += std::exp(double(xr[i]) - mx);
-    for (int64_t i = 0; i < L; ++i)
-      y[r * L + i] = static_cast<float>(std::exp(double(xr[i]) - mx) / sum);
-  }
+  ref::MatD z = ref::load(x, rows, L);
+  z.colwise() -= ref::ColD(z.rowwise().maxCoeff());  // shift by the row maximum
+  ref::MatD e = z.array().exp().matrix();
+  ref::store(y, e.array().colwise() / e.array().rowwise().sum(), L);
 }
 
 Softmax::Softmax(int64_t rows, int64_t L) {
@@ -125,10 +117,19 @@ void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy,
 void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const float* dy,
                                   const float* x, const float* gamma, int64_t rows, int64_t H,
                                   float eps) {
-  std::vector<double> dg(H, 0.0), db(H, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    layernorm_backward_row(dx + r * H, dg.data(), db.data(), dy + r * H, x + r * H, gamma, H, eps);
-  for (int64_t i = 0; i < H; ++i) dgamma[i] += float(dg[i]), dbeta[i] += float(db[i]);
+  // With xhat = (x - mean) rstd and g = dy * gamma:
+  // dx = rstd (g - mean(g) - xhat mean(g xhat)); dgamma += Σ_rows dy xhat; dbeta += Σ_rows dy.
+  ref::MatD xc = ref::load(x, rows, H), g_dy = ref::load(dy, rows, H);
+  xc.colwise() -= ref::ColD(xc.rowwise().mean());
+  ref::ColD rstd = (xc.array().square().rowwise().mean() + double(eps)).rsqrt();
+  ref::MatD xhat = rstd.asDiagonal() * xc;
+  ref::MatD g = (g_dy.array().rowwise() * ref::load_row(gamma, H).array()).matrix();
+  ref::ColD mean_g = g.rowwise().mean(), mean_gx = (g.array() * xhat.array()).rowwise().mean();
+  g.colwise() -= mean_g;
+  g -= (xhat.array().colwise() * mean_gx.array()).matrix();
+  ref::store(dx, rstd.asDiagonal() * g, H);
+  ref::accumulate(dgamma, (g_dy.array() * xhat.array()).colwise().sum().matrix(), H);
+  ref::accumulate(dbeta, g_dy.colwise().sum(), H);
 }
 
 void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L) {
@@ -146,12 +147,9 @@ void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, 
 
 void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows,
                                 int64_t L) {
-  for (int64_t r = 0; r < rows; ++r) {
-    double dot = 0;
-    for (int64_t i = 0; i < L; ++i) dot += double(dy[r * L + i]) * y[r * L + i];
-    for (int64_t i = 0; i < L; ++i)
-      dx[r * L + i] = static_cast<float>(y[r * L + i] * (dy[r * L + i] - dot));
-  }
+  ref::MatD g = ref::load(dy, rows, L), p = ref::load(y, rows, L);
+  ref::ColD dot = (g.array() * p.array()).rowwise().sum();  // Σ dy y per row
+  ref::store(dx, p.array() * (g.array().colwise() - dot.array()), L);
 }
 
 }  // namespace bertlab::ops
