@@ -175,4 +175,31 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
   return t;
 }
 
+namespace analytic_detail {
+
+// The most lines any set holds among the lines of `v` (a line repeated by consecutive
+// segments counted once; other repeats count again, which only raises the result).
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+                            std::vector<int64_t>& touched) {
+  int32_t most = 0;
+  touched.clear();
+  int64_t last = -1;
+  for (const auto& sw : v)
+    for (int64_t i = 0; i < sw.count; ++i) {
+      const uint64_t at = sw.start + i * sw.stride;
+      for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
+        if (l == last) continue;
+        last = l;
+        const int64_t st = l % sets;
+        if (count[st]++ == 0) touched.push_back(st);
+        most = std::max(most, count[st]);
+      }
+    }
+  for (int64_t st : touched) count[st] = 0;
+  return most;
+}
+
+}  // namespace analytic_detail
+
 }  // namespace bertlab::hw

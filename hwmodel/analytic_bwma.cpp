@@ -36,24 +36,8 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                         disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
   std::vector<int32_t> count(can_skip ? sets : 0, 0);
   std::vector<int64_t> touched;
-  // The most lines in one set among the distinct lines of `sweeps`.
   auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
-    int32_t most = 0;
-    touched.clear();
-    int64_t last = -1;
-    for (const auto& sw : sweeps)
-      for (int64_t i = 0; i < sw.count; ++i) {
-        const uint64_t at = sw.start + i * sw.stride;
-        for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
-          if (l == last) continue;
-          last = l;
-          const int64_t st = l % sets;
-          if (count[st]++ == 0) touched.push_back(st);
-          most = std::max(most, count[st]);
-        }
-      }
-    for (int64_t st : touched) count[st] = 0;
-    return most;
+    return most_lines_in_a_set(sweeps, L, sets, count, touched);
   };
   std::vector<int32_t> max_a(can_skip ? KT : 0);
   for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);

@@ -178,4 +178,10 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
 void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
 
+// The most lines any set holds among the lines of `v` (a line repeated by consecutive
+// segments counted once; other repeats count again, which only raises the result).
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+                            std::vector<int64_t>& touched);
+
 }  // namespace bertlab::hw::analytic_detail

@@ -7,29 +7,6 @@ namespace bertlab::hw::analytic_detail {
 
 namespace {
 
-// The most lines any set holds among the lines of `v` (a line repeated by consecutive
-// segments counted once; other repeats count again, which only raises the result).
-// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
-int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched) {
-  int32_t most = 0;
-  touched.clear();
-  int64_t last = -1;
-  for (const auto& sw : v)
-    for (int64_t i = 0; i < sw.count; ++i) {
-      const uint64_t at = sw.start + i * sw.stride;
-      for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
-        if (l == last) continue;
-        last = l;
-        const int64_t st = l % sets;
-        if (count[st]++ == 0) touched.push_back(st);
-        most = std::max(most, count[st]);
-      }
-    }
-  for (int64_t st : touched) count[st] = 0;
-  return most;
-}
-
 // Weights of the RWMA GEMM: core 0 touches every tile first, the other cores of a round
 // load the same tiles right after it. Column tiles narrower than a line share its lines
 // (a group of `tpg` tiles, one weight strip): a weight line is used at k-step kb of every
