@@ -191,9 +191,7 @@ int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets
       for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
         if (l == last) continue;
         last = l;
-        const int64_t st = l % sets;
-        if (count[st]++ == 0) touched.push_back(st);
-        most = std::max(most, count[st]);
+        most = tally_line(l, sets, count, touched, most);
       }
     }
   for (int64_t st : touched) count[st] = 0;

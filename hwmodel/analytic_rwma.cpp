@@ -229,11 +229,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             row_lines(lines_c, v, m, t2);
             for (int64_t l : lines_c)
               if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
-            for (int64_t l : lines_p) {
-              const int64_t st = l % sets;
-              if (count[st]++ == 0) touched.push_back(st);
-              most = std::max(most, count[st]);
-            }
+            for (int64_t l : lines_p) most = tally_line(l, sets, count, touched, most);
           }
         for (int64_t st : touched) count[st] = 0;
         return most;
@@ -243,11 +239,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         touched.clear();
         for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
           row_lines(lines_p, b, kb * S + kr, nb);
-          for (int64_t l : lines_p) {
-            const int64_t st = l % sets;
-            if (count[st]++ == 0) touched.push_back(st);
-            most = std::max(most, count[st]);
-          }
+          for (int64_t l : lines_p) most = tally_line(l, sets, count, touched, most);
         }
         for (int64_t st : touched) count[st] = 0;
         return most;
