@@ -12,15 +12,15 @@ namespace {
 
 struct CoreTrace {
   std::istream* in = nullptr;
-  uint64_t base = 0, bytes = 0, marker = 0;
-  bool mapped = false, counting = false, done = false;
+  uint64_t base = 0, bytes = 0, marker = 0, warm = 0;
+  bool mapped = false, warming = false, counting = false, started = false, waiting = false, done = false;
   int64_t instructions = 0;
 };
 
-uint64_t field(const std::string& line, const char* key) {
+uint64_t field(const std::string& line, const char* key, bool required = true) {
   const auto at = line.find(key);
-  check(at != std::string::npos, "lackey trace: '#hwref' line without '{}': {}", key, line);
-  return std::strtoull(line.c_str() + at + std::char_traits<char>::length(key), nullptr, 0);
+  check(at != std::string::npos || !required, "lackey trace: '#hwref' line without '{}': {}", key, line);
+  return at == std::string::npos ? 0 : std::strtoull(line.c_str() + at + std::char_traits<char>::length(key), nullptr, 0);
 }
 
 }  // namespace
@@ -40,9 +40,15 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
   auto data = [&](int64_t c, CoreTrace& t, char kind, uint64_t addr, int64_t size) {
     if (t.mapped && addr == t.marker) {
       t.counting = !t.counting;
+      // The first marker store: the core waits there until every core has reached its own.
+      if (t.counting && !t.started) t.started = t.waiting = true;
       return;
     }
-    if (!t.counting) return;
+    if (t.mapped && t.warm != 0 && addr == t.warm) {
+      t.warming = true;
+      return;
+    }
+    if (!t.counting && !(t.warming && !t.started)) return;
     uint64_t a = addr + (static_cast<uint64_t>(c + 1) << 44);
     int op = other;
     if (t.mapped && addr >= t.base && addr < t.base + t.bytes) {
@@ -64,6 +70,7 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
         t.base = field(line, "region=");
         t.bytes = field(line, "bytes=");
         t.marker = field(line, "marker=");
+        t.warm = field(line, "warm=", false);
         t.mapped = true;
         continue;
       }
@@ -77,15 +84,24 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
       const uint64_t addr = std::strtoull(line.c_str() + 3, &end, 16);
       const int64_t size = (end && *end == ',') ? std::strtoll(end + 1, nullptr, 10) : 1;
       data(c, t, line[1], addr, size);
+      if (t.waiting) return;
     }
     t.done = true;
   };
   for (int64_t live = P; live > 0;) {
     live = 0;
+    int64_t waiting = 0;
     for (int64_t c = 0; c < P; ++c) {
       if (cores[c].done) continue;
-      step(c);
+      if (!cores[c].waiting) step(c);
       live += cores[c].done ? 0 : 1;
+      waiting += !cores[c].done && cores[c].waiting ? 1 : 0;
+    }
+    // Every core at its start marker: the kernels start together on warm caches; what the
+    // warm-up (from the store to `warm=` on) brought in stays, its counts are dropped.
+    if (live > 0 && waiting == live) {
+      sim.reset_counts();
+      for (auto& t : cores) t.waiting = false;
     }
   }
   ReplayResult r;

@@ -3,8 +3,11 @@
 // the exact cache and DRAM simulator (tracesim.h): private L1s, a shared LLC, the DRAM
 // request streams. The traced program (the reference driver, hwmodel/reference/) prints
 //   #hwref region=<hex> bytes=<n> marker=<hex>
-// before its kernel and stores to the marker address right before and right after it; only
-// the accesses and instructions between the two stores are counted. Addresses inside the
+// (and optionally ` warm=<hex>`) before its kernel and stores to the marker address right
+// before and right after it; only the accesses and instructions between the two stores are
+// counted. The caches are simulated from the store to the warm address on (a warm-up that
+// touches the kernel's stack and tables, not its operands); at the first marker store each
+// core waits until all have reached theirs, then the counts restart from zero. Addresses inside the
 // region are moved to kRegionBase (the operands of every core's process then coincide, as
 // in one shared address space); others (stack) stay private per core.
 #include <cstdint>

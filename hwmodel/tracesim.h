@@ -60,6 +60,11 @@ class TraceSim {
     touch(core, operand, addr, bytes, write);
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
+  // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
+  void reset_counts() {
+    for (auto& [name, o] : t_.operands) o = OperandTraffic{};
+    t_.l1_misses.assign(cores_, 0), t_.llc_misses.assign(cores_, 0), t_.accesses = 0;
+  }
 
  private:
   void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write);

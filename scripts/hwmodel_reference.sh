@@ -7,14 +7,22 @@
 #                                                  64 -> hwmodel/reference/x86_64_coefficients.json
 #   scripts/hwmodel_reference.sh measure OUT [SEQ..] cachegrind (paper caches) per op, S in
 #                                                  4..32, 1/2/4 cores, one process per core
+#                                                  (default seq 128; `measure OUT 128 512` both)
 #   scripts/hwmodel_reference.sh replay OUT SEQ S CORES [OPS..]  lackey traces of every core's
 #                                                  share replayed together (shared LLC)
 #   scripts/hwmodel_reference.sh compare OUT       model vs reference, per op (prints a table)
 #
-# Environment: BUILD (default ./build), JOBS (parallel valgrind runs, default 2).
+# Configurations whose kernel does not depend on S (residual add and GELU in both
+# arrangements, K transpose, softmax and layernorm in RWMA: no S in their loop nests, see
+# hwmodel/reference/kernels.h) run once, at S = 4 (residual add and GELU in RWMA), and their
+# counts stand for the other S (and arrangement).
+#
+# Environment: BUILD (default ./build), JOBS (parallel valgrind runs, default 2), SIZES (the
+# kernel sizes S that measure runs, default "4 8 16 32").
 set -euo pipefail
 BUILD=${BUILD:-./build}
 JOBS=${JOBS:-2}
+SIZES=${SIZES:-4 8 16 32}
 KERNEL=$BUILD/bertlab_hwref_kernel
 TOOL=$BUILD/bertlab_hwref
 SYSTEM=configs/systems/paper-ticsat.json
@@ -25,26 +33,46 @@ CG="--tool=cachegrind --D1=32768,2,64 --LL=1048576,8,64 --I1=32768,8,64"
 here=$(cd "$(dirname "$0")" && pwd)
 "$here/setup.sh" reference  # valgrind
 
-# cachegrind one run: OP ARR SEQ S CORES CORE SIM(yes|no) OUTFILE -> one line of counts.
+# cachegrind one run: OP ARR SEQ S CORES CORE SIM(yes|no) OUTFILE -> one line of counts of
+# the kernel's functions (names with bertlab::) in OUTFILE.raw; CORE "dry": the same run
+# without the kernel call (hwmodel_reference.py net subtracts it). CPU seconds (user +
+# system) go to OUTFILE.cpu.
 cg_one() {
-  local tmp
+  local tmp args=("$1" "$2" "$3" "$4" "$5" "$6")
+  [ "$6" = dry ] && args=("$1" "$2" "$3" "$4" 1 0 dry)
   tmp=$(mktemp)
-  valgrind $CG --cache-sim="$7" --cachegrind-out-file="$tmp" "$KERNEL" "$1" "$2" "$3" "$4" "$5" "$6" >/dev/null 2>&1
-  /usr/bin/python3 "$here/hwmodel_reference.py" cgsum "$tmp" "$1" "$2" "$3" "$4" "$5" "$6" >> "$8"
+  /usr/bin/time -f "%U %S" -a -o "$8.cpu" \
+    valgrind $CG --cache-sim="$7" --cachegrind-out-file="$tmp" "$KERNEL" "${args[@]}" >/dev/null 2>&1
+  /usr/bin/python3 "$here/hwmodel_reference.py" cgsum "$tmp" "$1" "$2" "$3" "$4" "$5" "$6" >> "$8.raw"
   rm -f "$tmp"
 }
 export -f cg_one
 export CG KERNEL here
 
+# The configuration whose counts stand for OP ARR S (see above): prints "ARR S".
+canonical() {
+  case "$1:$2" in
+    residual_add:* | gelu:*) echo "rwma 4" ;;
+    k_transpose:rwma | softmax:rwma | layernorm:rwma) echo "rwma 4" ;;
+    *) echo "$2 $3" ;;
+  esac
+}
+GEMMS="qkv ffn_in ffn_out attn_out scores context"
+ROWOPS="k_transpose softmax layernorm residual_add gelu"
+cpu_total() { awk '{ s += $1 + $2 } END { printf "%.0f", s }' "$1" 2>/dev/null || echo 0; }
+
+main() {
 case "${1:-}" in
   calibrate)
     out=$(mktemp)
     for seq in 32 64; do for op in $OPS; do for arr in rwma bwma; do for S in 4 8 16 32; do
       echo "$op $arr $seq $S 1 0 no $out"
+      echo "$op $arr $seq $S 1 dry no $out"
     done; done; done; done | xargs -P "$JOBS" -L 1 bash -c 'cg_one "$@"' _
+    /usr/bin/python3 "$here/hwmodel_reference.py" net "$out"
     /usr/bin/python3 "$here/hwmodel_reference.py" fit "$out" "$TOOL" "$SYSTEM" > "$COEFFS.tmp"
     mv "$COEFFS.tmp" "$COEFFS"
-    rm -f "$out"
+    rm -f "$out" "$out.raw" "$out.cpu"
     echo "wrote $COEFFS"
     ;;
   measure)
@@ -52,44 +80,70 @@ case "${1:-}" in
     mkdir -p "$dir"
     seqs=${*:-128}
     start=$(date +%s)
-    for seq in $seqs; do for op in $OPS; do for arr in rwma bwma; do for S in 4 8 16 32; do
-      for P in 1 2 4; do for ((c = 0; c < P; ++c)); do
-        echo "$op $arr $seq $S $P $c yes $dir/cachegrind.txt"
-      done; done
-    done; done; done; done | xargs -P "$JOBS" -L 1 bash -c 'cg_one "$@"' _
-    echo "measure: $(( $(date +%s) - start )) s for seq $seqs" | tee -a "$dir/timing.txt"
+    rm -f "$dir/cachegrind.txt.cpu" "$dir/cachegrind.txt.raw"
+    # Shortest first (the smaller seq, S from 32 down, row ops before GEMMs), so that a run
+    # cut short still holds whole S levels.
+    declare -A seen=()
+    for seq in $(echo $seqs | tr ' ' '\n' | sort -n); do for S in $(echo $SIZES | tr ' ' '\n' | sort -rn); do
+      for op in $ROWOPS $GEMMS; do
+      for arr in rwma bwma; do
+        read -r carr cS < <(canonical "$op" "$arr" "$S")
+        [ -z "${seen[$op $carr $seq $cS]:-}" ] || continue
+        seen[$op $carr $seq $cS]=1
+        for P in 4 2 1; do for ((c = 0; c < P; ++c)); do
+          echo "$op $carr $seq $cS $P $c yes $dir/cachegrind.txt"
+        done; done
+        echo "$op $carr $seq $cS 1 dry yes $dir/cachegrind.txt"
+      done
+    done; done; done | xargs -P "$JOBS" -L 1 bash -c 'cg_one "$@"' _
+    /usr/bin/python3 "$here/hwmodel_reference.py" net "$dir/cachegrind.txt"
+    /usr/bin/python3 "$here/hwmodel_reference.py" dup "$dir/cachegrind.txt"
+    echo "measure: $(( $(date +%s) - start )) s wall, $(cpu_total "$dir/cachegrind.txt.cpu") CPU s (valgrind), JOBS=$JOBS, for seq $seqs" |
+      tee -a "$dir/timing.txt"
     ;;
   replay)
-    dir=$2 seq=$3 S=$4 P=$5; shift 5
+    dir=$2 seq=$3 S0=$4 P=$5; shift 5
     mkdir -p "$dir"
     ops=${*:-$OPS}
     start=$(date +%s)
-    for op in $ops; do for arr in rwma bwma; do
+    cpu=$(mktemp)
+    declare -A seen=()
+    for op in $ops; do for arr0 in rwma bwma; do
+      read -r arr S < <(canonical "$op" "$arr0" "$S0")
+      [ -z "${seen[$op $arr $S]:-}" ] || continue
+      seen[$op $arr $S]=1
+      grep -q "^$op $arr $seq $S $P " "$dir/replay.txt" 2>/dev/null && continue  # already replayed
       fifos=()
       tmpd=$(mktemp -d)
       for ((c = 0; c < P; ++c)); do
         mkfifo "$tmpd/core$c"
         fifos+=("$tmpd/core$c")
         # lackey's trace goes to the log (fd 2); the program's '#hwref' line joins it there.
-        valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$op" "$arr" "$seq" "$S" "$P" "$c" \
+        /usr/bin/time -f "%U %S" -a -o "$cpu" \
+          valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$op" "$arr" "$seq" "$S" "$P" "$c" \
           2> "$tmpd/core$c" > /dev/null &
       done
-      line=$("$TOOL" replay --op "$op" --seq "$seq" --system "$SYSTEM" "${fifos[@]}")
+      line=$(/usr/bin/time -f "%U %S" -a -o "$cpu" "$TOOL" replay --op "$op" --seq "$seq" --system "$SYSTEM" "${fifos[@]}")
       wait
       echo "$op $arr $seq $S $P $line" >> "$dir/replay.txt"
       rm -rf "$tmpd"
     done; done
-    echo "replay: $(( $(date +%s) - start )) s for seq $seq S $S cores $P ops $ops" | tee -a "$dir/timing.txt"
+    /usr/bin/python3 "$here/hwmodel_reference.py" dup "$dir/replay.txt"
+    echo "replay: $(( $(date +%s) - start )) s wall, $(cpu_total "$cpu") CPU s (valgrind + replay), for seq $seq S $S0 cores $P ops $ops" |
+      tee -a "$dir/timing.txt"
+    rm -f "$cpu"
     ;;
   compare)
     {
       echo "# The in-order core model against the reference (generated by scripts/hwmodel_reference.sh compare)"
       echo
       echo "ref: instructions and L1 misses from cachegrind (paper caches, one process per core, summed over"
-      echo "cores); LLC misses from cachegrind at 1 core (modulo-indexed LL, the model then uses a modulo LLC"
-      echo "too) and from the lackey replay into the exact simulator at 2 and 4 cores (the paper system's"
-      echo "hashed LLC, shared); DRAM bytes from the replay. err = (model - ref) / ref. Instruction"
-      echo "coefficients: hwmodel/reference/x86_64_coefficients.json (fitted at seq 32 and 64)."
+      echo "cores; each run's counts minus those of the same run without the kernel call); LLC misses from"
+      echo "cachegrind at 1 core (modulo-indexed LL, the model then uses a modulo LLC too) and from the lackey"
+      echo "replay into the exact simulator at 2 and 4 cores (the paper system's hashed LLC, shared; warm"
+      echo "start: the kernels' stack and tables in the caches, the operands cold); DRAM bytes from the"
+      echo "replay. err = (model - ref) / ref. Instruction coefficients: hwmodel/reference/x86_64_coefficients.json"
+      echo "(fitted at seq 32 and 64). A '-' in a ref column: not measured (see the run times at the end)."
       echo
       /usr/bin/python3 "$here/hwmodel_reference.py" compare "$2" "$TOOL" "$SYSTEM" "$COEFFS"
       echo
@@ -104,3 +158,5 @@ case "${1:-}" in
     exit 2
     ;;
 esac
+}
+main "$@"; exit

@@ -2,8 +2,11 @@
 // replay (hwmodel/lackey_replay.h) and the in-order core model (hwmodel/core_model.h).
 #include <fmt/core.h>
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -150,25 +153,55 @@ TEST_CASE("lackey replay: markers, lock-step cores, private L1s and a shared LLC
   s.dram.row_bytes = 1024, s.dram.banks = 8, s.dram.burst_bytes = 64, s.dram.peak_gbps = 10;
   std::istringstream core0(
       "==1== Lackey\n#hwref region=0x1000 bytes=4096 marker=0x9000\n"
-      "I  0400000,4\n S 9000,8\n"  // marker store: counting starts
-      "I  0400004,4\n L 1000,4\n"  // round 3: L1 miss, LLC hit (core 1 brought the line in round 2)
+      "I  0400000,4\n S 9000,8\n"  // round 2: marker store, counting starts (core 1 waits here since round 1)
+      "I  0400004,4\n L 1000,4\n"  // round 4: L1 and LLC miss (core 0 goes first)
       "I  0400008,4\n L 1004,4\n"  // L1 hit
       "I  040000c,4\n S 1040,4\n"  // L1 and LLC miss; dirty, written back at the end
       "I  0400010,4\n S 9000,8\n"  // marker: counting stops
       "I  0400014,4\n L 1080,4\n");
   std::istringstream core1(
-      "#hwref region=0x1000 bytes=4096 marker=0x9000\n S 9000,8\n"
-      "I  0400000,4\n L 1000,4\n"  // round 2: L1 and LLC miss
+      "#hwref region=0x1000 bytes=4096 marker=0x9000\n S 9000,8\n"  // round 1: waits for core 0
+      "I  0400000,4\n L 1000,4\n"  // round 4: L1 miss, LLC hit (core 0 brought the line in)
       "I  0400004,4\n S 9000,8\n");
   const std::vector<Operand> ops{{"a", 64, 0}, {"b", 64, 64}};
   const auto r = replay_lackey({&core0, &core1}, s, ops);
   CHECK(r.instructions == std::vector<int64_t>{4, 2});
   CHECK(r.traffic.l1_misses == std::vector<int64_t>{2, 1});
-  CHECK(r.traffic.llc_misses == std::vector<int64_t>{1, 1});
+  CHECK(r.traffic.llc_misses == std::vector<int64_t>{2, 0});
   CHECK(r.traffic.operands.at("a").read_lines == 1);
   CHECK(r.traffic.operands.at("b").read_lines == 1);
   CHECK(r.traffic.operands.at("b").write_lines == 1);
   CHECK(r.traffic.dram_bytes() == 3 * 64);
+}
+
+TEST_CASE("lackey replay: the warm-up from the warm= store fills the caches, its counts are dropped",
+          "[hwmodel-reference]") {
+  SystemDesc s;
+  s.l1 = {128, 2, 64, 2, false};
+  s.llc = {256, 4, 64, 20, false};
+  s.dram.row_bytes = 1024, s.dram.banks = 8, s.dram.burst_bytes = 64, s.dram.peak_gbps = 10;
+  const std::vector<Operand> ops{{"a", 64, 0}};
+  auto run = [&](const char* header) {
+    std::istringstream core0(std::string(header) +
+                             " L 20000,4\n"  // before the warm store: not simulated
+                             " S a000,8\n"   // warm store
+                             " L 30000,4\n"  // warm-up: simulated, not counted
+                             " S 9000,8\nI  0400000,4\n"
+                             " L 30000,4\n"  // warm: hit
+                             " L 20000,4\n"  // cold: L1 and LLC miss
+                             " L 1000,4\n"   // operand a: L1 and LLC miss
+                             " S 9000,8\n");
+    return replay_lackey({&core0}, s, ops);
+  };
+  const auto warm = run("#hwref region=0x1000 bytes=4096 marker=0x9000 warm=0xa000\n");
+  CHECK(warm.traffic.l1_misses == std::vector<int64_t>{2});
+  CHECK(warm.traffic.llc_misses == std::vector<int64_t>{2});
+  CHECK(warm.traffic.operands.at("other").read_lines == 1);
+  CHECK(warm.traffic.operands.at("a").read_lines == 1);
+  // Without a warm address, nothing before the marker is simulated: the 0x30000 line misses.
+  const auto cold = run("#hwref region=0x1000 bytes=4096 marker=0x9000\n");
+  CHECK(cold.traffic.l1_misses == std::vector<int64_t>{3});
+  CHECK(cold.traffic.operands.at("other").read_lines == 2);
 }
 
 TEST_CASE("core model: every GEMM product is issued once whatever the core split, cold misses only with a large LLC",
@@ -204,26 +237,32 @@ TEST_CASE("reference under valgrind: cachegrind agrees with the core model on a 
   const fs::path kernel = fs::path(BERTLAB_BINARY).parent_path() / "bertlab_hwref_kernel";
   REQUIRE(fs::exists(kernel));
   const std::string out = (fs::temp_directory_path() / "bertlab_hwref_test.cg").string();
-  for (const char* arr : {"rwma", "bwma"}) {
+  // D1 and LL misses of the kernel's functions (names with "bertlab::") in one cachegrind run.
+  auto misses = [&](const char* arr, const char* dry) {
     const std::string cmd = fmt::format(
         "valgrind --tool=cachegrind --cache-sim=yes --D1=32768,2,64 --LL=1048576,8,64 --I1=32768,8,64 "
-        "--cachegrind-out-file={} {} softmax {} 128 8 1 0 >/dev/null 2>&1",
-        out, kernel.string(), arr);
+        "--cachegrind-out-file={} {} softmax {} 128 8 1 0 {} >/dev/null 2>&1",
+        out, kernel.string(), arr, dry);
     REQUIRE(std::system(cmd.c_str()) == 0);
-    // Sum the kernel's functions (names with "bertlab::").
     std::ifstream f(out);
-    std::string line, events;
+    std::string line;
     bool take = false;
-    int64_t d1 = 0, ll = 0;
+    std::pair<int64_t, int64_t> m{0, 0};
     while (std::getline(f, line)) {
       if (line.rfind("fn=", 0) == 0) take = line.find("bertlab::") != std::string::npos;
       if (!take || line.empty() || !std::isdigit(static_cast<unsigned char>(line[0]))) continue;
       std::istringstream ss(line);
       int64_t v[10] = {};
       for (auto& x : v) ss >> x;
-      d1 += v[5] + v[8], ll += v[6] + v[9];  // line Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+      m.first += v[5] + v[8], m.second += v[6] + v[9];  // line Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
     }
     fs::remove(out);
+    return m;
+  };
+  for (const char* arr : {"rwma", "bwma"}) {
+    // The kernel call's misses: the run's minus those of the same run without the call.
+    const auto full = misses(arr, ""), dry = misses(arr, "dry");
+    const int64_t d1 = full.first - dry.first, ll = full.second - dry.second;
     SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
     s.llc.hashed_index = false;  // cachegrind's LL is modulo-indexed
     s.array.kernel = 8;
@@ -234,4 +273,42 @@ TEST_CASE("reference under valgrind: cachegrind agrees with the core model on a 
     CHECK(std::abs(m.traffic.l1_misses[0] - d1) <= d1 / 20);
     CHECK(std::abs(m.traffic.llc_misses[0] - ll) <= ll / 20);
   }
+}
+
+TEST_CASE("reference under valgrind: the two-core lackey replay agrees with the core model on a small op",
+          "[.reference]") {
+  namespace fs = std::filesystem;
+  const fs::path kernel = fs::path(BERTLAB_BINARY).parent_path() / "bertlab_hwref_kernel";
+  REQUIRE(fs::exists(kernel));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("bertlab_hwref_replay_{}", ::getpid());
+  fs::create_directories(dir);
+  SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.cores = 2, s.array.kernel = 8;
+  LayerDims d;
+  d.seq = 64;
+  for (const char* arr : {"rwma", "bwma"}) {
+    // Both cores' traces (lackey writes them to its log, fd 2, with the driver's '#hwref' line).
+    const std::string cmd = fmt::format(
+        "for c in 0 1; do valgrind --tool=lackey --trace-mem=yes --log-fd=2 {} softmax {} 64 8 2 $c "
+        "2>{}/core$c >/dev/null & done; wait",
+        kernel.string(), arr, dir.string());
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream c0(dir / "core0"), c1(dir / "core1");
+    const auto r = replay_lackey({&c0, &c1}, s, op_operands(LayerOp::softmax, d));
+    const Arrangement a = std::string(arr) == "rwma" ? Arrangement::rwma : Arrangement::bwma;
+    const OpModel m = model_op(LayerOp::softmax, a, d, s, {});
+    for (int c = 0; c < 2; ++c) {
+      INFO(fmt::format("{} core {}: L1 misses {} vs model {}, LLC misses {} vs model {}", arr, c,
+                       r.traffic.l1_misses[c], m.traffic.l1_misses[c], r.traffic.llc_misses[c],
+                       m.traffic.llc_misses[c]));
+      CHECK(std::abs(m.traffic.l1_misses[c] - r.traffic.l1_misses[c]) <= r.traffic.l1_misses[c] / 20);
+      CHECK(std::abs(m.traffic.llc_misses[c] - r.traffic.llc_misses[c]) <= r.traffic.llc_misses[c] / 20);
+    }
+    // The operand's DRAM lines (the stack's own lines are the operand "other").
+    const auto& ro = r.traffic.operands.at("scores");
+    const auto& mo = m.traffic.operands.at("scores");
+    CHECK(ro.read_lines == mo.read_lines);
+    CHECK(ro.write_lines == mo.write_lines);
+  }
+  fs::remove_all(dir);
 }
