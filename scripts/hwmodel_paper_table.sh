@@ -9,7 +9,8 @@
 #    the DRAM-bandwidth floor;
 #    CORE_TABLE may name a saved output of that command (it takes ~3 CPU minutes) to reuse;
 #  - when REFERENCE names the output directory of `scripts/hwmodel_reference.sh measure`, the
-#    reference's measured RWMA/BWMA counts (cachegrind, 1 core) at REFERENCE_SEQ (default 128).
+#    reference's measured RWMA/BWMA counts (cachegrind, 1 core) at each seq of REFERENCE_SEQ
+#    (default 128; e.g. "128 512").
 set -euo pipefail
 BIN=${BIN:-./build/bertlab}
 HWREF=${HWREF:-./build/bertlab_hwref}
@@ -40,11 +41,12 @@ fi
   echo
   cat "$tmp/core.md"
   if [ -n "${REFERENCE:-}" ]; then
-    seq=${REFERENCE_SEQ:-128}
-    echo
-    echo "## Measured by the reference (cachegrind, paper caches, 1 core, seq $seq; scripts/hwmodel_reference.sh)"
-    echo
-    /usr/bin/python3 "$here/hwmodel_reference.py" ratios "$REFERENCE" "$seq"
+    for seq in ${REFERENCE_SEQ:-128}; do
+      echo
+      echo "## Measured by the reference (cachegrind, paper caches, 1 core, seq $seq; scripts/hwmodel_reference.sh)"
+      echo
+      /usr/bin/python3 "$here/hwmodel_reference.py" ratios "$REFERENCE" "$seq"
+    done
   fi
   echo
   echo "## The present estimate (bertlab estimate: round-robin schedules, closed-form traffic, no instruction counts)"

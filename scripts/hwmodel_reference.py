@@ -213,11 +213,11 @@ def ratios(d, seq):
           "cycles RWMA / BWMA (instr + 20 x L1 + 46 x LL) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     tot = {}
+    # Only the S at which every op was measured in both arrangements (a layer's totals).
+    sizes = [S for S in (4, 8, 16, 32) if all((op, a, S) in cg for op in OPS for a in ("rwma", "bwma"))]
     for op in OPS:
-        for S in (4, 8, 16, 32):
+        for S in sizes:
             rw, bw = cg.get((op, "rwma", S)), cg.get((op, "bwma", S))
-            if not rw or not bw:
-                continue
             cyc = [v[0] + 20 * v[1] + 46 * v[2] for v in (rw, bw)]
             t = tot.setdefault(S, [0, 0, 0, 0, 0, 0, 0, 0])
             t[0] += cyc[0]; t[1] += cyc[1]; t[2] += rw[0]; t[3] += bw[0]

@@ -144,6 +144,8 @@ case "${1:-}" in
       echo "start: the kernels' stack and tables in the caches, the operands cold); DRAM bytes from the"
       echo "replay. err = (model - ref) / ref. Instruction coefficients: hwmodel/reference/x86_64_coefficients.json"
       echo "(fitted at seq 32 and 64). A '-' in a ref column: not measured (see the run times at the end)."
+      echo "The summary per seq and metric follows the table; why the worst cases differ and what closing"
+      echo "them would take: docs/hwmodel.md, \"Agreement of the core model with the reference\"."
       echo
       /usr/bin/python3 "$here/hwmodel_reference.py" compare "$2" "$TOOL" "$SYSTEM" "$COEFFS"
       echo
@@ -154,7 +156,7 @@ case "${1:-}" in
     cat "$2/compare.md"
     ;;
   *)
-    sed -n '2,16p' "$0"
+    sed -n '2,/^set -euo/p' "$0" | sed '$d'
     exit 2
     ;;
 esac
