@@ -37,7 +37,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   std::vector<int32_t> count(can_skip ? sets : 0, 0);
   std::vector<int64_t> touched;
   auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
-    return most_lines_in_a_set(sweeps, L, sets, count, touched);
+    return most_lines_in_a_set(sweeps, s.llc, count, touched);
   };
   std::vector<int32_t> max_a(can_skip ? KT : 0);
   for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
@@ -236,7 +236,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         for (int64_t c = 0; c < act; ++c)
           rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
             double extra = 0;
-            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (la % sets == l % sets); });
+            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (s.llc.set_of(la) == s.llc.set_of(l)); });
             if (!win.overflowing(l, extra)) return;
             auto& v = miss[c][kb];
             const uint64_t at = static_cast<uint64_t>(l) * L;
