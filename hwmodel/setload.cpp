@@ -6,7 +6,7 @@ namespace bertlab::hw {
 
 SetLoad::SetLoad(const CacheDesc& c)
     : uniform_(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets)),
-      cache_(c),
+      index_(c),
       sets_(c.sets()),
       ways_(c.ways),
       line_(c.line_bytes) {
@@ -23,14 +23,14 @@ void SetLoad::add(const Sweep& s) {
   // One contiguous run of lines: whole turns of the set index load every set, the rest
   // loads consecutive sets from the first line's set on.
   auto add_run = [&](int64_t first_line, int64_t n) {
-    if (cache_.hashed_index) {
+    if (index_.hashed) {
       // XOR-folded index (system.h): each aligned block of `sets` lines loads every set
       // once; the partial blocks at the ends are hashed line by line.
       const int64_t head = std::min(n, (sets_ - first_line % sets_) % sets_);
-      for (int64_t i = 0; i < head; ++i) per_set_[cache_.set_of(first_line + i)] += 1;
+      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += 1;
       const int64_t whole = (n - head) / sets_;
       base_ += static_cast<double>(whole);
-      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[cache_.set_of(l)] += 1;
+      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += 1;
       return;
     }
     base_ += static_cast<double>(n / sets_);
@@ -41,7 +41,7 @@ void SetLoad::add(const Sweep& s) {
     add_run(static_cast<int64_t>(s.start / line_), n_lines);
     return;
   }
-  if (s.stride % line_ == 0 && !cache_.hashed_index) {
+  if (s.stride % line_ == 0 && !index_.hashed) {
     // Segments at a whole-line stride: line offset o of segment i is line b + o + i*d, an
     // arithmetic progression modulo the sets with period sets / gcd(d, sets).
     const int64_t d = s.stride / line_;

@@ -32,7 +32,7 @@ class SetLoad {
   void add(const SetLoad& o);
   // `n` lines (negative: fewer) in the set of `line` (set-resolved only).
   void add_line(int64_t line, double n) {
-    if (!uniform_) per_set_[cache_.set_of(line)] += n;
+    if (!uniform_) per_set_[index_(line)] += n;
   }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
   // footprint that an LRU cache of the window's sets evicts before their next use.
@@ -45,7 +45,7 @@ class SetLoad {
   // Whether this window, with `extra` more lines in that set, holds more lines than the
   // ways in the set of `line` (set-resolved).
   bool overflowing(int64_t line, double extra = 0) const {
-    return base_ + per_set_[cache_.set_of(line)] + extra > ways_ + 1e-9;
+    return base_ + per_set_[index_(line)] + extra > ways_ + 1e-9;
   }
   // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
   // this window overflows: the lines an LRU cache re-fetches at their next use.
@@ -55,7 +55,7 @@ class SetLoad {
   // One set (fully associative), or a hashed index with more than kMaxResolvedHashedSets
   // sets: the capacity test. Modulo and other hashed indexes are resolved per set.
   bool uniform_;
-  CacheDesc cache_;
+  SetIndex index_;  // the line's set (modulo or hashed)
   int64_t sets_, ways_, line_;
   double base_ = 0;              // lines in every set (whole turns of the set index)
   std::vector<double> per_set_;  // lines beyond base_ per set

@@ -48,16 +48,28 @@ struct CacheDesc {
   // on every aligned block of `sets` lines (the upper bits are constant there), so
   // contiguous data still fills every set evenly; the cache stays `ways`-way set
   // associative. Used by the exact simulator (tracesim.cpp) and the analytic model
-  // (setload.cpp, analytic*.cpp) alike.
-  int64_t set_of(int64_t line) const {
-    const int64_t n = sets();
-    if (!hashed_index || n <= 1) return line % n;
-    const int bits = std::countr_zero(static_cast<uint64_t>(n));
-    uint64_t h = 0;
-    for (uint64_t x = static_cast<uint64_t>(line); x != 0; x >>= bits) h ^= x;
-    return static_cast<int64_t>(h & static_cast<uint64_t>(n - 1));
-  }
+  // (setload.cpp, analytic*.cpp) alike, through SetIndex in hot loops.
+  int64_t set_of(int64_t line) const;
 };
+
+// CacheDesc::set_of with the set count and the index width computed once.
+struct SetIndex {
+  explicit SetIndex(const CacheDesc& c)
+      : sets(c.sets()),
+        bits(sets > 0 ? std::countr_zero(static_cast<uint64_t>(sets)) : 0),
+        hashed(c.hashed_index && sets > 1) {}
+  int64_t operator()(int64_t line) const {
+    if (!hashed) return line % sets;
+    uint64_t h = 0;  // XOR-fold (CacheDesc::set_of)
+    for (uint64_t x = static_cast<uint64_t>(line); x != 0; x >>= bits) h ^= x;
+    return static_cast<int64_t>(h & static_cast<uint64_t>(sets - 1));
+  }
+  int64_t sets;
+  int bits;
+  bool hashed;
+};
+
+inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }
 
 struct DramDesc {
   int64_t channels = 1;

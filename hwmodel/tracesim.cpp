@@ -38,7 +38,7 @@ void Traffic::add(const Traffic& o) {
 }
 
 LruCache::LruCache(const CacheDesc& d)
-    : desc_(d), sets_(d.sets()), ways_(d.ways) {
+    : index_(d), sets_(d.sets()), ways_(d.ways) {
   const size_t n = static_cast<size_t>(sets_ * ways_);
   line_.assign(n, 0);
   stamp_.assign(n, 0);
@@ -48,7 +48,7 @@ LruCache::LruCache(const CacheDesc& d)
 }
 
 int64_t LruCache::set_of(uint64_t line) const {
-  return desc_.set_of(static_cast<int64_t>(line));  // modulo or XOR-folded (system.h)
+  return index_(static_cast<int64_t>(line));
 }
 
 LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {

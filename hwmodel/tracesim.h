@@ -38,7 +38,7 @@ class LruCache {
 
  private:
   int64_t set_of(uint64_t line) const;
-  CacheDesc desc_;
+  SetIndex index_;  // modulo or XOR-folded (system.h)
   int64_t sets_, ways_;
   uint64_t clock_ = 0;
   std::vector<uint64_t> line_, stamp_;
