@@ -180,7 +180,7 @@ namespace analytic_detail {
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.
-int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
                             std::vector<int64_t>& touched) {
   int32_t most = 0;
   touched.clear();
@@ -191,7 +191,7 @@ int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets
       for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
         if (l == last) continue;
         last = l;
-        most = tally_line(l, sets, count, touched, most);
+        most = tally_line(l, set_of, count, touched, most);
       }
     }
   for (int64_t st : touched) count[st] = 0;

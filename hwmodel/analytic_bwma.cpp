@@ -24,6 +24,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // (below: output panels, input panels, weight tiles). If the most lines any set gets from
   // each group adds up to at most the ways, no line of that window's reuse misses.
   const int64_t sets = s.llc.sets();
+  const SetIndex set_of(s.llc);
   const auto extent = [&](const MatrixView& v) {
     const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
     return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
@@ -37,7 +38,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   std::vector<int32_t> count(can_skip ? sets : 0, 0);
   std::vector<int64_t> touched;
   auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
-    return most_lines_in_a_set(sweeps, L, sets, count, touched);
+    return most_lines_in_a_set(sweeps, L, set_of, count, touched);
   };
   std::vector<int32_t> max_a(can_skip ? KT : 0);
   for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
@@ -236,7 +237,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         for (int64_t c = 0; c < act; ++c)
           rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
             double extra = 0;
-            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (la % sets == l % sets); });
+            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
             if (!win.overflowing(l, extra)) return;
             auto& v = miss[c][kb];
             const uint64_t at = static_cast<uint64_t>(l) * L;

@@ -178,18 +178,19 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
 void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
 
-// Counts line l once more in its LLC set (modulo index) and returns the larger of `most` and
-// that set's count. `touched` lists the sets counted so far, so the caller can clear `count`.
-inline int32_t tally_line(int64_t l, int64_t sets, std::vector<int32_t>& count,
+// Counts line l once more in its LLC set (modulo or hashed index, SetIndex) and
+// returns the larger of `most` and that set's count. `touched` lists the sets counted so
+// far, so the caller can clear `count`.
+inline int32_t tally_line(int64_t l, const SetIndex& set_of, std::vector<int32_t>& count,
                           std::vector<int64_t>& touched, int32_t most) {
-  const int64_t st = l % sets;
+  const int64_t st = set_of(l);
   if (count[st]++ == 0) touched.push_back(st);
   return std::max(most, count[st]);
 }
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.
-int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, int64_t sets, std::vector<int32_t>& count,
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
                             std::vector<int64_t>& touched);
 
 }  // namespace bertlab::hw::analytic_detail

@@ -189,6 +189,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       k_miss.y.resize(act);
       k_miss.a.resize(act);
       const int64_t sets = s.llc.sets(), ways = s.llc.ways;
+      const SetIndex set_of(s.llc);
       auto keep = [&](std::vector<Sweep>& v, int64_t l) {
         const uint64_t at = static_cast<uint64_t>(l) * L;
         if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
@@ -229,7 +230,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             row_lines(lines_c, v, m, t2);
             for (int64_t l : lines_c)
               if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
-            for (int64_t l : lines_p) most = tally_line(l, sets, count, touched, most);
+            for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
           }
         for (int64_t st : touched) count[st] = 0;
         return most;
@@ -239,7 +240,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         touched.clear();
         for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
           row_lines(lines_p, b, kb * S + kr, nb);
-          for (int64_t l : lines_p) most = tally_line(l, sets, count, touched, most);
+          for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
         }
         for (int64_t st : touched) count[st] = 0;
         return most;
@@ -281,11 +282,11 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             // cores after c touched theirs in the previous k-step after l, cores before c
             // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
             auto overflows = [&](int64_t c, int64_t l, bool a_line) {
-              const int64_t st = l % sets;
+              const int64_t st = set_of(l);
               same_set.assign(1, l);
               auto take = [&](const std::vector<int64_t>& v) {
                 for (int64_t x : v)
-                  if (x % sets == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
+                  if (set_of(x) == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
               };
               for (int64_t c2 = 0; c2 < act; ++c2) {
                 if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
@@ -330,6 +331,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                             disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
       if (can_skip) {
         const int64_t sets = s.llc.sets();
+        const SetIndex set_of(s.llc);
         std::vector<int32_t> count(sets, 0);
         std::vector<int64_t> touched;
         std::vector<Sweep> av, yv;
@@ -338,7 +340,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
           av.insert(av.end(), v.begin(), v.end());
         }
-        const int32_t most_a = most_lines_in_a_set(av, L, sets, count, touched);
+        const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
         for (int64_t nb = 0; nb + 1 < NT; ++nb) {
           yv.clear();
           for (int64_t c2 = 0; c2 < act; ++c2) {
@@ -347,8 +349,8 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             yv.insert(yv.end(), v.begin(), v.end());
           }
           const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, sets, count, touched) +
-                                  most_lines_in_a_set(wv, L, sets, count, touched) <=
+          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, set_of, count, touched) +
+                                  most_lines_in_a_set(wv, L, set_of, count, touched) <=
                               s.llc.ways;
         }
       }

@@ -5,7 +5,8 @@
 namespace bertlab::hw {
 
 SetLoad::SetLoad(const CacheDesc& c)
-    : uniform_(c.hashed_index || c.sets() <= 1),
+    : uniform_(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets)),
+      index_(c),
       sets_(c.sets()),
       ways_(c.ways),
       line_(c.line_bytes) {
@@ -22,6 +23,16 @@ void SetLoad::add(const Sweep& s) {
   // One contiguous run of lines: whole turns of the set index load every set, the rest
   // loads consecutive sets from the first line's set on.
   auto add_run = [&](int64_t first_line, int64_t n) {
+    if (index_.hashed) {
+      // XOR-folded index (system.h): each aligned block of `sets` lines loads every set
+      // once; the partial blocks at the ends are hashed line by line.
+      const int64_t head = std::min(n, (sets_ - first_line % sets_) % sets_);
+      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += 1;
+      const int64_t whole = (n - head) / sets_;
+      base_ += static_cast<double>(whole);
+      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += 1;
+      return;
+    }
     base_ += static_cast<double>(n / sets_);
     const int64_t rest = n % sets_;
     for (int64_t i = 0; i < rest; ++i) per_set_[(first_line + i) % sets_] += 1;
@@ -30,7 +41,7 @@ void SetLoad::add(const Sweep& s) {
     add_run(static_cast<int64_t>(s.start / line_), n_lines);
     return;
   }
-  if (s.stride % line_ == 0) {
+  if (s.stride % line_ == 0 && !index_.hashed) {
     // Segments at a whole-line stride: line offset o of segment i is line b + o + i*d, an
     // arithmetic progression modulo the sets with period sets / gcd(d, sets).
     const int64_t d = s.stride / line_;
@@ -44,16 +55,16 @@ void SetLoad::add(const Sweep& s) {
     }
     return;
   }
-  // Other strides: the segments' lines one by one (a segment's lines are consecutive;
-  // a line shared with the previous segment is counted once).
+  // Other strides (and strided sweeps under a hashed index): segment by segment, each a
+  // run of consecutive lines (a line shared with the previous segment is counted once).
   int64_t last = -1;
   for (int64_t i = 0; i < s.count; ++i) {
     const uint64_t a = s.start + i * s.stride;
-    for (int64_t ln = static_cast<int64_t>(a / line_); ln <= static_cast<int64_t>((a + s.width - 1) / line_); ++ln) {
-      if (ln == last) continue;
-      per_set_[ln % sets_] += 1;
-      last = ln;
-    }
+    int64_t lo = static_cast<int64_t>(a / line_);
+    const int64_t hi = static_cast<int64_t>((a + s.width - 1) / line_);
+    if (lo == last) ++lo;
+    if (lo <= hi) add_run(lo, hi - lo + 1);
+    last = hi;
   }
 }
 

@@ -13,6 +13,14 @@
 
 namespace bertlab::hw {
 
+// Hashed (XOR-folded, CacheDesc::set_of) indexes are resolved per set up to this many sets;
+// larger hashed caches are treated as uniformly loaded (the capacity test: the hash spreads
+// each aligned block of `sets` lines evenly, so contiguous footprints load the sets within
+// a line or two of the mean). A speed limit, not a property of the cache: the per-set
+// windows cost O(sets) and a loop over the rows per window, which made the paper system's
+// 1 MB, 2048-set LLC ~200x slower (docs/hwmodel.md, "Hashed set index").
+inline constexpr int64_t kMaxResolvedHashedSets = 512;
+
 class SetLoad {
  public:
   explicit SetLoad(const CacheDesc& c);
@@ -24,28 +32,30 @@ class SetLoad {
   void add(const SetLoad& o);
   // `n` lines (negative: fewer) in the set of `line` (set-resolved only).
   void add_line(int64_t line, double n) {
-    if (!uniform_) per_set_[line % sets_] += n;
+    if (!uniform_) per_set_[index_(line)] += n;
   }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;
   double total() const;
-  // True when sets are not resolved (hashed index or one set): then either every line or
+  // True when sets are not resolved (one set, or a large hashed index): then either every line or
   // none is in an overflowing set, as `overflowing()` says for all of them.
   bool uniform() const { return uniform_; }
   bool overflowing_uniform() const { return base_ > ways_ + 1e-9; }
   // Whether this window, with `extra` more lines in that set, holds more lines than the
   // ways in the set of `line` (set-resolved).
   bool overflowing(int64_t line, double extra = 0) const {
-    return base_ + per_set_[line % sets_] + extra > ways_ + 1e-9;
+    return base_ + per_set_[index_(line)] + extra > ways_ + 1e-9;
   }
   // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
   // this window overflows: the lines an LRU cache re-fetches at their next use.
   std::vector<Sweep> overflowing_lines(const std::vector<Sweep>& v) const;
 
  private:
-  // Hashed (XOR-folded) index: sets are treated as uniformly loaded (capacity only).
+  // One set (fully associative), or a hashed index with more than kMaxResolvedHashedSets
+  // sets: the capacity test. Modulo and other hashed indexes are resolved per set.
   bool uniform_;
+  SetIndex index_;  // the line's set (modulo or hashed)
   int64_t sets_, ways_, line_;
   double base_ = 0;              // lines in every set (whole turns of the set index)
   std::vector<double> per_set_;  // lines beyond base_ per set

@@ -3,6 +3,7 @@
 // the core (the tightly coupled accelerator of the arrangement paper), private L1 caches, a
 // shared last-level cache and DRAM. Or a plain CPU described by measured peaks ("cpu" kind),
 // built from the machine.json that `bertlab calibrate` writes. Schema: docs/hwmodel.md.
+#include <bit>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -40,7 +41,35 @@ struct CacheDesc {
   bool hashed_index = false; // set index XOR-folds upper line bits (as LLC slice hashes do)
   int64_t lines() const { return size_bytes / line_bytes; }
   int64_t sets() const { return lines() / ways; }
+  // The set that holds line number `line` (byte address / line_bytes). Modulo index: the
+  // low bits. Hashed index (needs a power-of-two number of sets): the XOR of all the
+  // set-index-wide bit fields of the line number (an XOR-fold), the shape of the XOR hashes
+  // that LLCs use to spread strided data (e.g. Intel's slice/set hashing). It is a bijection
+  // on every aligned block of `sets` lines (the upper bits are constant there), so
+  // contiguous data still fills every set evenly; the cache stays `ways`-way set
+  // associative. Used by the exact simulator (tracesim.cpp) and the analytic model
+  // (setload.cpp, analytic*.cpp) alike, through SetIndex in hot loops.
+  int64_t set_of(int64_t line) const;
 };
+
+// CacheDesc::set_of with the set count and the index width computed once.
+struct SetIndex {
+  explicit SetIndex(const CacheDesc& c)
+      : sets(c.sets()),
+        bits(sets > 0 ? std::countr_zero(static_cast<uint64_t>(sets)) : 0),
+        hashed(c.hashed_index && sets > 1) {}
+  int64_t operator()(int64_t line) const {
+    if (!hashed) return line % sets;
+    uint64_t h = 0;  // XOR-fold (CacheDesc::set_of)
+    for (uint64_t x = static_cast<uint64_t>(line); x != 0; x >>= bits) h ^= x;
+    return static_cast<int64_t>(h & static_cast<uint64_t>(sets - 1));
+  }
+  int64_t sets;
+  int bits;
+  bool hashed;
+};
+
+inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }
 
 struct DramDesc {
   int64_t channels = 1;

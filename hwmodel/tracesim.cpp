@@ -38,8 +38,7 @@ void Traffic::add(const Traffic& o) {
 }
 
 LruCache::LruCache(const CacheDesc& d)
-    : sets_(d.sets()), ways_(d.ways), hashed_(d.hashed_index) {
-  while ((int64_t{1} << set_bits_) < sets_) ++set_bits_;
+    : index_(d), sets_(d.sets()), ways_(d.ways) {
   const size_t n = static_cast<size_t>(sets_ * ways_);
   line_.assign(n, 0);
   stamp_.assign(n, 0);
@@ -49,12 +48,7 @@ LruCache::LruCache(const CacheDesc& d)
 }
 
 int64_t LruCache::set_of(uint64_t line) const {
-  if (!hashed_ || set_bits_ == 0) return static_cast<int64_t>(line % sets_);
-  // XOR-fold the upper line bits into the index: a bijection on every aligned block of
-  // `sets` lines (contiguous data still spreads evenly), strided data spreads too.
-  uint64_t h = 0;
-  for (uint64_t x = line; x != 0; x >>= set_bits_) h ^= x;
-  return static_cast<int64_t>(h & (sets_ - 1));
+  return index_(static_cast<int64_t>(line));
 }
 
 LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {

@@ -38,8 +38,8 @@ class LruCache {
 
  private:
   int64_t set_of(uint64_t line) const;
-  int64_t sets_, ways_, set_bits_ = 0;
-  bool hashed_;
+  SetIndex index_;  // modulo or XOR-folded (system.h)
+  int64_t sets_, ways_;
   uint64_t clock_ = 0;
   std::vector<uint64_t> line_, stamp_;
   std::vector<int32_t> tag_;

@@ -90,10 +90,36 @@ TEST_CASE("write queue: a long regular sweep charged at its settled drain rate",
   CHECK(std::abs(capped.row_misses() - exact.row_misses()) <= 0.02 * exact.row_misses());
 }
 
+// Modulo and hashed (XOR-folded) set indexes: the per-set counts of SetLoad's closed forms
+// (whole turns of the index, aligned blocks under the hash) against a line-by-line tally
+// through CacheDesc::set_of.
+// The hashed index is a bijection on each aligned block of `sets` lines (so contiguous data
+// fills the sets evenly) and spreads a power-of-two stride over the sets, which the modulo
+// index folds onto one set.
+TEST_CASE("hashed set index: a bijection on aligned blocks that spreads strides", "[hwmodel]") {
+  for (int64_t ways : {1, 2, 8}) {
+    const CacheDesc hashed{16384, ways, 64, 1, true}, modulo{16384, ways, 64, 1, false};
+    const int64_t sets = hashed.sets();
+    for (int64_t block : {0, 1, 7, 1000}) {
+      std::vector<int> seen(sets, 0);
+      for (int64_t l = block * sets; l < (block + 1) * sets; ++l) seen[hashed.set_of(l)] += 1;
+      CHECK(std::count(seen.begin(), seen.end(), 1) == sets);
+    }
+    std::vector<int64_t> h, m;
+    for (int64_t i = 0; i < ways * 4; ++i) {
+      h.push_back(hashed.set_of(i * sets));
+      m.push_back(modulo.set_of(i * sets));
+    }
+    std::sort(h.begin(), h.end());
+    CHECK(std::unique(h.begin(), h.end()) - h.begin() == static_cast<int64_t>(h.size()));
+    CHECK(std::count(m.begin(), m.end(), m[0]) == static_cast<int64_t>(m.size()));
+  }
+}
+
 TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
   std::mt19937 rng(5);
-  for (int it = 0; it < 300; ++it) {
-    CacheDesc c{int64_t{64} * 64 << (rng() % 3), int64_t{1} << (rng() % 4), 64, 1, false};
+  for (int it = 0; it < 600; ++it) {
+    CacheDesc c{int64_t{64} * 64 << (rng() % 3), int64_t{1} << (rng() % 4), 64, 1, it % 2 == 1};
     const int64_t sets = c.sets(), L = c.line_bytes;
     SetLoad load(c), other(c);
     std::vector<double> per_set(sets, 0), other_set(sets, 0);
@@ -102,12 +128,14 @@ TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
       Sweep s = random_sweep(rng);
       if (rng() % 2) s.stride = s.width + L * (rng() % 9);  // whole-line strides too
       if (rng() % 2) s.start = s.start / L * L;
-      s.start += k * 40000;  // sweeps of one footprint touch disjoint lines
+      if (k == 0 && rng() % 2) s = {s.start, 1, 0, L * (sets * int64_t(1 + rng() % 3) + int64_t(rng() % sets))};
+      if (k == 0) s.stride = std::max(s.stride, s.width);  // one run over several turns
+      s.start += k * 1000000;  // sweeps of one footprint touch disjoint lines
       load.add(s);
-      for (int64_t l : sweep_lines(s, L)) per_set[l % sets] += 1;
-      const Sweep o{s.start + 100000, 1 + int64_t(rng() % 3) * 40, L, L};
+      for (int64_t l : sweep_lines(s, L)) per_set[c.set_of(l)] += 1;
+      const Sweep o{s.start + 500000, 1 + int64_t(rng() % 3) * 40, L, L};
       other.add(o);
-      for (int64_t l : sweep_lines(o, L)) other_set[l % sets] += 1;
+      for (int64_t l : sweep_lines(o, L)) other_set[c.set_of(l)] += 1;
     }
     double total = 0, over = 0;
     for (int64_t i = 0; i < sets; ++i) {
@@ -120,7 +148,7 @@ TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
     REQUIRE(load.lines_over(window) == Approx(over));
     std::vector<Sweep> v{Sweep{static_cast<uint64_t>(rng() % 5000), 1 + int64_t(rng() % 30), 64 + int64_t(rng() % 300), 1 + int64_t(rng() % 64)}};
     int64_t n_over = 0;
-    for (int64_t l : sweep_lines(v[0], L)) n_over += per_set[l % sets] + other_set[l % sets] > c.ways;
+    for (int64_t l : sweep_lines(v[0], L)) n_over += per_set[c.set_of(l)] + other_set[c.set_of(l)] > c.ways;
     REQUIRE(lines_of(window.overflowing_lines(v), L) == n_over);
   }
 }
