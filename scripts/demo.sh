@@ -6,15 +6,16 @@
 # weights, and reports the pretraining curve and both POS accuracies against the
 # most-frequent-tag baseline (scripts/finetune_pos.sh). Leaves Hugging Face model directories
 # in $BERTLAB_OUT (default: out/): bert-mini-brown (pretrained), pos-pretrained, pos-scratch.
-# BERTLAB_STEPS sets the pretraining steps (default 800, batch 32); BERTLAB_FT_STEPS the steps of
-# each fine-tuning run (default 1200, batch 16; BERTLAB_STEPS alone sets both, for short checks).
+# BERTLAB_STEPS sets the pretraining steps (default 3000, batch 8); BERTLAB_FT_STEPS the steps of
+# each fine-tuning run (default 1200, batch 16; BERTLAB_STEPS alone sets both, for short checks,
+# which also evaluate the pretraining on 4 batches only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh corpus
 scripts/build.sh
 start=$(date +%s)
 out=${BERTLAB_OUT:-out}
-steps=${BERTLAB_STEPS:-800}
+steps=${BERTLAB_STEPS:-3000}
 export BERTLAB_FT_STEPS=${BERTLAB_FT_STEPS:-${BERTLAB_STEPS:-1200}}
 mkdir -p "$out"
 bin=./build/bertlab
@@ -22,11 +23,11 @@ bin=./build/bertlab
 # Packed sequences: no padding and no sentence pairs (masked LM only).
 [ -f "$out/brown-128-packed/meta.json" ] ||
   $bin prepare --corpus brown --vocab "$out/vocab" --seq-len 128 --pack --out "$out/brown-128-packed" 2>/dev/null
-# Masked LM only, no dropout, batch 32, one-cycle schedule to a peak of 2e-3, bf16 GEMMs when
-# the CPU has them.
+# Masked LM only, no dropout, batch 8, one-cycle schedule to a peak of 2e-3, bf16 GEMMs when
+# the CPU has them (the best of scripts/recipe_study.sh, docs/training.md).
 $bin train --config configs/bert-mini.json --data "$out/brown-128-packed" --out "$out/bert-mini-brown" --overwrite \
-  --max-steps "$steps" --batch-size 32 --lr 2e-3 --lr-schedule one-cycle --no-nsp --no-dropout --precision auto \
-  --weight-decay 0.01 --optimizer adamw --eval-steps $(( steps >= 4 ? steps / 4 : 1 )) --eval-batches 1000 \
+  --max-steps "$steps" --batch-size 8 --lr 2e-3 --lr-schedule one-cycle --no-nsp --no-dropout --precision auto \
+  --weight-decay 0.01 --optimizer adamw --eval-steps $(( steps >= 4 ? steps / 4 : 1 )) --eval-batches $(( steps >= 400 ? 1000 : 4 )) \
   --save-steps "$steps" --log-steps $(( steps >= 8 ? steps / 8 : 1 ))
 scripts/finetune_pos.sh "$out/bert-mini-brown" "$out"
 echo "main job: $(( $(date +%s) - start )) s after the build on $(nproc) cores; models in $out/ (bert-mini-brown, pos-pretrained, pos-scratch)"
