@@ -56,6 +56,23 @@ run 8-fp32        "$model" packed-128     packed-128 8  "${common[@]}" --lr 2e-3
 # Half the sequence length: twice the sequences for the same tokens.
 seqs=$((seqs * 2)) run 10-seq-64  "$model" packed-64 packed-64 16 "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision bf16 --no-nsp --no-dropout
 
+# BERTLAB_STUDY_POS=1: POS tagging fine-tuned from run 5 and, the same way, from random
+# weights (300 steps of 16 sentences, lr 1e-3, evaluation truncated to 64 tokens).
+if [ "${BERTLAB_STUDY_POS:-0}" = 1 ] && [ -f "$runs/5-one-cycle/model.safetensors" ]; then
+  [ -f "$base/brown-pos/meta.json" ] || $bin prepare --task pos --corpus brown --out "$base/brown-pos" >/dev/null
+  for init in pretrained scratch; do
+    extra=()
+    [ "$init" = scratch ] && extra=(--from-scratch)
+    [ -f "$runs/pos-$init/eval_results.json" ] ||
+      $bin finetune --task token-cls --model "$runs/5-one-cycle" --train "$base/brown-pos/train.conll" \
+        --eval "$base/brown-pos/eval.conll" --out "$runs/pos-$init" --overwrite --max-steps 300 --batch-size 16 \
+        --max-seq-length 64 --eval-max-seq-length 64 --learning-rate 1e-3 --warmup-ratio 0.1 --eval-steps 300 \
+        --threads "$threads" --precision bf16 "${extra[@]}" > "$runs/pos-$init.txt" 2>&1
+    echo "POS from run 5, $init: $(grep '^eval:' "$runs/pos-$init.txt")"
+  done
+  echo "POS most-frequent-tag baseline: $(/usr/bin/python3 -c 'import json,sys; print(round(100*json.load(open(sys.argv[1]))["most_frequent_tag_accuracy"],1))' "$base/brown-pos/meta.json")%"
+fi
+
 /usr/bin/python3 - "$runs" "$model" <<'PY'
 import json, os, sys
 out, model = sys.argv[1], sys.argv[2]
