@@ -6,8 +6,8 @@
 # weights, and reports the pretraining curve and both POS accuracies against the
 # most-frequent-tag baseline (scripts/finetune_pos.sh). Leaves Hugging Face model directories
 # in $BERTLAB_OUT (default: out/): bert-mini-brown (pretrained), pos-pretrained, pos-scratch.
-# BERTLAB_STEPS sets the pretraining steps (default 3000, batch 8); BERTLAB_FT_STEPS the steps of
-# each fine-tuning run (default 1200, batch 16; BERTLAB_STEPS alone sets both, for short checks,
+# BERTLAB_STEPS sets the pretraining steps (default 2500, batch 8); BERTLAB_FT_STEPS the steps of
+# each fine-tuning run (default 1000, batch 16; BERTLAB_STEPS alone sets both, for short checks,
 # which also evaluate the pretraining on 4 batches only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,8 +15,8 @@ scripts/setup.sh corpus
 scripts/build.sh
 start=$(date +%s)
 out=${BERTLAB_OUT:-out}
-steps=${BERTLAB_STEPS:-3000}
-export BERTLAB_FT_STEPS=${BERTLAB_FT_STEPS:-${BERTLAB_STEPS:-1200}}
+steps=${BERTLAB_STEPS:-2500}
+export BERTLAB_FT_STEPS=${BERTLAB_FT_STEPS:-${BERTLAB_STEPS:-1000}}
 mkdir -p "$out"
 bin=./build/bertlab
 [ -f "$out/vocab/vocab.txt" ] || $bin vocab --corpus brown --vocab-size 8000 --out "$out/vocab"

@@ -3,14 +3,14 @@
 # pretrained model, fine-tunes the same model shape from random weights the same way (the gain
 # from pretraining), and reports both against the most-frequent-tag baseline.
 #   scripts/finetune_pos.sh MODEL_DIR [OUT]    (after scripts/demo.sh: MODEL_DIR=out/bert-mini-brown)
-# BERTLAB_FT_STEPS sets the optimizer steps of each run (default 1200, batch 16, about a third
+# BERTLAB_FT_STEPS sets the optimizer steps of each run (default 1000, batch 16, about 30%
 # of an epoch of the 54,650 training sentences), BERTLAB_FT_LR the peak learning rate (5e-4).
 # bf16 GEMMs when the CPU has them (--precision auto).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: scripts/finetune_pos.sh MODEL_DIR [OUT]}
 out=${2:-out}
-steps=${BERTLAB_FT_STEPS:-1200}
+steps=${BERTLAB_FT_STEPS:-1000}
 lr=${BERTLAB_FT_LR:-5e-4}
 bin=./build/bertlab
 mkdir -p "$out"
