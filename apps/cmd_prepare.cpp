@@ -90,6 +90,8 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--short-seq-prob", p.short_seq_prob, "Probability of a shorter target length")->capture_default_str();
   cmd->add_option("--dupe-factor", p.dupe_factor, "Passes over the corpus, each masked differently")->capture_default_str();
   cmd->add_flag("--whole-word-mask", p.whole_word_mask, "Mask all pieces of a word together");
+  cmd->add_flag("--pack", p.pack,
+                "No sentence pairs: fill every sequence with consecutive text, [SEP] between documents (for train --no-nsp)");
   cmd->add_option("--seed", p.seed, "Random seed (output is identical for any thread count)")->capture_default_str();
   cmd->add_option("--eval-fraction", p.eval_fraction, "Fraction of documents held out for evaluation")->capture_default_str();
   cmd->add_option("--instances-per-shard", p.instances_per_shard, "Instances per shard file")->capture_default_str();

@@ -49,8 +49,13 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (must match the data)");
   cmd->add_option("--lr", o.lr, "Peak learning rate")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--lr-schedule", o.schedule, "linear, polynomial or constant after warmup")
-      ->check(CLI::IsMember({"linear", "polynomial", "constant"}));
+  cmd->add_option("--lr-schedule", o.schedule,
+                  "linear, polynomial or constant after warmup; one-cycle: linear up to the peak at --warmup-steps "
+                  "(default: half of --max-steps), then linearly down to 0")
+      ->check(CLI::IsMember({"linear", "polynomial", "constant", "one-cycle"}));
+  cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
+  cmd->add_flag("--no-dropout{false}", o.dropout,
+                "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
   cmd->add_option("--power", o.power, "Power of the polynomial decay");
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(CLI::NonNegativeNumber);
   cmd->add_option("--optimizer", c->optimizer, "adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));

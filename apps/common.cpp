@@ -10,6 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/error.h"
+#include "ops/peak.h"
 #include "runtime/fusion.h"
 
 namespace bertlab::app {
@@ -30,9 +31,14 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
 
 void add_precision_option(CLI::App& cmd, Precision& precision) {
   cmd.add_option_function<std::string>(
-         "--precision", [&precision](const std::string& s) { precision = precision_from_string(s, "--precision"); },
-         "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision)")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+         "--precision",
+         [&precision](const std::string& s) {
+           precision = s == "auto" ? (ops::cpu_has_bf16() ? Precision::bf16 : Precision::fp32)
+                                   : precision_from_string(s, "--precision");
+         },
+         "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision); "
+         "auto: bf16 when the CPU has a native bf16 matmul (avx512_bf16 or AMX), else fp32")
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
 }
 
 BertConfig resolve_config(const std::string& path) {

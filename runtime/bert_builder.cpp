@@ -129,9 +129,12 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) x = b.encoder_layer(i, x, mask_bias);
   if (!train) g.mark_output(x, "last_hidden_state");
 
-  // BertForTokenClassification has no pooler (add_pooling_layer=False).
+  // BertForTokenClassification has no pooler (add_pooling_layer=False); neither has a
+  // masked-LM-only training graph (BertForMaskedLM), whose pooler and NSP parameters are
+  // then left out of the graph: no gradient, no update.
+  const bool mlm_only = train && run.heads == Heads::pretraining && !run.nsp;
   int pooled = -1;
-  if (run.heads != Heads::token_classification) {
+  if (run.heads != Heads::token_classification && !mlm_only) {
     int cls = g.apply(OpKind::first_token, "pooler.first_token", {x});
     int pooled_pre = b.linear("pooler.dense", "bert.pooler.dense", cls, H, H);
     pooled = g.apply(OpKind::activation, "pooler.tanh", {pooled_pre}, {{"activation", "tanh"}});
@@ -171,12 +174,14 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     t = b.layernorm("mlm.layernorm", "cls.predictions.transform.LayerNorm", t);
     int decoder_bias = b.weight("cls.predictions.bias", {c.vocab_size}, false);
     int logits = g.apply(OpKind::linear, "mlm.decoder", {t, word, decoder_bias});
-    int nsp = b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
+    int nsp = mlm_only ? -1 : b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
     if (train) {
       int labels = g.add_tensor("masked_lm_labels", {B * P}, DType::i32, Role::input);
-      int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
       g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", "mlm"}}), "mlm_loss");
-      g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", "nsp"}}), "nsp_loss");
+      if (!mlm_only) {
+        int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
+        g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", "nsp"}}), "nsp_loss");
+      }
     } else {
       g.mark_output(logits, "mlm_logits");
       g.mark_output(nsp, "nsp_logits");
@@ -192,12 +197,14 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   if (train) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
+    if (run.heads == Heads::pretraining) g.meta["run"]["nsp"] = run.nsp;
     g.meta["run"]["optimizer"] = run.optimizer;
     g.meta["run"]["world_size"] = run.world_size;
     // The classifier loss ("loss": "classifier") is divided by StepContext::nsp_denominator:
     // the labelled sequences or tokens of the whole accumulated batch.
     if (classifier) g.meta["run"]["num_labels"] = run.num_labels;
     append_backward(g, classifier ? std::vector<std::string>{"classifier.loss"}
+                       : mlm_only ? std::vector<std::string>{"mlm.loss"}
                                   : std::vector<std::string>{"mlm.loss", "nsp.loss"});
     if (run.world_size > 1) append_allreduce(g, run.world_size);
     append_optimizer(g, run.optimizer);

@@ -50,6 +50,8 @@ struct RunSpec {
   // Training only:
   int64_t max_predictions = 0;     // masked positions per sequence; 0: ceil(0.15 * seq)
   bool dropout = true;             // dropout nodes with the config's probabilities
+  bool nsp = true;                 // pretraining heads: false trains the masked LM alone (no
+                                   // pooler, NSP head or loss in the graph, as BertForMaskedLM)
   std::string optimizer = "adamw"; // adamw | lamb
   int64_t world_size = 1;          // data-parallel ranks: > 1 adds the gradient allreduce
   int64_t predictions() const { return max_predictions > 0 ? max_predictions : (seq * 15 + 99) / 100; }

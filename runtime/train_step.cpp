@@ -37,12 +37,14 @@ TrainStepper::TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint6
 
 StepStats TrainStepper::collect(Executor& ex, StepStats acc) const {
   const float* mlm = ex.output("mlm_loss");
-  const float* nsp = ex.output("nsp_loss");
   acc.mlm_loss += mlm[0];
   acc.mlm_accuracy += mlm[1];
   acc.masked += static_cast<int64_t>(mlm[2]);
-  acc.nsp_loss += nsp[0];
-  acc.sequences += static_cast<int64_t>(nsp[2]);
+  if (run_.nsp) {
+    const float* nsp = ex.output("nsp_loss");
+    acc.nsp_loss += nsp[0];
+    acc.sequences += static_cast<int64_t>(nsp[2]);
+  }
   return acc;
 }
 

@@ -20,10 +20,11 @@ namespace fs = std::filesystem;
 float learning_rate(const TrainOptions& o, int64_t step) {
   // As Hugging Face's schedules, evaluated at the 0-based index of the step.
   const double t = static_cast<double>(step - 1);
-  if (o.warmup_steps > 0 && t < o.warmup_steps) return static_cast<float>(o.lr * t / o.warmup_steps);
+  const int64_t warmup = o.schedule == "one-cycle" && o.warmup_steps == 0 ? o.max_steps / 2 : o.warmup_steps;
+  if (warmup > 0 && t < warmup) return static_cast<float>(o.lr * t / warmup);
   if (o.schedule == "constant") return o.lr;
-  const double span = std::max<double>(1, o.max_steps - o.warmup_steps);
-  const double left = std::max(0.0, 1.0 - (t - o.warmup_steps) / span);
+  const double span = std::max<double>(1, o.max_steps - warmup);
+  const double left = std::max(0.0, 1.0 - (t - warmup) / span);
   return static_cast<float>(o.lr * (o.schedule == "polynomial" ? std::pow(left, o.power) : left));
 }
 
@@ -249,6 +250,9 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
   const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
+  check(!o.nsp || !train_set.packed(),
+        "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
+        o.data.string());
   check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
         o.seq_len, S, o.data.string());
 
@@ -281,21 +285,27 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
   run.precision = o.precision;
   run.world_size = W;
+  run.nsp = o.nsp;
+  run.dropout = o.dropout;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
   nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
                            {"seed", o.seed},               {"batch_size", o.batch_size},
                            {"accum_steps", o.accum_steps}, {"seq_len", S},
                            {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
-                           {"world_size", W},
+                           {"world_size", W},              {"nsp", o.nsp},
+                           {"dropout", o.dropout},
                            {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}};
   agree_across_ranks(world, run_state, o, config);
   int64_t start = 0;
   if (!o.resume.empty()) {
     auto saved = load_checkpoint(o.resume, model, stepper.state());
     saved.emplace("world_size", 1);  // checkpoints from before data parallelism
+    saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
+    saved.emplace("dropout", true);
     const std::string state_file = (o.resume / "trainer_state.json").string();
-    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size"}) {
+    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size",
+                            "nsp", "dropout"}) {
       check(saved.contains(key), "{}: field '{}' is missing", state_file, key);
       check(saved.at(key) == run_state.at(key),
             "cannot resume {} exactly: {} was {} there, {} now", o.resume.string(), key,

@@ -24,7 +24,12 @@ struct TrainOptions {
   int64_t seq_len = 0;               // 0: the data's sequence length
   float lr = 1e-4f;
   int64_t warmup_steps = 0;
-  std::string schedule = "linear";   // linear | polynomial | constant (after warmup)
+  std::string schedule = "linear";   // linear | polynomial | constant (after warmup), or
+                                     // one-cycle: linear up to the peak at warmup_steps (default:
+                                     // half of max_steps), then linearly down to 0
+  bool nsp = true;                   // false: masked LM only (no NSP head or loss)
+  bool dropout = true;               // false: no dropout while training (the saved config keeps
+                                     // its probabilities, for fine-tuning)
   float power = 1.0f;                // polynomial decay power
   OptimizerConfig optimizer;
   uint64_t seed = 42;
@@ -44,7 +49,8 @@ struct TrainEvent {
   std::string path;              // checkpoint: where it was written
 };
 
-// Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps.
+// Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps
+// (one-cycle: the warmup is half of max_steps unless warmup_steps is given).
 float learning_rate(const TrainOptions& o, int64_t step);
 
 // Runs training; reports through `on_event` (the app prints). Stops early, after writing a

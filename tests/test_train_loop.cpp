@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "runtime/bert_builder.h"
 #include "runtime/trainer.h"
 #include "test_configs.h"
 #include "test_util.h"
@@ -185,4 +186,95 @@ TEST_CASE("Divergence stops with the step and the first non-finite tensor", "[tr
   std::vector<float> after(m.params.arena(), m.params.arena() + m.params.arena_size());
   CHECK(std::equal(before.begin(), before.end(), after.begin(), after.end(),
                    [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+}
+
+TEST_CASE("Masked-LM-only training has no pooler or NSP head and the same masked-LM loss", "[train][nsp]") {
+  const BertConfig c = small_config();
+  const int64_t S = 12, P = 3, B = 4;
+  RunSpec r;
+  r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = false, r.mode = "train", r.nsp = false;
+  const Graph g = build_bert(c, r);
+  for (const auto& t : g.tensors()) {
+    INFO(t.name);
+    CHECK_FALSE(t.name.starts_with("cls.seq_relationship"));
+    CHECK_FALSE(t.name.starts_with("bert.pooler"));
+    CHECK(t.name != "next_sentence_labels");
+  }
+  StepStats s_nsp;
+  {
+    Model with_nsp = init_model(c, Heads::pretraining, 7);
+    RunSpec rr = r;
+    rr.nsp = true;
+    TrainStepper stepper(with_nsp, rr, OptimizerConfig{}, 1);
+    std::vector<BertInputs> micro{random_batch(c, 0, B, S, P)};
+    s_nsp = stepper.step(micro, 1, 1e-3f);
+  }
+  Model init = init_model(c, Heads::pretraining, 7);
+  Model m = init_model(c, Heads::pretraining, 7);
+  RunSpec rr = r;
+  TrainStepper stepper(m, rr, OptimizerConfig{}, 1);
+  std::vector<BertInputs> micro{random_batch(c, 0, B, S, P)};
+  const StepStats s = stepper.step(micro, 1, 1e-3f);
+  // The masked-LM loss does not depend on the NSP head (dropout off): equal up to rounding.
+  CHECK(s.mlm_loss == Approx(s_nsp.mlm_loss).epsilon(1e-6));
+  CHECK(s.nsp_loss == 0);
+  CHECK(s_nsp.nsp_loss > 0);
+  int untouched = 0, moved = 0;
+  for (const auto& p : m.params.params()) {
+    const bool head = p.name.starts_with("cls.seq_relationship") || p.name.starts_with("bert.pooler");
+    const float* now = m.params.data(p.name);
+    const float* before = init.params.data(p.name);
+    const float* grad = stepper.state().grads.data(p.name);
+    bool same = true, zero_grad = true;
+    for (int64_t i = 0; i < p.numel(); ++i) same &= now[i] == before[i], zero_grad &= grad[i] == 0.f;
+    INFO(p.name);
+    if (head) {
+      CHECK(same);
+      CHECK(zero_grad);
+      ++untouched;
+    } else if (!same) {
+      ++moved;
+    }
+  }
+  CHECK(untouched == 4);  // pooler and NSP weight and bias: saved as initialised, as HF's BertForPreTraining expects
+  CHECK(moved > 10);
+}
+
+TEST_CASE("Without dropout the training forward equals the evaluation forward", "[train][dropout]") {
+  const BertConfig c = small_config();
+  const int64_t S = 12, P = 3, B = 4;
+  for (bool dropout : {false, true}) {
+    Model m = init_model(c, Heads::pretraining, 3);
+    RunSpec r;
+    r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = dropout;
+    TrainStepper stepper(m, r, OptimizerConfig{}, 1);
+    const BertInputs batch = random_batch(c, 0, B, S, P);
+    const StepStats eval = stepper.evaluate(batch);  // never has dropout
+    std::vector<BertInputs> micro{batch};
+    const StepStats train = stepper.step(micro, 1, 1e-3f);  // losses of the forward before the update
+    INFO("dropout " << dropout << ": train loss " << train.loss() << ", eval loss " << eval.loss());
+    if (dropout)
+      CHECK(std::abs(train.loss() - eval.loss()) > 1e-4);
+    else
+      CHECK(train.loss() == eval.loss());
+  }
+}
+
+TEST_CASE("The one-cycle schedule is triangular: linear up to the peak, linear down to 0", "[train][schedule]") {
+  TrainOptions o;
+  o.lr = 2e-3f;
+  o.max_steps = 10;
+  o.schedule = "one-cycle";
+  // Hugging Face's convention: the schedule is evaluated at the 0-based step index t.
+  auto expected = [&](int64_t t, double peak_at) {
+    return t < peak_at ? 2e-3 * t / peak_at : 2e-3 * (o.max_steps - t) / (o.max_steps - peak_at);
+  };
+  for (int64_t step = 1; step <= 10; ++step) CHECK(learning_rate(o, step) == Approx(expected(step - 1, 5)).margin(1e-9));
+  CHECK(learning_rate(o, 6) == Approx(2e-3));  // the peak in the middle
+  CHECK(learning_rate(o, 1) == 0);
+  o.warmup_steps = 2;  // an explicit peak
+  for (int64_t step = 1; step <= 10; ++step) CHECK(learning_rate(o, step) == Approx(expected(step - 1, 2)).margin(1e-9));
+  o.schedule = "linear";  // unchanged: the warmup is only what is given
+  o.warmup_steps = 0;
+  CHECK(learning_rate(o, 1) == Approx(2e-3));
 }

@@ -227,6 +227,33 @@ MaskingSpec masking_spec(const BertTokenizer& tokenizer, const PrepareOptions& o
   return spec;
 }
 
+std::vector<Instance> packed_instances(const std::vector<TokenizedDocument>& docs,
+                                       const BertTokenizer& tok, const PrepareOptions& o,
+                                       const MaskingSpec& spec, Rng& rng, SplitStats& stats) {
+  std::vector<Instance> out;
+  Instance inst;
+  auto start = [&] {
+    inst = Instance{};
+    inst.tokens.reserve(o.max_seq_length);
+    inst.tokens.push_back(tok.cls_id());
+  };
+  auto push = [&](std::int32_t id) {
+    inst.tokens.push_back(id);
+    if (inst.tokens.size() < o.max_seq_length) return;
+    inst.len_a = static_cast<std::uint16_t>(o.max_seq_length - 2);  // every token type 0
+    mask_tokens(inst.tokens, spec, rng, inst.masked_positions, inst.masked_labels, &stats.masking);
+    stats.tokens += inst.tokens.size();
+    out.push_back(std::move(inst));
+    start();
+  };
+  start();
+  for (const auto& doc : docs) {
+    for (std::int32_t id : doc.ids) push(id);
+    push(tok.sep_id());
+  }
+  return out;
+}
+
 std::vector<Instance> create_instances(const std::vector<TokenizedDocument>& docs,
                                        const BertTokenizer& tokenizer, const PrepareOptions& o,
                                        std::uint64_t stream, SplitStats& stats,
@@ -239,6 +266,20 @@ std::vector<Instance> create_instances(const std::vector<TokenizedDocument>& doc
   check(o.dupe_factor >= 1, "dupe-factor must be at least 1");
   const auto kinds = token_kinds(tokenizer);
   const MaskingSpec spec = masking_spec(tokenizer, o, kinds);
+  if (o.pack) {
+    // Sequential within a pass (the documents run into each other); one stream per pass.
+    std::vector<Instance> all;
+    for (std::size_t dupe = 0; dupe < o.dupe_factor; ++dupe) {
+      Rng rng(o.seed, {stream, dupe, 0xBAC4});
+      for (auto& inst : packed_instances(docs, tokenizer, o, spec, rng, stats)) all.push_back(std::move(inst));
+      if (progress) progress("instances", dupe + 1, o.dupe_factor);
+    }
+    Rng shuffle_rng(o.seed, {stream, 0xF1A7});
+    shuffle_rng.shuffle(all.begin(), all.end());
+    stats.documents = docs.size();
+    stats.instances = all.size();
+    return all;
+  }
   const std::size_t tasks = o.dupe_factor * docs.size();
   std::vector<std::vector<Instance>> per_task(tasks);
   std::vector<SplitStats> per_task_stats(tasks);
@@ -276,7 +317,7 @@ PrepareStats prepare_pretraining_data(const std::vector<Document>& corpus,
   for (std::size_t d = 0; d < tokenized.size(); ++d)
     if (tokenized[d].sentences() > 0) nonempty.push_back(d);
   const auto split = split_documents(nonempty.size(), o.eval_fraction, o.seed);
-  check(split.train.size() >= 2,
+  check(split.train.size() >= (o.pack ? 1u : 2u),
         "corpus too small: {} non-empty documents leave {} for training after holding out {} "
         "for evaluation; next-sentence pairs need at least 2 training documents",
         nonempty.size(), split.train.size(), split.eval.size());
@@ -333,6 +374,7 @@ PrepareStats prepare_pretraining_data(const std::vector<Document>& corpus,
         {"short_seq_prob", o.short_seq_prob},
         {"dupe_factor", o.dupe_factor},
         {"whole_word_mask", o.whole_word_mask},
+        {"packed", o.pack},
         {"seed", o.seed},
         {"eval_fraction", o.eval_fraction},
         {"vocab_size", tokenizer.vocab().size()},

@@ -23,6 +23,10 @@ struct PrepareOptions {
   double short_seq_prob = 0.1;
   std::size_t dupe_factor = 1;
   bool whole_word_mask = false;
+  // Sequence packing without padding (RoBERTa's FULL-SENTENCES, Cramming): no sentence
+  // pairs; every sequence is [CLS] and then max_seq_length - 1 consecutive tokens of the
+  // split's documents, one after another with a [SEP] after each document.
+  bool pack = false;
   std::uint64_t seed = 12345;
   double eval_fraction = 0.05;
   std::size_t instances_per_shard = 1 << 16;
@@ -77,6 +81,14 @@ std::vector<Instance> create_instances(const std::vector<TokenizedDocument>& doc
                                        const BertTokenizer& tokenizer, const PrepareOptions& options,
                                        std::uint64_t stream, SplitStats& stats,
                                        const Progress& progress = {});
+
+// Packed instances of one dupe pass (see PrepareOptions::pack), in document order before any
+// shuffle: the documents are concatenated in the order given, each followed by [SEP], and cut
+// into sequences of exactly max_seq_length tokens, each starting with [CLS] (segment A is the
+// whole sequence, all token types 0); a last piece shorter than that is dropped.
+std::vector<Instance> packed_instances(const std::vector<TokenizedDocument>& docs,
+                                       const BertTokenizer& tokenizer, const PrepareOptions& options,
+                                       const MaskingSpec& spec, Rng& rng, SplitStats& stats);
 
 // The whole pipeline: tokenise, hold out, make instances, write shards, meta.json and a copy
 // of the vocabulary into `out_dir` (built under a temporary name, then renamed).

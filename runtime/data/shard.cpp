@@ -143,7 +143,7 @@ Shard Shard::open(const fs::path& file) {
     auto tokens = get_at<std::uint16_t>(b, at), len_a = get_at<std::uint16_t>(b, at + 2),
          masked = get_at<std::uint16_t>(b, at + 6);
     check(end - at == kRecordHeaderBytes + 4u * tokens + 6u * masked, "{}: record {}: size does not match its counts", name, i);
-    check(tokens <= s.info_.max_seq_length && masked <= s.info_.max_predictions && len_a + 3u <= tokens,
+    check(tokens <= s.info_.max_seq_length && masked <= s.info_.max_predictions && len_a + 2u <= tokens,
           "{}: record {}: {} tokens, {} in segment A, {} masked exceed the shard limits", name, i, tokens, len_a, masked);
     // Ids index the embedding table and positions the sequence: both must be in range.
     const std::size_t ids = at + kRecordHeaderBytes, positions = ids + 4u * tokens, labels = positions + 2u * masked;
@@ -241,6 +241,7 @@ PretrainingDataset::PretrainingDataset(const fs::path& dir, const std::string& s
         meta_name, o.masked_lm_prob);
   o.max_predictions_per_seq = max_predictions_;
   o.whole_word_mask = field("whole_word_mask", false, &nlohmann::json::is_boolean, "true or false");
+  packed_ = field("packed", false, &nlohmann::json::is_boolean, "true or false");
   kinds_ = token_kinds(tokenizer);
   pad_id_ = tokenizer.pad_id();
   spec_ = masking_spec(tokenizer, o, kinds_);

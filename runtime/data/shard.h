@@ -75,6 +75,8 @@ class PretrainingDataset {
   std::size_t seq_len() const { return seq_len_; }
   std::size_t max_predictions() const { return max_predictions_; }
   std::size_t vocab_size() const { return vocab_size_; }
+  // Prepared with --pack: single-segment sequences without next-sentence labels.
+  bool packed() const { return packed_; }
   // Identifies the data, wherever it is stored: a hash of meta.json, the vocabulary and the
   // checksums of the split's shards.
   std::uint64_t fingerprint() const { return fingerprint_; }
@@ -94,6 +96,7 @@ class PretrainingDataset {
   MaskingSpec spec_;
   std::int32_t pad_id_ = 0;
   std::uint64_t fingerprint_ = 0;
+  bool packed_ = false;
 };
 
 }  // namespace bertlab::data
