@@ -2,6 +2,7 @@
 
 #include "ops/parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -41,6 +42,38 @@ void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const
     v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
     p[i] = p[i] * keep - lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
   }
+}
+
+void adamw_update_fused(const std::vector<AdamSegment>& segments, const AdamHyper& h) {
+  const Corrections cs = corrections(h);
+  const float c1 = cs.c1, c2 = cs.c2;
+  const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, lr = h.lr, eps = h.eps;
+  const float keep_decay = 1.f - h.lr * h.weight_decay;
+  // first[k]: index of segment k's first element in the concatenation of all segments.
+  std::vector<int64_t> first(segments.size() + 1, 0);
+  for (size_t k = 0; k < segments.size(); ++k) first[k + 1] = first[k] + segments[k].n;
+  const int64_t total = first.back();
+  const int threads = std::max(1, omp_get_max_threads());
+  for_each_thread_chunk(total, threads, [&](int, int64_t begin, int64_t end) {
+    if (begin >= end) return;
+    // The segment holding `begin`, then walk forward until `end`.
+    size_t k = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
+    for (int64_t at = begin; at < end; ++k) {
+      const AdamSegment& sg = segments[k];
+      const int64_t lo = at - first[k], hi = std::min(end, first[k + 1]) - first[k];
+      float *p = sg.p, *m = sg.m, *v = sg.v;
+      const float* g = sg.g;
+      const float keep = sg.decay ? keep_decay : 1.f;
+#pragma omp simd
+      for (int64_t i = lo; i < hi; ++i) {
+        const float gi = g[i] * s;
+        m[i] = b1 * m[i] + (1.f - b1) * gi;
+        v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+        p[i] = p[i] * keep - lr * (m[i] * c1) / (std::sqrt(v[i] * c2) + eps);
+      }
+      at = first[k] + hi;
+    }
+  });
 }
 
 void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_t n,

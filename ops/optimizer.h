@@ -4,6 +4,7 @@
 // recipe). Both bias-correct the moments; the gradient is first multiplied by grad_scale
 // (global-norm clipping).
 #include <cstdint>
+#include <vector>
 
 namespace bertlab::ops {
 
@@ -20,6 +21,21 @@ double sum_of_squares(const float* g, int64_t n);
 void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay);
 void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
                             bool decay);
+
+// One parameter tensor of a fused AdamW update: its slices of the parameter, moment and
+// gradient arenas, and whether weight decay applies to it.
+struct AdamSegment {
+  float *p, *m, *v;
+  const float* g;
+  int64_t n;
+  bool decay;
+};
+// AdamW over many tensors in one parallel pass: the elements of all segments are split into one
+// contiguous range per thread (a thread may cross segment boundaries), so small tensors cost no
+// parallel region of their own. Each element gets exactly the arithmetic of adamw_update, so the
+// result is bit-identical to calling adamw_update once per segment.
+void adamw_update_fused(const std::vector<AdamSegment>& segments, const AdamHyper& h);
+
 // LAMB computes one trust ratio per tensor; a fused tensor made of `segments` equal contiguous
 // parts (the stacked query/key/value) gets one per part, as the separate tensors would.
 void lamb_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay,

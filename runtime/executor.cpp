@@ -20,6 +20,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));
     steps_.push_back(make_step(n));
   }
+  fuse_optimizer_steps();
   repack_weights();
 }
 

@@ -80,6 +80,7 @@ class Executor {
   const int32_t* i32(int tensor_id) const { return static_cast<const int32_t*>(buffer(tensor_id)); }
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
+  void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
 
   Graph graph_;
   ParamStore& params_;

@@ -265,4 +265,40 @@ std::function<void()> Executor::make_step(const Node& n) {
   fail("node '{}': op kind {} has no kernel", n.name, to_string(n.kind));
 }
 
+void Executor::fuse_optimizer_steps() {
+  // Each run of consecutive adamw_update nodes becomes one step: a single parallel pass over all
+  // their tensors (ops::adamw_update_fused, bit-identical to the per-node kernels). The first
+  // node of the run carries the step (and its time in a profile); the others become empty.
+  // LAMB keeps one step per tensor: its trust ratio needs the norms of each whole tensor first.
+  const auto& nodes = graph_.nodes();
+  for (size_t first = 0; first < nodes.size();) {
+    if (nodes[first].kind != OpKind::adamw_update) {
+      ++first;
+      continue;
+    }
+    size_t last = first;
+    std::vector<ops::AdamSegment> segments;
+    for (; last < nodes.size() && nodes[last].kind == OpKind::adamw_update &&
+           nodes[last].phase == nodes[first].phase;
+         ++last) {
+      const Node& n = nodes[last];
+      segments.push_back({f32(n.inputs[0]), f32(n.inputs[2]), f32(n.inputs[3]), f32(n.inputs[1]),
+                          graph_.tensor(n.inputs[0]).numel(), n.attrs.at("decay").get<bool>()});
+    }
+    StepContext* ctx = &context_;
+    steps_[first] = [ctx, segments = std::move(segments)] {
+      if (!std::isfinite(ctx->grad_norm)) return;  // diverged: leave the parameters as they are
+      ops::AdamHyper h{ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->weight_decay, ctx->step, 1.f};
+      // Global-norm clipping as torch.nn.utils.clip_grad_norm_.
+      if (ctx->max_grad_norm > 0) {
+        const double coef = ctx->max_grad_norm / (ctx->grad_norm + 1e-6);
+        if (coef < 1) h.grad_scale = static_cast<float>(coef);
+      }
+      ops::adamw_update_fused(segments, h);
+    };
+    for (size_t i = first + 1; i < last; ++i) steps_[i] = [] {};
+    first = last;
+  }
+}
+
 }  // namespace bertlab

@@ -632,6 +632,37 @@ TEST_CASE("Cross-entropy backward: fast equals reference, reference equals finit
   }
 }
 
+TEST_CASE("Fused AdamW over many tensors equals per-tensor kernels and the reference", "[ops][backward]") {
+  // Segments of uneven sizes (1 element up to several thread chunks) so thread ranges cross
+  // segment boundaries; alternate decay on and off.
+  const std::vector<int64_t> sizes = {1, 37, 3 * 1001, 5, 4096, 2, 777};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  const auto p0 = random_vector(total, 211), m0 = random_vector(total, 212, -0.1f, 0.1f),
+             v0 = random_vector(total, 213, 0.f, 0.01f), g = random_vector(total, 214);
+  ops::AdamHyper h;
+  h.lr = 1e-3f, h.step = 5, h.grad_scale = 0.7f;
+  auto p = p0, m = m0, v = v0, pk = p0, mk = m0, vk = v0, pr = p0, mr = m0, vr = v0;
+  std::vector<ops::AdamSegment> segments;
+  int64_t at = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const int64_t n = sizes[k];
+    const bool decay = k % 2 == 0;
+    segments.push_back({p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, decay});
+    ops::adamw_update(pk.data() + at, mk.data() + at, vk.data() + at, g.data() + at, n, h, decay);
+    ops::adamw_update_reference(pr.data() + at, mr.data() + at, vr.data() + at, g.data() + at, n, h, decay);
+    at += n;
+  }
+  ops::adamw_update_fused(segments, h);
+  check_bit_identical("fused adamw p vs per-tensor adamw_update", p, pk);
+  check_bit_identical("fused adamw m vs per-tensor adamw_update", m, mk);
+  check_bit_identical("fused adamw v vs per-tensor adamw_update", v, vk);
+  compare("fused adamw p vs reference", p, pr, kOptTol);
+  compare("fused adamw m vs reference", m, mr, kOptTol);
+  compare("fused adamw v vs reference", v, vr, kOptTol);
+  CHECK(std::memcmp(p.data(), p0.data(), total * sizeof(float)) != 0);  // it did update
+}
+
 TEST_CASE("Optimizer updates: fast equals reference, deterministic", "[ops][backward]") {
   for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{3 * 1001}}) {
     auto p0 = random_vector(n, 111), m0 = random_vector(n, 112, -0.1f, 0.1f),
