@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,7 +329,7 @@ TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[pro
   CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') ==
         1 + profiled * static_cast<long>(kProfileCategoryCount) + (4 - profiled));
 
-  const auto charts = render_charts_in_chromium(dir / "r.html", dir);
+  const auto charts = testing::render_charts_in_chromium(dir / "r.html", dir);
   CHECK(charts.expected == 1 + profiled);  // stacked bars + a roofline per profiled point
   CHECK(charts.rendered == charts.expected);
   fs::remove_all(dir);

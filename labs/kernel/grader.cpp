@@ -138,7 +138,7 @@ double median_seconds(F&& f, int runs) {
   return t[t.size() / 2];
 }
 
-Outcome speed(const PlotPage& plots) {
+std::string speed(const PlotPage& plots) {
   const Shape s{8 * 128, 768};  // BERT-base, batch 8, seq 128
   const auto x = random_vector(s.rows * s.H, 11), gamma = random_vector(s.H, 12), beta = random_vector(s.H, 13),
              dy = random_vector(s.rows * s.H, 14);
@@ -154,12 +154,10 @@ Outcome speed(const PlotPage& plots) {
                  {{"your kernel", {}, {fwd_student * 1e3, bwd_student * 1e3}},
                   {"bertlab (oneDNN forward, fused backward)", {}, {fwd_bertlab * 1e3, bwd_bertlab * 1e3}}}};
   plots.add("<h2>Speed</h2>\n" + bar_chart_svg(chart));
-  const double worst = std::max(fwd_student / fwd_bertlab, bwd_student / bwd_bertlab);
-  const std::string detail = fmt::format(
+  return fmt::format(
       "forward {:.3f} ms ({:.1f} GB/s) vs bertlab {:.3f} ms: {:.1f}x; backward {:.3f} ms vs {:.3f} ms: {:.1f}x",
       fwd_student * 1e3, gb / fwd_student, fwd_bertlab * 1e3, fwd_student / fwd_bertlab, bwd_student * 1e3,
       bwd_bertlab * 1e3, bwd_student / bwd_bertlab);
-  return worst <= 20 ? passed(detail) : failed(detail + " (more than 20x slower)");
 }
 
 struct TrainSetup {
@@ -191,10 +189,11 @@ std::vector<double> train_losses(const TrainSetup& t, const fs::path& out) {
 Outcome training(const TrainSetup& t, const PlotPage& plots) {
   if (!fs::exists(t.data / "meta.json"))
     return failed(fmt::format("no prepared data at {} (meta.json missing)", t.data.string()));
-  kernel_seam() = {};
-  const auto ours = train_losses(t, t.out / "bertlab-kernel");
+  // Yours first: a kernel that throws or produces NaN fails before the reference run.
   install_student_kernel();
   const auto yours = train_losses(t, t.out / "your-kernel");
+  kernel_seam() = {};
+  const auto ours = train_losses(t, t.out / "bertlab-kernel");
   ChartSeries a{"bertlab's layernorm", {}, ours}, b{"your layernorm", {}, yours};
   for (size_t i = 0; i < ours.size(); ++i) a.x.push_back(i + 1);
   for (size_t i = 0; i < yours.size(); ++i) b.x.push_back(i + 1);
@@ -261,9 +260,8 @@ int main(int argc, char** argv) {
           backward_against_finite_differences);
   g.check("backward matches the reference at BERT's width", "see the finite-difference check first",
           backward_against_reference);
-  g.check("speed against bertlab's oneDNN kernels",
-          "one pass over each row for the sums, no allocation per row, and `#pragma omp parallel for` over rows",
-          [&] { return speed(plots); }, 300);
+  // Timed, not graded: a loaded machine can make any kernel look slow.
+  g.info("speed against bertlab's kernels (median of 15 runs)", [&] { return speed(plots); }, 300);
   const int64_t train_steps = quick ? 20 : steps;
   g.check(fmt::format("BERT training for {} steps with your kernel", train_steps),
           "prepare the data first (labs/kernel/README.md, step 4) or pass --data; "
