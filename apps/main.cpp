@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   bertlab::app::add_lab_command(app);
 #ifdef BERTLAB_LAB_KERNEL
   bertlab::lab::install_student_kernel();  // lab 2: the student's layernorm everywhere
+  fmt::print(stderr, "bertlab: layernorm runs labs/kernel/student.cpp (built with -DBERTLAB_LAB_KERNEL=ON)\n");
 #endif
   try {
     app.parse(argc, argv);
