@@ -18,6 +18,7 @@ void add_calibrate_command(CLI::App& root);
 void add_profile_command(CLI::App& root);
 void add_finetune_command(CLI::App& root);
 void add_predict_command(CLI::App& root);
+void add_lab_command(CLI::App& root);
 
 
 

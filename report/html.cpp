@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "report/chart.h"
 #include "report/sweep.h"
 
 namespace bertlab {
@@ -16,20 +17,6 @@ const char* category_color(ProfileCategory c) {
       "#1f4e9c", "#4f8fdc", "#7b3fa0", "#b48ad8", "#e4572e", "#f3a712", "#2a9d8f",
       "#8ab17d", "#e9c46a", "#a05a2c", "#d62828", "#264653", "#06d6a0", "#9a9a9a", "#d9d9d9"};
   return colors[static_cast<size_t>(c)];
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
-    }
-  }
-  return out;
 }
 
 std::string point_label(const SweepPoint& p) {
@@ -61,7 +48,7 @@ std::string category_bars_svg(const std::vector<SweepEntry>& entries) {
     const auto& p = *rows[r]->profile;
     const double y = top + r * row_h;
     s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"lbl\">{}</text>\n",
-                     label_w - 8, y + 16, escape(point_label(rows[r]->point)));
+                     label_w - 8, y + 16, html_escape(point_label(rows[r]->point)));
     double x = label_w;
     for (size_t c = 0; c < p.categories.size(); ++c) {
       const auto& row = p.categories[c];
@@ -72,7 +59,7 @@ std::string category_bars_svg(const std::vector<SweepEntry>& entries) {
           "<rect class=\"seg\" x=\"{:.2f}\" y=\"{}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\">"
           "<title>{}: {:.1f}% ({:.2f} ms)</title></rect>\n",
           x, y + 3, width, row_h - 6, category_color(static_cast<ProfileCategory>(c)),
-          escape(row.label), 100 * share, row.seconds * 1e3);
+          html_escape(row.label), 100 * share, row.seconds * 1e3);
       x += width;
     }
     s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lbl\">{:.1f} ms/step</text>\n",
@@ -85,7 +72,7 @@ std::string category_bars_svg(const std::vector<SweepEntry>& entries) {
     s += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{:.1f}\" y=\"{}\" class=\"leg\">{}</text>\n",
-        x, y, category_color(cat), x + 16, y + 11, escape(category_label(cat)));
+        x, y, category_color(cat), x + 16, y + 11, html_escape(category_label(cat)));
   }
   return s + "</svg>\n";
 }
@@ -110,7 +97,7 @@ std::string roofline_svg(const Profile& p, const std::string& label) {
       "width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" role=\"img\">\n"
       "<title>Roofline: {2}</title>\n"
       "<rect x=\"{3}\" y=\"{4}\" width=\"{5}\" height=\"{6}\" fill=\"none\" stroke=\"#888\"/>\n",
-      w, h, escape(label), left, top, w - left - right, h - top - bottom);
+      w, h, html_escape(label), left, top, w - left - right, h - top - bottom);
   for (double e = lx0; e <= lx1; ++e)
     s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" class=\"grid\"/>"
                      "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\" class=\"tick\">{4:g}</text>\n",
@@ -138,7 +125,7 @@ std::string roofline_svg(const Profile& p, const std::string& label) {
     s += fmt::format(
         "<circle class=\"pt\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\" fill-opacity=\"0.75\">"
         "<title>{} ({}): {:.1f} GFLOP/s, {:.2f} FLOP/B, {:.0f}% of roofline</title></circle>\n",
-        px(n.intensity()), py(n.gflops()), category_color(n.category), escape(n.name),
+        px(n.intensity()), py(n.gflops()), category_color(n.category), html_escape(n.name),
         to_string(n.kind), n.gflops(), n.intensity(), 100 * n.efficiency());
   }
   return s + "</svg>\n";
@@ -150,7 +137,7 @@ std::string category_table_html(const Profile& p) {
   for (const auto& r : p.categories) {
     if (r.seconds == 0 && r.nodes == 0) continue;
     s += fmt::format("<tr><td>{}</td><td>{:.2f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{:.1f}</td><td>{:.1f}</td></tr>\n",
-                     escape(r.label), r.seconds * 1e3, 100 * r.seconds / p.step_seconds,
+                     html_escape(r.label), r.seconds * 1e3, 100 * r.seconds / p.step_seconds,
                      r.flops / 1e9, r.bytes / 1e6, r.seconds > 0 ? r.flops / r.seconds / 1e9 : 0.0);
   }
   return s + fmt::format("<tr><th>step</th><th>{:.2f}</th><th>100.0</th><th>{:.2f}</th><th></th><th>{:.1f}</th></tr></table>\n",
@@ -215,18 +202,18 @@ std::string html_report(const std::vector<SweepEntry>& entries, const MachineInf
   std::string body;
   body += fmt::format("<h1>{}</h1>\n<p class=\"machine\">Machine: {} ({}), {} threads; GEMM peak f32 {:.1f} GFLOP/s{}; "
                       "bandwidth read {:.1f}, write {:.1f}, triad {:.1f} GB/s (calibrated {}).</p>\n",
-                      escape(title), escape(m.cpu_model), escape(m.isa), m.threads, m.gemm_peak_f32,
+                      html_escape(title), html_escape(m.cpu_model), html_escape(m.isa), m.threads, m.gemm_peak_f32,
                       m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "",
-                      m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad, escape(m.date));
+                      m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad, html_escape(m.date));
   if (any) {
     body += "<h2>Share of the measured step by category</h2>\n" + category_bars_svg(entries);
     ++charts;
   }
   for (const auto& e : entries) {
     const std::string label = point_label(e.point);
-    body += fmt::format("<h2>{}</h2>\n", escape(label));
+    body += fmt::format("<h2>{}</h2>\n", html_escape(label));
     if (!e.profile) {
-      body += fmt::format("<p class=\"skipped\">Skipped: {}</p>\n", escape(e.skipped));
+      body += fmt::format("<p class=\"skipped\">Skipped: {}</p>\n", html_escape(e.skipped));
       continue;
     }
     const auto& p = *e.profile;
@@ -239,33 +226,7 @@ std::string html_report(const std::vector<SweepEntry>& entries, const MachineInf
     body += "<div class=\"row\">" + category_table_html(p) + roofline_svg(p, label) + "</div>\n";
     ++charts;
   }
-  return fmt::format(R"(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{0}</title>
-<style>
-body {{ font-family: sans-serif; margin: 1.5em; color: #222; }}
-table {{ border-collapse: collapse; margin: 0 1.5em 1em 0; font-size: 13px; }}
-td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
-td:first-child {{ text-align: left; }}
-.row {{ display: flex; flex-wrap: wrap; align-items: flex-start; }}
-svg text {{ font-size: 12px; }} .tick {{ fill: #555; }} .grid {{ stroke: #eee; }}
-.skipped {{ color: #a00; }}
-</style></head>
-<body data-charts-expected="{1}">
-{2}
-<script>
-// Records how many charts laid out with a non-empty box and marks, for the headless test.
-window.addEventListener('load', function () {{
-  var n = 0;
-  document.querySelectorAll('svg.chart').forEach(function (svg) {{
-    var box = svg.getBBox();
-    if (box.width > 0 && box.height > 0 && svg.querySelectorAll('rect.seg, circle.pt').length > 0) n++;
-  }});
-  document.body.setAttribute('data-charts-rendered', String(n));
-}});
-</script>
-</body></html>
-)",
-                     escape(title), charts, body);
+  return html_page(title, body, charts);
 }
 
 std::string markdown_report(const std::vector<SweepEntry>& entries, const MachineInfo& m) {

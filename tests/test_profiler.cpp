@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,20 +329,8 @@ TEST_CASE("HTML sweep report renders its SVG charts in headless Chromium", "[pro
   CHECK(std::count(csv_text.begin(), csv_text.end(), '\n') ==
         1 + profiled * static_cast<long>(kProfileCategoryCount) + (4 - profiled));
 
-  auto which = run_shell("command -v chromium");
-  INFO("headless Chromium is needed: run scripts/setup.sh browser");
-  REQUIRE(which.exit_code == 0);
-  auto dom = run_shell(fmt::format(
-      "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
-      "--disable-component-update --disable-sync --no-first-run --user-data-dir={0}/chrome "
-      "--virtual-time-budget=5000 --dump-dom file://{0}/r.html",
-      dir.string()));
-  INFO(dom.output.substr(0, 2000));
-  REQUIRE(dom.exit_code == 0);
-  std::smatch expected, rendered;
-  REQUIRE(std::regex_search(dom.output, expected, std::regex(R"re(data-charts-expected="(\d+)")re")));
-  REQUIRE(std::regex_search(dom.output, rendered, std::regex(R"re(data-charts-rendered="(\d+)")re")));
-  CHECK(expected[1].str() == std::to_string(1 + profiled));  // stacked bars + a roofline per profiled point
-  CHECK(rendered[1].str() == expected[1].str());
+  const auto charts = testing::render_charts_in_chromium(dir / "r.html", dir);
+  CHECK(charts.expected == 1 + profiled);  // stacked bars + a roofline per profiled point
+  CHECK(charts.rendered == charts.expected);
   fs::remove_all(dir);
 }

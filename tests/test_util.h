@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -71,6 +72,29 @@ inline RunResult run_bertlab_mpi(int ranks, const std::string& args) {
 }
 
 inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }
+
+// Loads a page of report/chart.h in headless Chromium and returns how many charts it declares
+// and how many laid out with marks (data-charts-expected / -rendered, set by the page's script).
+struct ChartsRendered {
+  int expected = -1, rendered = -1;
+};
+inline ChartsRendered render_charts_in_chromium(const fs::path& html, const fs::path& scratch) {
+  INFO("headless Chromium is needed: run scripts/setup.sh browser");
+  REQUIRE(run_shell("command -v chromium").exit_code == 0);
+  auto dom = run_shell(fmt::format(
+      "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-component-update --disable-sync --no-first-run --user-data-dir={}/chrome "
+      "--virtual-time-budget=5000 --dump-dom file://{}",
+      scratch.string(), fs::absolute(html).string()));
+  INFO(dom.output.substr(0, 2000));
+  REQUIRE(dom.exit_code == 0);
+  auto attr = [&](const char* name) {
+    const std::string key = fmt::format("{}=\"", name);
+    const auto at = dom.output.find(key);
+    return at == std::string::npos ? -1 : std::atoi(dom.output.c_str() + at + key.size());
+  };
+  return {attr("data-charts-expected"), attr("data-charts-rendered")};
+}
 
 // Reproducible random test data.
 inline std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {

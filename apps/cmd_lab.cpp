@@ -1,0 +1,91 @@
+// bertlab lab list | check NAME: runs a teaching lab's grader (labs/README.md). The graders
+// are separate programs (build/labs/lab_NAME, built on the student's file with
+// -DBERTLAB_LABS=ON); this command finds the one beside this binary and runs it.
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "apps/commands.h"
+#include "base/error.h"
+
+namespace bertlab::app {
+
+namespace {
+
+enum class LabBuild { labs, labs_and_kernel };
+
+struct LabInfo {
+  const char* name;
+  const char* title;
+  LabBuild build;  // the CMake options its grader needs
+};
+
+constexpr std::array kLabs{
+    LabInfo{"profile", "1. Where the time goes in BERT training", LabBuild::labs},
+    LabInfo{"kernel", "2. Write a kernel: layernorm forward and backward", LabBuild::labs_and_kernel},
+    LabInfo{"arrangement", "3. Data arrangement for accelerators (RWMA and BWMA)", LabBuild::labs},
+    LabInfo{"precision", "4. Mixed precision and memory", LabBuild::labs},
+    LabInfo{"allreduce", "5. Data-parallel training and the ring allreduce", LabBuild::labs},
+    LabInfo{"tokenize", "6. Tokenization and the pretraining data", LabBuild::labs},
+};
+
+const char* cmake_options(LabBuild b) {
+  switch (b) {
+    case LabBuild::labs: return "-DBERTLAB_LABS=ON";
+    case LabBuild::labs_and_kernel: return "-DBERTLAB_LABS=ON -DBERTLAB_LAB_KERNEL=ON";
+  }
+  return "";
+}
+
+std::string lab_list() {
+  std::string s;
+  for (const auto& l : kLabs) s += fmt::format("  {:<12} {}\n", l.name, l.title);
+  return s;
+}
+
+std::filesystem::path self_dir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path();
+}
+
+[[noreturn]] void run_grader(const LabInfo& lab, const std::vector<std::string>& args) {
+  const auto grader = self_dir() / "labs" / (std::string("lab_") + lab.name);
+  const std::string configure =
+      fmt::format("cmake -S . -B build {} && cmake --build build -j", cmake_options(lab.build));
+  check(std::filesystem::exists(grader), "lab '{}' is not built ({} is missing): configure with {}", lab.name,
+        grader.string(), configure);
+#ifndef BERTLAB_LAB_KERNEL
+  check(lab.build != LabBuild::labs_and_kernel,
+        "lab '{}' needs bertlab itself built with the student's kernel: configure with {}", lab.name, configure);
+#endif
+  std::vector<std::string> argv_s{grader.string()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(grader.c_str(), argv.data());
+  fail("could not run the grader {}: {}", grader.string(), std::strerror(errno));
+}
+
+}  // namespace
+
+void add_lab_command(CLI::App& root) {
+  auto* lab = root.add_subcommand("lab", "Teaching labs: list them, or run a lab's grader");
+  lab->require_subcommand(1);
+  lab->add_subcommand("list", "List the labs")->callback([] { fmt::print("labs (labs/README.md):\n{}", lab_list()); });
+  auto* check_cmd = lab->add_subcommand("check", "Run a lab's grader: each check with PASS or FAIL and a hint");
+  auto name = std::make_shared<std::string>();
+  auto args = std::make_shared<std::vector<std::string>>();
+  check_cmd->add_option("name", *name, "The lab (bertlab lab list)")->required();
+  check_cmd->add_option("args", *args, "Options passed to the grader (after --), e.g. -- --help");
+  check_cmd->callback([name, args] {
+    for (const auto& l : kLabs)
+      if (*name == l.name) run_grader(l, *args);
+    fail("unknown lab '{}'; the labs are:\n{}", *name, lab_list());
+  });
+}
+
+}  // namespace bertlab::app

@@ -1,0 +1,174 @@
+// The labs' grader (labs/common/grader.h): one forked child per check.
+#include "labs/common/grader.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "base/file_util.h"
+#include "report/chart.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace bertlab::lab {
+
+namespace {
+
+// The child's verdict travels back through a pipe: one byte (P or F), then the detail.
+void write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+std::string read_all(int fd) {
+  std::string s;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+}  // namespace
+
+Outcome compare(const std::string& what, std::span<const float> got, std::span<const float> want, double atol,
+                double rtol, size_t cols) {
+  if (got.size() != want.size())
+    return failed(fmt::format("{}: {} elements, expected {}", what, got.size(), want.size()));
+  auto where = [&](size_t i) {
+    return cols ? fmt::format("element {} (row {}, column {})", i, i / cols, i % cols) : fmt::format("element {}", i);
+  };
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i]))
+      return failed(fmt::format("{}: first non-finite value at {}: {} (expected {})", what, where(i), got[i], want[i]));
+    const double diff = std::abs(double(got[i]) - double(want[i]));
+    if (diff > atol + rtol * std::abs(double(want[i])))
+      return failed(fmt::format("{}: first mismatch at {}: got {:.7g}, expected {:.7g} (tolerance {:.1e} + {:.1e} x |expected|)",
+                                what, where(i), got[i], want[i], atol, rtol));
+    worst = std::max(worst, diff);
+  }
+  return passed(fmt::format("{}: {} elements match, largest difference {:.2e}", what, got.size(), worst));
+}
+
+Grader::Grader(std::string lab) : lab_(std::move(lab)) { fmt::print("lab {}\n", lab_); }
+
+namespace {
+
+// Runs fn in a forked child; returns its outcome, or a failure naming the signal, the time-out
+// or the early exit.
+Outcome run_in_child(const std::function<Outcome()>& fn, unsigned seconds) {
+  std::fflush(stdout);
+  int fds[2];
+  if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::alarm(seconds);
+    Outcome o;
+    try {
+      o = fn();
+    } catch (const std::exception& e) {
+      o = failed(fmt::format("threw: {}", e.what()));
+    } catch (...) {
+      o = failed("threw an exception that is not a std::exception");
+    }
+    std::fflush(stdout);
+    write_all(fds[1], std::string(1, o.pass ? 'P' : 'F') + o.detail);
+    ::close(fds[1]);
+    std::_Exit(0);
+  }
+  ::close(fds[1]);
+  const std::string verdict = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return failed(sig == SIGALRM ? fmt::format("did not finish within {} s", seconds)
+                                 : fmt::format("crashed with signal {} ({})", sig, strsignal(sig)));
+  }
+  if (verdict.empty()) return failed(fmt::format("exited with status {} before reporting", WEXITSTATUS(status)));
+  return {verdict[0] == 'P', verdict.substr(1)};
+}
+
+}  // namespace
+
+void Grader::check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
+                   unsigned seconds) {
+  ++total_;
+  const Outcome o = run_in_child(fn, seconds);
+  if (o.pass) ++passed_;
+  fmt::print("[{}] {}{}{}\n", o.pass ? "PASS" : "FAIL", name, o.detail.empty() ? "" : ": ", o.detail);
+  if (!o.pass) fmt::print("       hint: {}\n", hint);
+  std::fflush(stdout);
+}
+
+void Grader::info(const std::string& name, const std::function<std::string()>& fn, unsigned seconds) {
+  const Outcome o = run_in_child([&] { return passed(fn()); }, seconds);
+  fmt::print("[INFO] {}: {}{}\n", name, o.pass ? "" : "could not measure: ", o.detail);
+  std::fflush(stdout);
+}
+
+int Grader::finish() const {
+  fmt::print("lab {}: {} of {} checks passed{}\n", lab_, passed_, total_,
+             passed_ == total_ ? "" : fmt::format(" ({} checks failed)", total_ - passed_));
+  return passed_ == total_ ? 0 : 1;
+}
+
+PlotPage::PlotPage(std::filesystem::path dir, std::string lab) : dir_(std::move(dir)), lab_(std::move(lab)) {
+  std::filesystem::remove_all(dir_ / (lab_ + ".parts"));  // a new grader run starts a new page
+}
+
+void PlotPage::add(const std::string& html) const {
+  const auto parts = dir_ / (lab_ + ".parts");
+  std::filesystem::create_directories(parts);
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(parts)) ++n;
+  data::write_file_atomic(parts / fmt::format("{:03}.html", n), html);
+}
+
+std::filesystem::path PlotPage::write(const std::string& title) const {
+  const auto parts = dir_ / (lab_ + ".parts");
+  std::vector<std::filesystem::path> files;
+  if (std::filesystem::exists(parts))
+    for (const auto& e : std::filesystem::directory_iterator(parts)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::string body = fmt::format("<h1>{}</h1>\n", html_escape(title));
+  size_t charts = 0;
+  for (const auto& f : files) {
+    const std::string part = data::read_file(f);
+    for (size_t at = part.find("<svg class=\"chart\""); at != std::string::npos;
+         at = part.find("<svg class=\"chart\"", at + 1))
+      ++charts;
+    body += part;
+  }
+  std::filesystem::create_directories(dir_);
+  const auto page = dir_ / (lab_ + ".html");
+  data::write_file_atomic(page, html_page(title, body, charts));
+  return page;
+}
+
+std::string source_dir() { return BERTLAB_SOURCE_DIR; }
+
+std::string bertlab_binary() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "bertlab";
+  std::string self(buf, static_cast<size_t>(n));
+  // build/labs/lab_X -> build/bertlab
+  const auto labs_dir = self.substr(0, self.rfind('/'));
+  return labs_dir.substr(0, labs_dir.rfind('/')) + "/bertlab";
+}
+
+}  // namespace bertlab::lab

@@ -1,0 +1,66 @@
+#pragma once
+// The labs' grader: a list of checks, each run in a child process (fork) with a time limit, so
+// that a student function that crashes, loops or throws fails its check instead of ending the
+// grader. Each check prints PASS or FAIL, what was measured and, on failure, a hint; the grader
+// exits 1 if any check failed. Checks must not start OpenMP work in the parent: everything that
+// computes runs inside the check's function (in the child).
+#include <cstddef>
+#include <filesystem>
+#include <fmt/format.h>
+#include <functional>
+#include <span>
+#include <string>
+
+namespace bertlab::lab {
+
+struct Outcome {
+  bool pass = false;
+  std::string detail;  // what was measured or found (printed after PASS/FAIL)
+};
+inline Outcome passed(std::string detail = {}) { return {true, std::move(detail)}; }
+inline Outcome failed(std::string detail) { return {false, std::move(detail)}; }
+
+// got against want element by element: fails at the first non-finite element of `got` or the
+// first with |got - want| > atol + rtol * |want|, naming the index (and the row/column when
+// `cols` > 0) and both values. On success the detail gives the largest difference.
+Outcome compare(const std::string& what, std::span<const float> got, std::span<const float> want, double atol,
+                double rtol, size_t cols = 0);
+
+class Grader {
+ public:
+  explicit Grader(std::string lab);
+  // Runs `fn` in a child process. A signal, an exception, a non-finite result reported by fn
+  // or running past `seconds` is a failed check with `hint` printed under it.
+  void check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
+             unsigned seconds = 120);
+  // A measurement for the handout's questions and plots, not graded: runs `fn` in a child like a
+  // check and prints "[INFO] name: <what fn returns>" (or why it could not run).
+  void info(const std::string& name, const std::function<std::string()>& fn, unsigned seconds = 300);
+  // Prints "lab NAME: P of N checks passed" and returns the exit code (0 only if all passed).
+  int finish() const;
+
+ private:
+  std::string lab_;
+  int passed_ = 0, total_ = 0;
+};
+
+// A lab's page of plots (a self-contained HTML file, report/chart.h). Checks run in separate
+// processes, so each adds its sections as files under DIR/LAB.parts/; write() joins them, in
+// the order added, into DIR/LAB.html (atomically) and returns its path.
+class PlotPage {
+ public:
+  PlotPage(std::filesystem::path dir, std::string lab);  // in the grader's parent: clears old parts
+  void add(const std::string& html) const;  // a heading, paragraph or chart (counted if an <svg class="chart">)
+  std::filesystem::path write(const std::string& title) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::string lab_;
+};
+
+// Where the labs' data and outputs are, from the grader's location: build/labs/lab_X runs from
+// anywhere; paths given on its command line win.
+std::string source_dir();  // the checkout (compiled in)
+std::string bertlab_binary();  // the bertlab CLI built beside the grader
+
+}  // namespace bertlab::lab

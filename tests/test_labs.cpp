@@ -1,0 +1,96 @@
+// The labs' framework: the grader's isolation of student code, its comparison messages, the
+// charts of the plots pages (rendered in headless Chromium) and `bertlab lab`. The graders
+// themselves are run on the stubs and on the solutions by ctest (labs/CMakeLists.txt).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <csignal>
+
+#include "base/file_util.h"
+#include "labs/common/grader.h"
+#include "report/chart.h"
+#include "test_util.h"
+
+using namespace bertlab;
+using namespace bertlab::testing;
+
+namespace {
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("lab compare names the first bad element, with row and column", "[labs]") {
+  std::vector<float> want{1, 2, 3, 4, 5, 6}, got = want;
+  CHECK(lab::compare("y", got, want, 0, 0, 3).pass);
+  got[5] = NAN;
+  auto o = lab::compare("y", got, want, 1e-6, 1e-6, 3);
+  CHECK_FALSE(o.pass);
+  CHECK_THAT(o.detail, Catch::Contains("non-finite") && Catch::Contains("element 5 (row 1, column 2)"));
+  got[5] = 6;
+  got[1] = 2.5f;
+  o = lab::compare("y", got, want, 1e-6, 1e-6, 3);
+  CHECK_FALSE(o.pass);
+  CHECK_THAT(o.detail, Catch::Contains("first mismatch at element 1 (row 0, column 1)") && Catch::Contains("2.5"));
+  CHECK_FALSE(lab::compare("y", std::vector<float>(5), want, 1, 1).pass);  // sizes differ
+}
+
+TEST_CASE("a grader reports a crashing, throwing or hanging check as failed and goes on", "[labs]") {
+  lab::Grader g("test");
+  g.check("crashes", "-", [] {
+    std::raise(SIGSEGV);
+    return lab::passed();
+  });
+  g.check("throws", "-", []() -> lab::Outcome { throw std::logic_error("not written yet"); });
+  g.check("hangs", "-", [] {
+    for (volatile int i = 0;; i = i + 1) {
+    }
+    return lab::passed();
+  }, 1);
+  CHECK(g.finish() == 1);
+  lab::Grader ok("test");
+  ok.check("passes", "-", [] { return lab::passed("fine"); });
+  CHECK(ok.finish() == 0);
+}
+
+TEST_CASE("chart SVGs: one mark per usable point or bar", "[labs][chart]") {
+  LineChart line{"t", "x", "y", {{"a", {1, 2, 3, 4}, {1, 10, NAN, 100}}, {"b", {1, 2}, {0, 5}}}, Scale::linear, Scale::log};
+  const auto svg = line_chart_svg(line);
+  // Log y: NaN and 0 are left out, so 3 + 1 points.
+  CHECK(count(svg, "class=\"pt\"") == 4);
+  BarChart bars{"t", "y", {"g1", "g2", "g3"}, {{"s1", {}, {1, 2, 3}}, {"s2", {}, {-1, 0.5, 2}}}};
+  CHECK(count(bar_chart_svg(bars), "class=\"seg\"") == 6);
+  CHECK(count(line_chart_svg({"<&>", "", "", {}}), "&lt;&amp;&gt;") >= 1);  // titles are escaped
+}
+
+TEST_CASE("a lab's plots page renders its charts in headless Chromium", "[labs][chart][html]") {
+  TempDir dir("labs_page");
+  const lab::PlotPage page(dir.path(), "demo");
+  page.add("<h2>curves</h2>\n" + line_chart_svg({"loss", "step", "loss", {{"fp32", {1, 2, 3}, {3, 2, 1.5}}}}));
+  page.add(bar_chart_svg({"speed", "ms", {"forward", "backward"}, {{"yours", {}, {2, 3}}, {"bertlab", {}, {1, 1}}}}));
+  const auto html = page.write("demo page");
+  CHECK(html == dir / "demo.html");
+  const auto charts = render_charts_in_chromium(html, dir.path());
+  CHECK(charts.expected == 2);
+  CHECK(charts.rendered == 2);
+  // A new page (a new grader run) starts empty.
+  const lab::PlotPage again(dir.path(), "demo");
+  CHECK(count(data::read_file(again.write("empty")), "<svg class=\"chart\"") == 0);
+}
+
+TEST_CASE("bertlab lab: list, unknown names, and graders that are not built", "[labs][cli]") {
+  auto list = run_bertlab("lab list");
+  CHECK(list.exit_code == 0);
+  for (const char* name : {"profile", "kernel", "arrangement", "precision", "allreduce", "tokenize"})
+    CHECK_THAT(list.output, Catch::Contains(name));
+  auto unknown = run_bertlab("lab check nosuch");
+  CHECK(unknown.exit_code == 1);
+  CHECK_THAT(unknown.output, Catch::Contains("unknown lab 'nosuch'") && Catch::Contains("allreduce"));
+  const fs::path grader = fs::path(BERTLAB_BINARY).parent_path() / "labs" / "lab_precision";
+  if (!fs::exists(grader)) {  // the default configuration: the student graders are not built
+    auto r = run_bertlab("lab check precision");
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Catch::Contains("-DBERTLAB_LABS=ON"));
+  }
+}
