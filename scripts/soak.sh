@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Soak test (issue 14; not in CI): STEPS steps of BERT-tiny training with evaluation and
-# checkpoints every 250 steps. Samples the process's resident memory and open file
+# checkpoints every 250 steps (SOAK_EVERY=N: every N). Samples the process's resident memory and open file
 # descriptors (/proc/PID/fd) every second; after warm-up (the first tenth of the samples) the
 # peak RSS of every tenth must stay within 2% of the peak right after warm-up, and the fewest
 # descriptors open in each tenth must not grow. SOAK_SAMPLES=FILE keeps the samples.
@@ -8,6 +8,7 @@
 set -uo pipefail
 steps=${1:-10000}
 build=${2:-build}
+every=${SOAK_EVERY:-250}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "$build" && pwd)/bertlab
 work=$(mktemp -d /tmp/bertlab_soak.XXXXXX)
@@ -16,7 +17,7 @@ trap 'rm -rf "$work"' EXIT
 "$bin" prepare --corpus "$root/tests/data/corpus_small.txt" --vocab "$work/vocab" --seq-len 32 --dupe-factor 4 \
   --out "$work/data" >/dev/null 2>&1 || exit 2
 "$bin" train --config "$root/configs/bert-tiny.json" --data "$work/data" --batch-size 8 --max-steps "$steps" \
-  --save-steps 250 --save-total-limit 2 --eval-steps 250 --eval-batches 4 --log-steps 1000 --threads 1 \
+  --save-steps "$every" --save-total-limit 2 --eval-steps "$every" --eval-batches 4 --log-steps 1000 --threads 1 \
   --out "$work/out" >"$work/train.log" 2>&1 &
 pid=$!
 : >"$work/samples"
