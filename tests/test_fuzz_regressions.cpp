@@ -191,3 +191,17 @@ TEST_CASE("In-memory readers give the file readers' results and errors", "[relia
     CHECK(errors == 3);
   }
 }
+
+TEST_CASE("Inputs the fuzzers found end in a clean error", "[reliability][fuzz]") {
+  using Catch::Matchers::Contains;
+  TempDir dir("fuzzfound");
+  // fuzz_task_data crash-0197f33f: a JSON lines number beyond the range of double threw
+  // nlohmann's out_of_range past the reader (std::terminate in the harness, "internal error"
+  // from the CLI) instead of an error naming the file and line.
+  static const char jsonl[] = "44.44e9999\n\0\tada\x10\x01\n\xa5\x80";
+  const std::string input(jsonl, sizeof jsonl - 1);
+  CHECK_THROWS_WITH(data::parse_text_examples(input, data::TableFormat::jsonl, dir / "t.jsonl", true),
+                    Contains("t.jsonl:1: invalid JSON") && Contains("number overflow"));
+  spit(dir / "t.jsonl", input);
+  CHECK_THROWS_WITH(data::read_text_examples(dir / "t.jsonl", false), Contains("t.jsonl:1: invalid JSON"));
+}

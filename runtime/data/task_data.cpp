@@ -186,7 +186,7 @@ std::vector<TextExample> read_jsonl(const fs::path& file, std::string_view text,
     nlohmann::json j;
     try {  // nesting is limited: printing a value in an error recurses once per level
       j = nlohmann::json::parse(s, detail::limit_json_depth);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
       fail("{}: invalid JSON: {}", src, e.what());
     } catch (const detail::JsonTooDeep&) {
       fail("{}: invalid JSON: arrays and objects are nested more than {} levels deep", src, kMaxJsonDepth);
