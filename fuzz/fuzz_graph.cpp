@@ -1,13 +1,12 @@
 // Graph JSON (`bertlab graph --json`, read by `bertlab estimate --graph`).
+#include "base/json_file.h"
 #include "fuzz/fuzz_util.h"
 #include "runtime/graph.h"
-#include "base/json_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;
-  const auto file = fuzz::write_input("graph.json", data, size);
   return fuzz::expect_clean([&] {
-    Graph g = graph_from_json(read_json_file(file, "graph file"));
+    Graph g = graph_from_json(parse_json_text(fuzz::as_text(data, size), "graph.json"));
     (void)g.nodes().size();
   });
 }

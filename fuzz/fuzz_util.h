@@ -1,13 +1,13 @@
 #pragma once
-// Shared by the libFuzzer harnesses: the input as a file (most readers take a path), and the
-// rule that a bertlab::Error is the expected answer to bad input (anything else -- another
-// exception, a crash, a sanitizer report, a hang -- is a finding).
+// Shared by the libFuzzer harnesses: the rule that a bertlab::Error is the expected answer to
+// bad input (anything else -- another exception, a crash, a sanitizer report, a hang -- is a
+// finding). The harnesses call the readers' in-memory entry points (the file functions open
+// the file, read it and call the same code), so no input touches the disk.
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -23,13 +23,6 @@ inline const std::filesystem::path& scratch_dir() {
     return d;
   }();
   return dir;
-}
-
-inline std::filesystem::path write_input(const std::string& name, const uint8_t* data, size_t size) {
-  const auto file = scratch_dir() / name;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  return file;
 }
 
 inline std::string_view as_text(const uint8_t* data, size_t size) {

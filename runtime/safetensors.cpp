@@ -95,7 +95,18 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   in.seekg(0);
   in.read(reinterpret_cast<char*>(bytes_.data()), static_cast<std::streamsize>(size));
   check(in.good(), "{}: read error", file);
+  parse();
+}
 
+SafetensorsFile::SafetensorsFile(std::vector<std::byte> bytes, const std::filesystem::path& path)
+    : path_(path), bytes_(std::move(bytes)) {
+  parse();
+}
+
+void SafetensorsFile::parse() {
+  const std::string file = path_.string();
+  const size_t size = bytes_.size();
+  check(size >= 8, "{}: truncated safetensors file ({} bytes, expected at least 8)", file, size);
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes_.data(), 8);  // little-endian host (x86-64)
   check(header_len <= size - 8, "{}: header length {} exceeds the file size {}", file, header_len,

@@ -23,6 +23,8 @@ class SafetensorsFile {
  public:
   // Reads and validates the whole file; errors name the file and the tensor.
   explicit SafetensorsFile(const std::filesystem::path& path);
+  // The same validation of a file's bytes held in memory; `path` names them in errors.
+  SafetensorsFile(std::vector<std::byte> bytes, const std::filesystem::path& path);
   const std::filesystem::path& path() const { return path_; }
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   const SafetensorView& at(const std::string& name) const;
@@ -32,6 +34,8 @@ class SafetensorsFile {
   void read_f32(const std::string& name, const Shape& expected, float* out) const;
 
  private:
+  void parse();  // bytes_ -> tensors_, metadata_
+
   std::filesystem::path path_;
   std::vector<std::byte> bytes_;
   std::map<std::string, SafetensorView> tensors_;

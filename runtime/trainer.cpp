@@ -191,8 +191,10 @@ void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s
 }
 
 nlohmann::json read_trainer_state(const fs::path& path) {
-  auto state = read_json_file(path, "trainer state");
-  const std::string file = path.string();
+  return check_trainer_state(read_json_file(path, "trainer state"), path.string());
+}
+
+nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file) {
   check(state.is_object() && state.contains("format") && state["format"] == kStateFormat && state.contains("version") &&
             state["version"] == kStateVersion,
         "{}: not a bertlab trainer state of version {}", file, kStateVersion);

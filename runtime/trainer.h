@@ -64,6 +64,8 @@ void save_checkpoint(const std::filesystem::path& dir, const Model& m, const Tra
                      const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir);
 // DIR/trainer_state.json: format, version and step checked (the other fields at resume).
 nlohmann::json read_trainer_state(const std::filesystem::path& file);
+// The same checks of a parsed trainer state; `file` names it in errors. Returns `state`.
+nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file);
 nlohmann::json load_checkpoint(const std::filesystem::path& dir, Model& m, TrainingState& s);
 
 }  // namespace bertlab

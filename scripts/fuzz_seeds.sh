@@ -14,7 +14,7 @@ work=$(mktemp -d /tmp/bertlab_seeds.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 q() { "$@" >/dev/null 2>&1; }
 
-for h in safetensors config vocab tokenizer infer_input shard meta trainer_state graph system machine; do
+for h in safetensors config vocab tokenizer infer_input shard meta trainer_state graph system machine task_data; do
   rm -rf "${out:?}/$h"; mkdir -p "$out/$h"
 done
 corpus=$root/tests/data/corpus_small.txt
@@ -40,8 +40,9 @@ for c in "$root"/configs/bert-*.json "$root/tests/reference/tiny_bert/config.jso
 [ -f "$work/vocab/tokenizer_config.json" ] && { printf '\1'; cat "$work/vocab/tokenizer_config.json"; } >"$out/vocab/config"
 printf '\1{"do_lower_case": false, "strip_accents": null, "model_max_length": 512}' >"$out/vocab/config2"
 # tokenizer input: lines of the fixture corpora
-split -l 20 -a 3 "$root/tests/data/tokenizer_cases.txt" "$out/tokenizer/cases_"
-head -c 4000 "$corpus" >"$out/tokenizer/corpus"
+# (short seeds: the tokenizer's cost grows with the input, and the fuzzer keeps to their sizes)
+split -l 4 -a 3 "$root/tests/data/tokenizer_cases.txt" "$out/tokenizer/cases_"
+head -c 400 "$corpus" >"$out/tokenizer/corpus"
 # shards and meta.json
 for s in "$out"/data/*.shard; do cp "$s" "$out/shard/$(basename "$s")"; done
 cp "$out/data/meta.json" "$out/meta/meta.json"
@@ -53,4 +54,25 @@ q "$bin" graph --config "$root/configs/bert-tiny.json" --seq 8 --mode train -o "
 for s in "$root"/configs/systems/*.json; do cp "$s" "$out/system/"; done
 for m in "$root"/tests/data/*machine*.json "$root"/configs/*machine*.json "$root"/docs/profiling/machine.json; do [ -f "$m" ] && cp "$m" "$out/machine/"; done
 q "$bin" calibrate --out "$out/machine/calibrated.json" --seconds 0.05 --square 256 --bandwidth-mb 8 --seq 32 --batch 1 || true
+# fine-tuning data (first byte: 0 CSV, 1 TSV, 2 JSON lines, 3 CoNLL; +4 labels required): the
+# `prepare --task` output on the Brown fixture (CoNLL, CSV), and the CSV as TSV and JSON lines.
+q "$bin" prepare --task pos --corpus "$root/tests/data/brown_sample" --eval-fraction 0.5 --out "$work/pos" || true
+q "$bin" prepare --task genre --corpus "$root/tests/data/brown_sample" --vocab "$work/vocab" --seq-len 16 \
+  --eval-fraction 0.5 --out "$work/genre" || true
+shopt -s nullglob
+for f in "$work"/pos/*.conll; do
+  { printf '\7'; head -c 4000 "$f"; } >"$out/task_data/$(basename "$f")"
+  { printf '\3'; head -c 4000 "$f" | cut -f1; } >"$out/task_data/words_$(basename "$f")"
+done
+for f in "$work"/genre/*.csv; do
+  { printf '\4'; head -c 4000 "$f"; } >"$out/task_data/$(basename "$f")"
+  /usr/bin/python3 - "$f" "$out/task_data/$(basename "$f" .csv)" <<'PY'
+import csv, json, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))[:20]
+with open(sys.argv[2] + ".tsv", "w") as t:
+    t.write("\5" + "".join("\t".join(c.replace("\t", " ").replace("\n", " ") for c in r) + "\n" for r in rows))
+with open(sys.argv[2] + ".jsonl", "w") as j:
+    j.write("\6" + "".join(json.dumps(dict(zip(rows[0], r))) + "\n" for r in rows[1:]))
+PY
+done
 for h in "$out"/*/; do echo "fuzz_seeds: $(basename "$h"): $(ls "$h" | wc -l) files"; done

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <string_view>
 
 #include "base/file_util.h"
 #include "runtime/data/rng.h"
@@ -27,7 +28,7 @@ void put(std::string& out, T v) {
 }
 
 template <typename T>
-T get_at(const std::string& bytes, std::size_t pos) {
+T get_at(std::string_view bytes, std::size_t pos) {
   T v;
   std::memcpy(&v, bytes.data() + pos, sizeof(T));
   return v;
@@ -90,13 +91,10 @@ void write_shard(const fs::path& file, const ShardInfo& info, const Instance* in
   write_file_atomic(file, out);
 }
 
-Shard Shard::open(const fs::path& file) {
-  Shard s;
-  s.path_ = file;
-  const std::string name = file.string();
-  // The header is checked before the whole file is read, so that sizes in a foreign or
-  // corrupted header cannot make us allocate or loop over what the file does not hold.
-  const std::string head = read_file_prefix(file, kShardHeaderBytes);
+namespace {
+
+// Checks the 64-byte header `head` of a shard of `file_size` bytes and returns its fields.
+ShardInfo check_header(std::string_view head, std::uint64_t file_size, const std::string& name) {
   check(head.size() >= 8 && std::memcmp(head.data(), kShardMagic, 8) == 0, "{}: not a bertlab shard (bad magic)", name);
   check(head.size() >= kShardHeaderBytes, "{}: not a bertlab shard: {} bytes, shorter than the {}-byte header",
         name, head.size(), kShardHeaderBytes);
@@ -104,32 +102,55 @@ Shard Shard::open(const fs::path& file) {
   check(version == kShardVersion, "{}: shard version {} is not supported (expected {})", name, version, kShardVersion);
   auto header = get_at<std::uint32_t>(head, 12);
   check(header == kShardHeaderBytes, "{}: field header_bytes is {}, expected {}", name, header, kShardHeaderBytes);
-  s.info_.max_seq_length = get_at<std::uint32_t>(head, 16);
-  s.info_.max_predictions = get_at<std::uint32_t>(head, 20);
-  s.info_.vocab_size = get_at<std::uint32_t>(head, 24);
-  s.info_.whole_word_mask = get_at<std::uint32_t>(head, 28) & 1u;
-  s.info_.num_instances = get_at<std::uint64_t>(head, 32);
+  ShardInfo info;
+  info.max_seq_length = get_at<std::uint32_t>(head, 16);
+  info.max_predictions = get_at<std::uint32_t>(head, 20);
+  info.vocab_size = get_at<std::uint32_t>(head, 24);
+  info.whole_word_mask = get_at<std::uint32_t>(head, 28) & 1u;
+  info.num_instances = get_at<std::uint64_t>(head, 32);
   const auto payload = get_at<std::uint64_t>(head, 40);
-  s.info_.vocab_checksum = get_at<std::uint64_t>(head, 48);
+  info.vocab_checksum = get_at<std::uint64_t>(head, 48);
   // Records count tokens and masked positions in 16 bits; a [CLS] A [SEP] B [SEP] needs 3.
-  check(s.info_.max_seq_length >= 3 && s.info_.max_seq_length <= 65535,
-        "{}: field max_seq_length is {}, expected 3 to 65535", name, s.info_.max_seq_length);
-  check(s.info_.max_predictions <= s.info_.max_seq_length,
-        "{}: field max_predictions is {}, expected at most max_seq_length ({})", name, s.info_.max_predictions,
-        s.info_.max_seq_length);
-  check(s.info_.vocab_size >= 1 && s.info_.vocab_size <= static_cast<std::uint32_t>(INT32_MAX),
-        "{}: field vocab_size is {}, expected 1 to {}", name, s.info_.vocab_size, INT32_MAX);
-  std::error_code ec;
-  const std::uintmax_t file_size = fs::file_size(file, ec);
-  check(!ec, "{}: cannot read its size: {}", name, ec.message());
+  check(info.max_seq_length >= 3 && info.max_seq_length <= 65535,
+        "{}: field max_seq_length is {}, expected 3 to 65535", name, info.max_seq_length);
+  check(info.max_predictions <= info.max_seq_length,
+        "{}: field max_predictions is {}, expected at most max_seq_length ({})", name, info.max_predictions,
+        info.max_seq_length);
+  check(info.vocab_size >= 1 && info.vocab_size <= static_cast<std::uint32_t>(INT32_MAX),
+        "{}: field vocab_size is {}, expected 1 to {}", name, info.vocab_size, INT32_MAX);
   check(payload == file_size - kShardHeaderBytes,
         "{}: truncated or padded: field payload_bytes is {} but the file holds {} bytes after the header",
         name, payload, file_size - kShardHeaderBytes);
+  check(info.num_instances < payload / 8, "{}: field num_instances {} does not fit the payload", name,
+        info.num_instances);
+  return info;
+}
+
+}  // namespace
+
+Shard Shard::open(const fs::path& file) {
+  const std::string name = file.string();
+  // The header is checked before the whole file is read, so that sizes in a foreign or
+  // corrupted header cannot make us allocate or loop over what the file does not hold.
+  const std::string head = read_file_prefix(file, kShardHeaderBytes);
+  if (head.size() < kShardHeaderBytes) check_header(head, head.size(), name);  // throws: too short
+  std::error_code ec;
+  const std::uintmax_t file_size = fs::file_size(file, ec);
+  check(!ec, "{}: cannot read its size: {}", name, ec.message());
+  check_header(head, file_size, name);
+  std::string bytes = read_file(file);
+  check(bytes.size() == file_size, "{}: changed while being read", name);
+  return parse(std::move(bytes), file);
+}
+
+Shard Shard::parse(std::string bytes, const fs::path& file) {
+  Shard s;
+  s.path_ = file;
+  const std::string name = file.string();
+  s.info_ = check_header(std::string_view(bytes).substr(0, kShardHeaderBytes), bytes.size(), name);
+  s.bytes_ = std::move(bytes);
   const std::uint64_t n = s.info_.num_instances;
-  check(n < payload / 8, "{}: field num_instances {} does not fit the payload", name, n);
-  s.bytes_ = read_file(file);
   const auto& b = s.bytes_;
-  check(b.size() == file_size, "{}: changed while being read", name);
   std::uint64_t sum = fnv1a64(b.data(), kChecksumOffset);
   sum = fnv1a64(b.data() + kShardHeaderBytes, b.size() - kShardHeaderBytes, sum);
   check(sum == get_at<std::uint64_t>(b, kChecksumOffset), "{}: checksum mismatch (the shard is corrupted)", name);
@@ -193,10 +214,13 @@ PretrainingDataset PretrainingDataset::open(const fs::path& dir, const std::stri
 }
 
 PretrainingDataset::PretrainingDataset(const fs::path& dir, const std::string& split, Options options)
+    : PretrainingDataset(dir, read_file(dir / "meta.json"), split, options) {}
+
+PretrainingDataset::PretrainingDataset(const fs::path& dir, std::string_view meta_text, const std::string& split,
+                                       Options options)
     : options_(options) {
   const fs::path meta_file = dir / "meta.json";
   const std::string meta_name = meta_file.string();
-  const std::string meta_text = read_file(meta_file);
   const nlohmann::json meta = parse_json_text(meta_text, meta_name);
   fingerprint_ = fnv1a64(meta_text.data(), meta_text.size());
   check(meta.is_object(), "{}: expected a JSON object", meta_name);

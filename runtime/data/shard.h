@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/data/masking.h"
@@ -36,6 +37,8 @@ void write_shard(const std::filesystem::path& file, const ShardInfo& info, const
 class Shard {
  public:
   static Shard open(const std::filesystem::path& file);
+  // The same validation of a shard's bytes held in memory; `file` names them in errors.
+  static Shard parse(std::string bytes, const std::filesystem::path& file);
   const ShardInfo& info() const { return info_; }
   std::size_t size() const { return static_cast<std::size_t>(info_.num_instances); }
   Instance get(std::size_t index) const;
@@ -70,6 +73,10 @@ class PretrainingDataset {
   static PretrainingDataset open(const std::filesystem::path& dir, const std::string& split,
                                  Options options);
   PretrainingDataset(const std::filesystem::path& dir, const std::string& split, Options options);
+  // The same with the text of meta.json given in memory (the vocabulary and shards are read
+  // from DIR).
+  PretrainingDataset(const std::filesystem::path& dir, std::string_view meta_text, const std::string& split,
+                     Options options);
 
   std::size_t size() const { return total_; }
   std::size_t seq_len() const { return seq_len_; }

@@ -9,6 +9,7 @@
 #include "base/file_util.h"
 #include "runtime/data/utf8.h"
 #include "base/error.h"
+#include "base/json_file.h"
 
 namespace bertlab::data {
 
@@ -19,7 +20,7 @@ namespace {
 // Calls fn(line_number, line) for every line (without "\n" and a trailing "\r"), after
 // checking it is UTF-8.
 template <typename Fn>
-void for_each_line(const fs::path& file, const std::string& text, Fn&& fn) {
+void for_each_line(const fs::path& file, std::string_view text, Fn&& fn) {
   size_t pos = 0, line = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
@@ -42,7 +43,7 @@ struct Row {
 
 // RFC 4180 records (libcsv, strict mode: a quote inside an unquoted field or an unterminated
 // quoted field is an error); a record may span lines inside quotes. Blank lines are skipped.
-std::vector<Row> parse_csv(const fs::path& file, const std::string& text) {
+std::vector<Row> parse_csv(const fs::path& file, std::string_view text) {
   struct State {
     std::vector<Row> rows;
     Row cur;
@@ -68,7 +69,7 @@ std::vector<Row> parse_csv(const fs::path& file, const std::string& text) {
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     end = end == std::string::npos ? text.size() : end + 1;
-    auto bad = find_invalid_utf8(std::string_view(text).substr(pos, end - pos));
+    auto bad = find_invalid_utf8(text.substr(pos, end - pos));
     if (bad != std::string_view::npos) {
       csv_free(&p);
       fail("{}:{}: invalid UTF-8 at column {}", file.string(), st.line, bad + 1);
@@ -93,7 +94,7 @@ std::vector<Row> parse_csv(const fs::path& file, const std::string& text) {
 }
 
 // GLUE's .tsv: fields separated by tabs, no quoting.
-std::vector<Row> parse_tsv(const fs::path& file, const std::string& text) {
+std::vector<Row> parse_tsv(const fs::path& file, std::string_view text) {
   std::vector<Row> rows;
   for_each_line(file, text, [&](size_t line, std::string_view s) {
     if (s.empty()) return;
@@ -175,7 +176,7 @@ std::vector<TextExample> read_table(const fs::path& file, const std::vector<Row>
   return out;
 }
 
-std::vector<TextExample> read_jsonl(const fs::path& file, const std::string& text, bool require_labels) {
+std::vector<TextExample> read_jsonl(const fs::path& file, std::string_view text, bool require_labels) {
   std::vector<TextExample> out;
   std::optional<Columns> cols;
   std::vector<std::string> keys;
@@ -183,10 +184,12 @@ std::vector<TextExample> read_jsonl(const fs::path& file, const std::string& tex
     if (s.find_first_not_of(" \t") == std::string_view::npos) return;
     const std::string src = fmt::format("{}:{}", file.string(), line);
     nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(s);
-    } catch (const nlohmann::json::parse_error& e) {
+    try {  // nesting is limited: printing a value in an error recurses once per level
+      j = nlohmann::json::parse(s, detail::limit_json_depth);
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number past double
       fail("{}: invalid JSON: {}", src, e.what());
+    } catch (const detail::JsonTooDeep&) {
+      fail("{}: invalid JSON: arrays and objects are nested more than {} levels deep", src, kMaxJsonDepth);
     }
     check(j.is_object(), "{}: expected a JSON object with text[, text_pair] and label", src);
     if (!cols) {  // the first object's keys name the columns, as a header would
@@ -230,7 +233,11 @@ TableFormat table_format_for(const fs::path& file) {
 std::vector<TextExample> read_text_examples(const fs::path& file, bool require_labels) {
   check(fs::is_regular_file(file), "{}: no such file", file.string());
   const TableFormat format = table_format_for(file);
-  const std::string text = read_file(file);
+  return parse_text_examples(read_file(file), format, file, require_labels);
+}
+
+std::vector<TextExample> parse_text_examples(std::string_view text, TableFormat format, const fs::path& file,
+                                             bool require_labels) {
   std::vector<TextExample> out;
   switch (format) {
     case TableFormat::csv: out = read_table(file, parse_csv(file, text), require_labels); break;
@@ -243,13 +250,17 @@ std::vector<TextExample> read_text_examples(const fs::path& file, bool require_l
 
 std::vector<TaggedSentence> read_conll(const fs::path& file, bool require_labels) {
   check(fs::is_regular_file(file), "{}: no such file", file.string());
+  return parse_conll(read_file(file), file, require_labels);
+}
+
+std::vector<TaggedSentence> parse_conll(std::string_view text, const fs::path& file, bool require_labels) {
   std::vector<TaggedSentence> out;
   TaggedSentence cur;
   auto flush = [&] {
     if (!cur.words.empty()) out.push_back(std::move(cur));
     cur = {};
   };
-  for_each_line(file, read_file(file), [&](size_t line, std::string_view s) {
+  for_each_line(file, text, [&](size_t line, std::string_view s) {
     if (s.find_first_not_of(" \t") == std::string_view::npos) return flush();
     if (s.rfind("-DOCSTART-", 0) == 0) return;
     const std::string src = fmt::format("{}:{}", file.string(), line);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/data/tokenizer.h"
@@ -43,11 +44,17 @@ TableFormat table_format_for(const std::filesystem::path& file);
 // `require_labels`), a line with too many or too few fields, invalid CSV quoting or JSON, an
 // empty label, a file without examples.
 std::vector<TextExample> read_text_examples(const std::filesystem::path& file, bool require_labels);
+// The same from the text of such a file held in memory; `file` names it in errors.
+std::vector<TextExample> parse_text_examples(std::string_view text, TableFormat format,
+                                             const std::filesystem::path& file, bool require_labels);
 
 // Reads a CoNLL file: `word<TAB>tag` per line (with `require_labels` false, a line may also be
 // just `word`), blank lines between sentences, `-DOCSTART-` lines skipped. A line without a
 // tab, with more than two fields, or an empty word or tag is an error naming file and line.
 std::vector<TaggedSentence> read_conll(const std::filesystem::path& file, bool require_labels);
+// The same from the text of such a file held in memory; `file` names it in errors.
+std::vector<TaggedSentence> parse_conll(std::string_view text, const std::filesystem::path& file,
+                                        bool require_labels);
 
 // The labels of a task: read from the training data, sorted (as run_glue.py / run_ner.py do).
 class LabelSet {

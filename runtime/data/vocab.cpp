@@ -43,7 +43,10 @@ void read_field(const nlohmann::json& j, const char* key, T& out, const std::fil
 }  // namespace
 
 TokenizerConfig TokenizerConfig::load(const std::filesystem::path& file) {
-  std::string text = read_file(file);
+  return parse(read_file(file), file);
+}
+
+TokenizerConfig TokenizerConfig::parse(std::string_view text, const std::filesystem::path& file) {
   nlohmann::json j = parse_json_text(text, file.string());
   check(j.is_object(), "{}: expected a JSON object", file.string());
   TokenizerConfig c;
@@ -101,7 +104,10 @@ Vocab::Vocab(std::vector<std::string> tokens, std::string source)
 }
 
 Vocab Vocab::load(const std::filesystem::path& file) {
-  std::string text = read_file(file);
+  return parse(read_file(file), file);
+}
+
+Vocab Vocab::parse(std::string_view text, const std::filesystem::path& file) {
   check(!text.empty(), "{}: vocabulary file is empty", file.string());
   std::vector<std::string> tokens;
   std::size_t line = 0, pos = 0;

@@ -30,6 +30,8 @@ struct TokenizerConfig {
   // Reads tokenizer_config.json; fields that are absent keep their defaults. Special tokens
   // may be plain strings or {"content": ...} objects.
   static TokenizerConfig load(const std::filesystem::path& file);
+  // The same from the text of such a file; `file` names it in errors.
+  static TokenizerConfig parse(std::string_view text, const std::filesystem::path& file);
   void save(const std::filesystem::path& file) const;
 };
 
@@ -49,6 +51,8 @@ class Vocab {
   // Reads vocab.txt. Throws bertlab::Error naming the file and line on a missing or empty
   // file, an empty line, invalid UTF-8 or a duplicate token.
   static Vocab load(const std::filesystem::path& file);
+  // The same from the text of such a file; `file` names it in errors.
+  static Vocab parse(std::string_view text, const std::filesystem::path& file);
   // Writes vocab.txt (to a temporary name, then renames).
   void save(const std::filesystem::path& file) const;
 
