@@ -30,7 +30,8 @@ std::unordered_set<std::string> token_set(const data::Vocab& vocab) {
 
 std::string join(const std::vector<std::string>& pieces) {
   std::string s = "[";
-  for (size_t i = 0; i < pieces.size(); ++i) s += (i ? ", \"" : "\"") + pieces[i] + "\"";
+  for (size_t i = 0; i < pieces.size() && i < 8; ++i) s += (i ? ", \"" : "\"") + pieces[i] + "\"";
+  if (pieces.size() > 8) s += fmt::format(", ... ({} pieces)", pieces.size());
   return s + "]";
 }
 
