@@ -98,10 +98,44 @@ Graph make_graph(const EstimateOptions& o) {
   return g;
 }
 
+// --arrangement: one name of the arrangement table (hwmodel/arrangement.h), or "both" for
+// every arrangement of the table.
 std::vector<hw::Arrangement> arrangements(const std::string& a) {
-  if (a == "rwma") return {hw::Arrangement::rwma};
-  if (a == "bwma") return {hw::Arrangement::bwma};
-  return {hw::Arrangement::rwma, hw::Arrangement::bwma};
+  if (a != "both") return {hw::arrangement_from_string(a, "--arrangement")};
+  std::vector<hw::Arrangement> all;
+  for (const auto& d : hw::arrangements()) all.push_back(d.id);
+  return all;
+}
+
+// The summary table: time and DRAM bytes under every arrangement, then the speedup and
+// DRAM traffic reduction of each arrangement after the first (the RWMA baseline) over it.
+std::string summary_header() {
+  const auto all = hw::arrangements();
+  std::string h = fmt::format("{:>6} {:>5}", "kernel", "cores");
+  for (const auto& d : all) h += fmt::format(" {:>12}", fmt::format("{} ms", d.name));
+  for (const auto& d : all) h += fmt::format(" {:>14}", fmt::format("{} DRAM B", d.name));
+  for (size_t i = 1; i < all.size(); ++i)
+    h += all.size() == 2 ? fmt::format(" {:>8} {:>9}", "speedup", "traffic-")
+                         : fmt::format(" {:>8} {:>9}", fmt::format("{} x", all[i].name), fmt::format("{} -", all[i].name));
+  return h + "\n";
+}
+std::string summary_row(int64_t S, int64_t P, std::map<hw::Arrangement, hw::GraphEstimate>& est) {
+  const auto all = hw::arrangements();
+  std::string r = fmt::format("{:>6} {:>5}", S, P);
+  for (const auto& d : all)
+    r += fmt::format(" {:>12}", est.count(d.id) ? fmt::format("{:.3f}", est[d.id].seconds() * 1e3) : "-");
+  for (const auto& d : all) r += fmt::format(" {:>14}", est.count(d.id) ? fmt::format("{}", est[d.id].dram_bytes()) : "-");
+  const hw::Arrangement base = all[0].id;
+  for (size_t i = 1; i < all.size(); ++i) {
+    std::string speed = "-", red = "-";
+    if (est.count(base) && est.count(all[i].id)) {
+      const auto &b = est[base], &x = est[all[i].id];
+      speed = fmt::format("{:.2f}x", b.seconds() / x.seconds());
+      red = fmt::format("{:.1f}%", 100.0 * (1 - double(x.dram_bytes()) / b.dram_bytes()));
+    }
+    r += fmt::format(" {:>8} {:>9}", speed, red);
+  }
+  return r + "\n";
 }
 
 // Measured seconds per node name (--compare-profile), for the CSV and JSON outputs.
@@ -206,7 +240,8 @@ void run(const EstimateOptions& o) {
       s.dram.peak_gbps = base.dram.peak_gbps * (1 + (i / 60) % 4);
       hw::validate(s, o.system);
       // Both arrangements at every kernel size.
-      configs.emplace_back(s, ((i / 4) + i) % 2 ? hw::Arrangement::rwma : hw::Arrangement::bwma);
+      const auto all = hw::arrangements();
+      configs.emplace_back(s, all[((i / 4) + i + 1) % all.size()].id);
     }
     const auto t0 = std::chrono::steady_clock::now();
     const hw::NodeClasses classes = hw::classify_nodes(g);
@@ -236,8 +271,7 @@ void run(const EstimateOptions& o) {
   nlohmann::json all = nlohmann::json::array();
   std::string table;
   fmt::print("system {} ({}), {} nodes\n", base.name, o.system, g.nodes().size());
-  fmt::print("{:>6} {:>5} {:>12} {:>12} {:>14} {:>14} {:>8} {:>9}\n", "kernel", "cores", "rwma ms", "bwma ms",
-             "rwma DRAM B", "bwma DRAM B", "speedup", "traffic-");
+  fmt::print("{}", summary_header());
   for (int64_t S : kernels)
     for (int64_t P : cores) {
       hw::SystemDesc s = base;
@@ -267,17 +301,9 @@ void run(const EstimateOptions& o) {
             }
         }
       }
-      auto ms = [&](hw::Arrangement a) { return est.count(a) ? fmt::format("{:.3f}", est[a].seconds() * 1e3) : "-"; };
-      auto by = [&](hw::Arrangement a) { return est.count(a) ? fmt::format("{}", est[a].dram_bytes()) : "-"; };
-      std::string speed = "-", red = "-";
-      if (est.size() == 2) {
-        speed = fmt::format("{:.2f}x", est[hw::Arrangement::rwma].seconds() / est[hw::Arrangement::bwma].seconds());
-        red = fmt::format("{:.1f}%", 100.0 * (1 - double(est[hw::Arrangement::bwma].dram_bytes()) /
-                                                    est[hw::Arrangement::rwma].dram_bytes()));
-      }
-      fmt::print("{:>6} {:>5} {:>12} {:>12} {:>14} {:>14} {:>8} {:>9}\n", S, P, ms(hw::Arrangement::rwma),
-                 ms(hw::Arrangement::bwma), by(hw::Arrangement::rwma), by(hw::Arrangement::bwma), speed, red);
-      if (est.size() == 2) {
+      fmt::print("{}", summary_row(S, P, est));
+      // The paper's comparison (docs/hwmodel-paper-table.md): BWMA over RWMA per region.
+      if (est.count(hw::Arrangement::rwma) && est.count(hw::Arrangement::bwma)) {
         const auto& r = est[hw::Arrangement::rwma];
         const auto& b = est[hw::Arrangement::bwma];
         auto sp = [&](const std::string& reg) { return r.seconds_in(reg) / std::max(1e-30, b.seconds_in(reg)); };
@@ -315,7 +341,15 @@ void add_estimate_command(CLI::App& root) {
                   "Inference graph heads: pretraining (default) or none (as `bertlab profile --mode infer` builds it)")
       ->check(CLI::IsMember({"pretraining", "none"}));
   cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
-  cmd->add_option("--arrangement", o->arrangement, "rwma, bwma or both")->check(CLI::IsMember({"rwma", "bwma", "both"}));
+  cmd->add_option("--arrangement", o->arrangement, "An arrangement (rwma, bwma) or both")
+      ->check([](const std::string& v) {
+        std::string names;
+        for (const auto& d : hw::arrangements()) {
+          if (v == d.name) return std::string();
+          names += std::string(d.name) + ", ";
+        }
+        return v == "both" ? std::string() : fmt::format("'{}' is not an arrangement (expected one of: {}both)", v, names);
+      });
   cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")
       ->delimiter(',')
       ->check(count_in(1, 4096, "4,8,16,32"));

@@ -1,6 +1,7 @@
 #include "hwmodel/analytic.h"
 
 #include "hwmodel/analytic_detail.h"
+#include "hwmodel/arrangement.h"
 
 namespace bertlab::hw {
 
@@ -9,14 +10,7 @@ using namespace analytic_detail;
 Traffic analytic_traffic(const GemmWork& w, const SystemDesc& s, int64_t cores) {
   Traffic t = empty_traffic(s, cores);
   DramStreams dram(s, t);
-  const BwmaGroups grp = bwma_groups(w, cores);
-  for (size_t i = 0; i < w.instances.size(); ++i) {
-    const auto& inst = w.instances[i];
-    if (w.arrangement == Arrangement::bwma)
-      gemm_bwma(w, inst[0], inst[1], inst[2], s, grp.cores, dram, t, grp.first_core(static_cast<int64_t>(i)));
-    else
-      gemm_rwma(w, inst[0], inst[1], inst[2], s, cores, dram, t);
-  }
+  arrangement_desc(w.arrangement).analytic_gemm(w, s, cores, dram, t);
   dram.flush_all();
   return t;
 }

@@ -136,7 +136,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           miss.push_back({at, 1, L, L});
         }
       };
-      for (int64_t kb = 0; kb < KT; ++kb) {
+      auto window = [&](int64_t kb) {
         SetLoad win = a_all;
         for (int64_t c = 0; c < act; ++c) {
           const int64_t nb = r * P + c;
@@ -149,11 +149,55 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           win.add(block_sweeps(b, 0, std::min(b.rows, (kb + 1) * S), nb * S, cw(b, nb * S)));
           if (kb > 0) win.add(block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S)));
         }
+        return win;
+      };
+      // The windows of k-panels 1 .. KT-2 differ only in the weight rows: from kb-1 to kb,
+      // round r's panels lose the rows of tile kb and round r+1's gain them. With whole
+      // weight panels (contiguous rows) those are runs of lines, so the window is moved
+      // line by line instead of rebuilt (speed only; the per-set loads are the same).
+      const bool whole_panels = b.panel_width == S && b.col0 == 0 && b.cols % S == 0 && b.row_stride == S * b.elem;
+      SetLoad mid(s.llc);
+      // Lines [first, last] of the bytes [x, z) (first > last when empty).
+      auto span = [&](uint64_t x, uint64_t z) {
+        return x < z ? std::pair<int64_t, int64_t>(x / L, (z - 1) / L) : std::pair<int64_t, int64_t>(1, 0);
+      };
+      // Adds to `mid` the lines of `now` that `before` lacks, removes those it lost.
+      auto minus = [&](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z, double n) {  // x \ z
+        if (z.first > z.second) z = {x.second + 1, x.second};  // empty: nothing of x excluded
+        for (int64_t l = x.first; l <= std::min(x.second, z.first - 1); ++l) mid.add_line(l, n);
+        for (int64_t l = std::max(x.first, z.second + 1); l <= x.second; ++l) mid.add_line(l, n);
+      };
+      auto move_span = [&](std::pair<int64_t, int64_t> before, std::pair<int64_t, int64_t> now) {
+        minus(before, now, -1);
+        minus(now, before, 1);
+      };
+      auto step = [&](int64_t kb) {  // mid: from the window of kb-1 to that of kb
+        const int64_t was = std::min(b.rows, kb * S), now = std::min(b.rows, (kb + 1) * S);
+        for (int64_t c = 0; c < act; ++c) {
+          const int64_t nb = r * P + c;
+          const uint64_t end = b.addr(0, nb * S) + b.rows * S * b.elem;
+          move_span(span(b.addr(0, nb * S) + was * S * b.elem, end), span(b.addr(0, nb * S) + now * S * b.elem, end));
+        }
+        for (int64_t c = 0; c < next; ++c) {
+          const int64_t nb = (r + 1) * P + c;
+          const uint64_t start = b.addr(0, nb * S);
+          move_span(span(start, start + was * S * b.elem), span(start, start + now * S * b.elem));
+        }
+      };
+      for (int64_t kb = 0; kb < KT; ++kb) {
         if (kb > 0 && kb < KT - 1) {
-          const auto over = win.overflowing_lines(a_panel[kb]);
+          if (!whole_panels) {
+            mid = window(kb);
+          } else if (kb == 1) {
+            mid = window(1);
+          } else {
+            step(kb);
+          }
+          const auto over = mid.overflowing_lines(a_panel[kb]);
           miss.insert(miss.end(), over.begin(), over.end());
           continue;
         }
+        SetLoad win = window(kb);
         // kb = KT-1: round r's output rows from the line's last row on; kb = 0: round
         // r+1's output rows before the line's first row.
         if (kb == KT - 1)

@@ -1,6 +1,9 @@
 // The analytic traffic of the RWMA GEMM schedule (work.h): reuse windows of the A blocks
 // across column tiles, of Y and A lines across k-steps, and of the weights within and
 // across rounds of sequence blocks.
+#include <array>
+#include <optional>
+
 #include "hwmodel/analytic_detail.h"
 
 namespace bertlab::hw::analytic_detail {
@@ -78,7 +81,21 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
     for (int64_t g = 0; g < NG; ++g) {
       if (group_c0(g) >= b.cols) continue;
       if (!uniform) {
-        for (int64_t kb = 0; kb < KT; ++kb) dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, across(g, kb));
+        // The window depends on kb only through the column bounds across() takes from it,
+        // which stay the same over the k-steps after the first of a group that is neither
+        // the first nor the last: a window is rebuilt only when its bounds change (speed
+        // only; the counts are unchanged).
+        const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+        auto bounds = [&](int64_t kb) {
+          return std::array<int64_t, 3>{nb_last < NT - 1 ? 0 : kb * S, nb_first > 0 ? a.cols : kb * S,
+                                        (nb_first + (kb > 0 ? 1 : 0)) * S};
+        };
+        std::optional<SetLoad> win;
+        std::array<int64_t, 3> win_bounds{};
+        for (int64_t kb = 0; kb < KT; ++kb) {
+          if (!win || bounds(kb) != win_bounds) win = across(g, kb), win_bounds = bounds(kb);
+          dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, *win);
+        }
         continue;
       }
       // Uniform: the class of kb (0, starting an A line, inside one) decides; the groups

@@ -6,8 +6,6 @@
 
 namespace bertlab::hw {
 
-const char* to_string(Arrangement a) { return a == Arrangement::rwma ? "rwma" : "bwma"; }
-
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, int64_t elem,
@@ -17,18 +15,20 @@ MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, i
   v.rows = rows;
   v.cols = cols;
   v.elem = elem;
-  if (a == Arrangement::rwma) {
+  const int64_t pw = arrangement_desc(a).panel_width(S);
+  if (pw == 0) {
     v.row_stride = cols * elem;
   } else {
-    v.panel_width = S;
-    v.row_stride = S * elem;
-    v.panel_stride = rows * S * elem;
+    v.panel_width = pw;
+    v.row_stride = pw * elem;
+    v.panel_stride = rows * pw * elem;
   }
   return v;
 }
 
 int64_t view_bytes(Arrangement a, int64_t rows, int64_t cols, int64_t elem, int64_t S) {
-  return a == Arrangement::rwma ? rows * cols * elem : rows * round_up(cols, S) * elem;
+  const int64_t pw = arrangement_desc(a).panel_width(S);
+  return pw == 0 ? rows * cols * elem : rows * round_up(cols, pw) * elem;
 }
 
 MatrixView sub_view(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {

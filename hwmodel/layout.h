@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace bertlab::hw {
+#include "hwmodel/arrangement.h"
 
-enum class Arrangement : uint8_t { rwma, bwma };
-const char* to_string(Arrangement a);
+namespace bertlab::hw {
 
 struct MatrixView {
   uint64_t base = 0;
@@ -30,10 +29,11 @@ struct MatrixView {
   }
 };
 
-// A whole matrix of `rows` x `cols` at `base` in the given arrangement (panel width S).
+// A whole matrix of `rows` x `cols` at `base` in the given arrangement (its panel width at
+// kernel S, arrangement.h).
 MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, int64_t elem,
                      int64_t S);
-// Bytes the matrix occupies (BWMA pads the columns to a multiple of S).
+// Bytes the matrix occupies (panels pad the columns to a multiple of the panel width).
 int64_t view_bytes(Arrangement a, int64_t rows, int64_t cols, int64_t elem, int64_t S);
 // Rows [r0, r0+nr) x cols [c0, c0+nc) of v as a view of its own.
 MatrixView sub_view(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc);

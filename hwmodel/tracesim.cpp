@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "hwmodel/arrangement.h"
 
 namespace bertlab::hw {
 
@@ -170,66 +171,7 @@ void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bo
   }
 }
 
-void TraceSim::run(const GemmWork& w) {
-  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, P = cores_;
-  const int A = operand_id(w.a_name), B = operand_id(w.b_name), Y = operand_id(w.y_name);
-  if (w.arrangement == Arrangement::bwma) {
-    // Products run `groups` at a time on disjoint groups of cores, in lock step (work.h).
-    const BwmaGroups grp = bwma_groups(w, P);
-    const int64_t Pc = grp.cores, n_inst = static_cast<int64_t>(w.instances.size());
-    for (int64_t i0 = 0; i0 < n_inst; i0 += grp.groups) {
-      const int64_t G = std::min(grp.groups, n_inst - i0);
-      auto width = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c) * v.elem; };
-      for (int64_t r = 0; r * Pc < NT; ++r) {
-        const int64_t active = std::min(Pc, NT - r * Pc);
-        for (int64_t kb = 0; kb < KT; ++kb) {
-          for (int64_t g = 0; g < G; ++g) {
-            const MatrixView& b = w.instances[i0 + g][1];
-            for (int64_t c = 0; c < active; ++c)
-              for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr)
-                touch(g * Pc + c, B, b.addr(kb * S + kr, (r * Pc + c) * S), width(b, (r * Pc + c) * S), false);
-          }
-          for (int64_t m = 0; m < w.m; ++m)
-            for (int64_t g = 0; g < G; ++g) {
-              const MatrixView &a = w.instances[i0 + g][0], &y = w.instances[i0 + g][2];
-              for (int64_t c = 0; c < active; ++c) {
-                const int64_t nb = r * Pc + c;
-                touch(g * Pc + c, A, a.addr(m, kb * S), width(a, kb * S), false);
-                touch(g * Pc + c, Y, y.addr(m, nb * S), width(y, nb * S), true);
-              }
-            }
-        }
-      }
-    }
-    return;
-  }
-  for (const auto& inst : w.instances) {
-    const MatrixView &a = inst[0], &b = inst[1], &y = inst[2];
-    const int64_t e = a.elem;
-    auto width = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c) * e; };
-    auto load_tile = [&](int64_t core, int64_t kb, int64_t nb) {
-      for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr)
-        touch(core, B, b.addr(kb * S + kr, nb * S), width(b, nb * S), false);
-    };
-    {
-      const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb;
-      for (int64_t r = 0; r * P < MB; ++r) {
-        const int64_t active = std::min(P, MB - r * P);
-        for (int64_t nb = 0; nb < NT; ++nb)
-          for (int64_t kb = 0; kb < KT; ++kb) {
-            for (int64_t c = 0; c < active; ++c) load_tile(c, kb, nb);
-            for (int64_t i = 0; i < Mb; ++i)
-              for (int64_t c = 0; c < active; ++c) {
-                const int64_t m = (r * P + c) * Mb + i;
-                if (m >= w.m) continue;
-                touch(c, A, a.addr(m, kb * S), width(a, kb * S), false);
-                touch(c, Y, y.addr(m, nb * S), width(y, nb * S), true);
-              }
-          }
-      }
-    }
-  }
-}
+void TraceSim::run(const GemmWork& w) { arrangement_desc(w.arrangement).trace_gemm(*this, w, cores_); }
 
 void TraceSim::run(const StreamWork& w) {
   const int64_t P = cores_;

@@ -159,7 +159,7 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
   CHECK(system_from_json(desc, "x.json").name.find("placeholder") != std::string::npos);
 }
 
-TEST_CASE("estimate a BERT graph under both arrangements", "[hwmodel]") {
+TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
   const BertConfig c = testing::bert_config(100, 64, 1, 4, 256, BertConfig{}.max_position_embeddings);
   RunSpec run;
   run.batch = 2;
@@ -167,8 +167,8 @@ TEST_CASE("estimate a BERT graph under both arrangements", "[hwmodel]") {
   run.heads = Heads::none;
   Graph g = build_bert(c, run);
   SystemDesc s = paper_system();
-  for (Arrangement a : {Arrangement::rwma, Arrangement::bwma}) {
-    auto e = estimate_graph(g, s, a);
+  for (const auto& d : arrangements()) {
+    auto e = estimate_graph(g, s, d.id);
     CHECK(e.seconds() > 0);
     CHECK(e.dram_bytes() > 0);
     bool conv = false, fallback = false;

@@ -183,14 +183,14 @@ Worst agreement(LlcShape llc, uint32_t seed = 2024, bool asserted = true) {
     const int64_t S = int64_t{4} << (rng() % 3);  // 4, 8, 16
     const int64_t P = int64_t{1} << (rng() % 3);  // 1, 2, 4 cores
     const int64_t M = 16 * (1 + rng() % 12), K = 64 * (1 + rng() % 4), N = 64 * (1 + rng() % 4);
-    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma}) check_gemm(arr, M, N, K, S, P, llc, worst);
+    for (const auto& d : arrangements()) check_gemm(d.id, M, N, K, S, P, llc, worst);
   }
   for (int it = 0; it < 12; ++it) {
     const int64_t S = int64_t{4} << (rng() % 3);
     const int64_t P = int64_t{1} << (rng() % 3);
     const int64_t rows = 16 * (1 + rng() % 16), len = 64 * (1 + rng() % 4);
-    for (Arrangement arr : {Arrangement::rwma, Arrangement::bwma})
-      check_rows(arr, rows, len, S, P, 1 + it % 3, 1 + it % 2, 1 + it % 2, llc, worst);
+    for (const auto& d : arrangements())
+      check_rows(d.id, rows, len, S, P, 1 + it % 3, 1 + it % 2, 1 + it % 2, llc, worst);
   }
   for (int it = 0; it < 8; ++it) {
     const int64_t P = int64_t{1} << (rng() % 3);

@@ -1,0 +1,88 @@
+#pragma once
+// Address allocation of the estimate: every tensor of a node placed once in a bump
+// allocator, matrices laid out in the arrangement (layout.h). Part of the estimate's
+// internals (estimate_detail.h).
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "hwmodel/layout.h"
+#include "hwmodel/system.h"
+#include "runtime/graph.h"
+
+namespace bertlab::hw::estimate_detail {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A tensor as a stack of matrices: rank >= 4 (attention scores) stacks batch x heads
+// matrices of the last two dims; otherwise the leading dims fold into rows.
+struct Mats {
+  int64_t batch = 1, rows = 1, cols = 1;
+};
+inline Mats mats_of(const TensorDesc& t) {
+  Mats m;
+  const auto& s = t.shape;
+  if (s.empty()) return m;
+  m.cols = s.back();
+  if (s.size() >= 4) {
+    m.rows = s[s.size() - 2];
+    for (size_t i = 0; i + 2 < s.size(); ++i) m.batch *= s[i];
+  } else {
+    m.rows = t.numel() / m.cols;
+  }
+  return m;
+}
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a) {
+    S_ = s.array.kernel;
+    e_ = s.elem_bytes;
+  }
+
+  // Each tensor placed once, aligned to a DRAM row (addresses are only used for line and
+  // row arithmetic, so a simple bump allocator is enough).
+  uint64_t place(const std::string& key, int64_t bytes) {
+    auto it = base_.find(key);
+    if (it != base_.end()) return it->second;
+    const uint64_t b = next_;
+    const int64_t row = s_.dram.row_bytes;
+    next_ += static_cast<uint64_t>(ceil_div(std::max<int64_t>(bytes, 1), row) * row);
+    base_[key] = b;
+    return b;
+  }
+  MatrixView matrix(int tensor, int64_t index) {
+    const TensorDesc& t = g_.tensor(tensor);
+    const Mats m = mats_of(t);
+    const int64_t bytes = view_bytes(a_, m.rows, m.cols, e_, S_);
+    const uint64_t base = place(t.name, bytes * m.batch);
+    return make_view(a_, base + index * bytes, m.rows, m.cols, e_, S_);
+  }
+  MatrixView fresh(const std::string& key, int64_t rows, int64_t cols, int64_t index = 0,
+                   int64_t batch = 1, bool row_major = false) {
+    const Arrangement arr = row_major ? Arrangement::rwma : a_;
+    const int64_t bytes = view_bytes(arr, rows, cols, e_, S_);
+    return make_view(arr, place(key, bytes * batch) + index * bytes, rows, cols, e_, S_);
+  }
+  Sweep whole(const std::string& key, int64_t bytes) {
+    return {place(key, bytes), 1, bytes, bytes};
+  }
+  int64_t tensor_bytes(int t) {
+    const Mats m = mats_of(g_.tensor(t));
+    return m.batch * view_bytes(a_, m.rows, m.cols, e_, S_);
+  }
+
+  void reset() {
+    next_ = 1 << 20;
+    base_.clear();
+  }
+
+  const Graph& g_;
+  const SystemDesc& s_;
+  Arrangement a_;
+  int64_t S_, e_;
+  uint64_t next_ = 1 << 20;
+  std::map<std::string, uint64_t> base_;
+};
+
+}  // namespace bertlab::hw::estimate_detail

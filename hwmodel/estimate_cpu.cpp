@@ -1,0 +1,152 @@
+// The CPU models of the estimate (docs/hwmodel-cpu.md): a roofline of measured peaks, and
+// the model calibrated by `bertlab calibrate`.
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "hwmodel/estimate_detail.h"
+
+namespace bertlab::hw::estimate_detail {
+
+namespace {
+
+// The plain roofline of a CPU described by measured peaks ("cpu_model": "roofline"): one GEMM
+// peak (the system's precision) for every GEMM, DRAM triad bandwidth for every node. Kept to
+// show what the calibrated model below improves on (docs/hwmodel-cpu.md).
+NodeEstimate cpu_roofline_node(const Graph& g, const Node& node, const SystemDesc& s, bool terms) {
+  NodeEstimate n;
+  n.model = "cpu-roofline";
+  n.flops = node_flops(g, node);
+  const double peak = s.gemm_peak_gflops.at(file_key(s.precision)).get<double>() * 1e9;
+  const double bytes = static_cast<double>(node_min_bytes(g, node));
+  const double t_comp = node.category == Category::gemm ? n.flops / peak : 0;
+  const double t_mem = bytes / (s.dram.peak_gbps * 1e9);
+  n.seconds = std::max(t_comp, t_mem);
+  n.cycles = n.seconds * s.clock_ghz * 1e9;
+  term_if(terms, n, "roofline: max(FLOPs {:.3g} / peak {:.3g} GFLOP/s, bytes {:.3g} / {} GB/s) = {:.3f} us",
+                                n.flops, peak / 1e9, bytes, s.dram.peak_gbps, n.seconds * 1e6);
+  return n;
+}
+
+// The measured GEMM closest in shape to `gm` among those of precision `prec` (the distance is
+// the sum of squared log ratios of batch, m, n and k, so a shape twice as tall counts as far
+// as one half as tall); null when calibrate measured none of that precision.
+const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShape& gm, Precision prec) {
+  const GemmCalibration* best = nullptr;
+  double best_d = 0;
+  auto sq_log = [](double a, double b) { return std::pow(std::log(a / b), 2); };
+  for (const auto& r : s.gemm_rates) {
+    if (r.precision != prec) continue;
+    const double d = sq_log(gm.batch, r.batch) + sq_log(gm.m, r.m) + sq_log(gm.n, r.n) + sq_log(gm.k, r.k);
+    if (!best || d < best_d) best = &r, best_d = d;
+  }
+  return best;
+}
+
+}  // namespace
+
+// A node on this CPU, from what `bertlab calibrate` measured ("cpu_model": "calibrated"):
+//   GEMM nodes: time = parallel-region cost x calls + max(FLOPs / rate, bytes / bandwidth)
+//               + conversion bytes / bandwidth, where rate is that of the nearest measured
+//               GEMM shape of the node's own precision, and the conversions are the reorders
+//               the executor runs around the matmul that calibrate's GEMMs did not (bf16
+//               copies of f32 operands, the per-step packing of training weights).
+//   other nodes: time = parallel-region cost + max(FLOPs / f32 peak, bytes / bandwidth +
+//               re-reads / resident bandwidth), re-reads being the extra passes of row ops
+//               over their inputs, as the accelerator model counts them (rows()): softmax 3
+//               passes (max, sum, output), layernorm 2 (statistics, output), softmax_grad 2
+//               (row sum, dx), layernorm_grad 3 (statistics, the two row sums, dx). A row
+//               the first pass brought in is re-read from cache, wherever the first came from.
+//   bandwidth: the cache-resident triad for a forward node whose bytes fit in the LLC (it
+//   reads what the node before it just wrote); the DRAM triad for backward nodes (they read
+//   activations saved during the forward pass, long since evicted: hundreds of MB for
+//   BERT-base at batch 8), optimizer nodes (each parameter, gradient and moment is touched
+//   once per step, 28 bytes per parameter in all), nodes larger than the LLC, and when the
+//   resident triad was not measured.
+NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms) {
+  if (s.cpu_model == CpuModel::roofline) return cpu_roofline_node(g, node, s, terms);
+  NodeEstimate n;
+  n.model = "cpu-calibrated";
+  n.flops = node_flops(g, node);
+  const double bytes = static_cast<double>(node_min_bytes(g, node));
+  const bool resident = s.resident_gbps > 0 && node.phase == Phase::forward && bytes <= s.llc.size_bytes;
+  const double gbps = resident ? s.resident_gbps : s.dram.peak_gbps;
+  const char* where = resident ? "cache-resident triad" : "DRAM triad";
+  const double region = s.parallel_region_seconds;
+  const auto gemm = node.category == Category::gemm ? node_gemm(g, node) : std::nullopt;
+  if (!gemm) {
+    // Scalar work at the f32 GEMM peak is only a floor: these nodes are memory-bound.
+    const double peak = s.gemm_peak_gflops.at("f32").get<double>() * 1e9;
+    auto in_bytes = [&](size_t i) { return static_cast<double>(g.tensor(node.inputs.at(i)).bytes()); };
+    double rereads = 0;
+    switch (op_info(node.kind).family) {
+      case HwFamily::softmax: rereads = 2 * in_bytes(0); break;
+      case HwFamily::layernorm: rereads = in_bytes(0); break;
+      case HwFamily::softmax_grad: rereads = in_bytes(0) + in_bytes(1); break;
+      case HwFamily::layernorm_grad: rereads = 2 * (in_bytes(0) + in_bytes(1)); break;
+      case HwFamily::gemm:
+      case HwFamily::stream:
+      case HwFamily::embedding:
+      case HwFamily::embedding_grad:
+      case HwFamily::update:
+      case HwFamily::generic: break;
+    }
+    const double reread_gbps = s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps;
+    const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
+    n.seconds = region + std::max(t_comp, t_mem);
+    term_if(terms, n,
+            "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, bytes {:.3g} / {} {:.4g} GB/s "
+            "+ row re-reads {:.3g} / {:.4g} GB/s) = {:.3f} us",
+            to_string(node.kind), region * 1e6, n.flops, peak / 1e9, bytes, where, gbps, rereads, reread_gbps,
+            n.seconds * 1e6);
+    n.cycles = n.seconds * s.clock_ghz * 1e9;
+    return n;
+  }
+  const Precision prec_type = gemm_precision(node);
+  const char* prec = file_key(prec_type);
+  check(s.gemm_peak_gflops.contains(prec) && s.gemm_peak_gflops.at(prec).is_number(),
+        "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}' (calibrate on a CPU with native "
+        "bf16 matmul, or estimate the fp32 graph)",
+        node.name, prec, s.name, prec);
+  const GemmCalibration* near = nearest_measured_gemm(s, *gemm, prec_type);
+  const double rate = (near ? near->gflops : s.gemm_peak_gflops.at(prec).get<double>()) * 1e9;
+  // Operand elements of the product: A (batch x m x k) and B (k x n, per product unless a
+  // linear layer's shared weight).
+  const double a_elems = static_cast<double>(gemm->batch) * gemm->m * gemm->k;
+  const double b_elems = static_cast<double>(node.kind == OpKind::linear ? 1 : gemm->batch) * gemm->k * gemm->n;
+  // Reorders the executor runs in the node besides the matmul (ops/bf16.h, ops/matmul.h):
+  // bf16 rounds each f32 operand into a dense bf16 copy (read 4 B, write 2 B per element),
+  // except an inference weight, packed in bf16 once at load time; training packs each linear
+  // weight before its GEMM (read 4 B, write the packed 4 B f32 or 2 B bf16), which in bf16 is
+  // that operand's conversion. The tied MLM decoder (> 32 MB) is read unpacked instead.
+  const bool bf16 = prec_type == Precision::bf16;
+  const double e_gemm = bf16 ? 2 : 4;
+  double convert_bytes = 0;
+  int calls = 1;  // the matmul
+  const bool linear_weight_packed = node.kind == OpKind::linear && facts.training && b_elems * 4 <= double(32 << 20);
+  if (bf16) {
+    convert_bytes += a_elems * (4 + e_gemm), ++calls;
+    if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
+  } else if (linear_weight_packed) {
+    convert_bytes += b_elems * (4 + e_gemm), ++calls;
+  }
+  // The bias gradient of linear_grad_weight: a second pass over dy (its column sums) in its
+  // own parallel region.
+  if (node.kind == OpKind::linear_grad_weight) {
+    convert_bytes += static_cast<double>(g.tensor(node.inputs[0]).bytes());
+    ++calls;
+  }
+  const double t_gemm = n.flops / rate, t_mem = bytes / (gbps * 1e9), t_conv = convert_bytes / (gbps * 1e9);
+  n.seconds = calls * region + std::max(t_gemm, t_mem) + t_conv;
+  n.cycles = n.seconds * s.clock_ghz * 1e9;
+  term_if(terms, n,
+          "{} GEMM batch {} m {} n {} k {}: {} parallel region(s) x {:.2f} us + max(FLOPs {:.3g} / {:.4g} GFLOP/s "
+          "({}), bytes {:.3g} / {} {:.4g} GB/s) + reorders {:.3g} bytes / {:.4g} GB/s = {:.3f} us",
+          prec, gemm->batch, gemm->m, gemm->n, gemm->k, calls, region * 1e6, n.flops, rate / 1e9,
+          near ? fmt::format("measured '{}' batch {} m {} n {} k {}", near->name, near->batch, near->m, near->n, near->k)
+               : fmt::format("the {} peak: no measured shapes", prec),
+          bytes, where, gbps, convert_bytes, gbps, n.seconds * 1e6);
+  return n;
+}
+
+}  // namespace bertlab::hw::estimate_detail

@@ -1,0 +1,124 @@
+#pragma once
+// Shared by the files of the estimate (estimate.h), one per job: result totals and time
+// (estimate_totals.cpp), address allocation (estimate_alloc.h), the CPU models
+// (estimate_cpu.cpp), GEMM lowering (estimate_gemm.cpp), stream and row lowering
+// (estimate_stream.cpp) and the driver (estimate.cpp). Not part of the public interface.
+#include <fmt/format.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hwmodel/arrangement.h"
+#include "hwmodel/estimate.h"
+#include "hwmodel/estimate_alloc.h"
+
+namespace bertlab::hw::estimate_detail {
+
+// The builder's "region" attribute of the node (attention | ffn), "other" without one.
+inline std::string region_of(const Node& node) {
+  auto it = node.attrs.find("region");
+  return it != node.attrs.end() && it->is_string() ? it->get<std::string>() : "other";
+}
+
+// One term of the estimate in words (--explain); formatted only when asked for.
+template <class... Args>
+void term_if(bool on, NodeEstimate& n, fmt::format_string<Args...> f, Args&&... args) {
+  if (on) n.terms.push_back(fmt::format(f, std::forward<Args>(args)...));
+}
+
+// DRAM latency per line in cycles under the node's row-hit/miss mix (estimate_totals.cpp).
+double dram_latency_cycles(const SystemDesc& s, const Traffic& t);
+// Time from compute, memory stalls and their overlap on the busiest core, and the DRAM
+// bandwidth all cores share (estimate_totals.cpp).
+void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core, bool terms);
+// The traffic in words, when `terms` (estimate_totals.cpp).
+void describe_traffic(NodeEstimate& n, const SystemDesc& s, bool terms);
+
+// What the cpu model needs to know about the whole graph.
+struct CpuGraphFacts {
+  bool training = false;  // any backward node: weights are packed before every linear GEMM
+};
+// A node on a CPU description (estimate_cpu.cpp): the roofline or the calibrated model.
+NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms);
+
+// An accelerator node lowered to the schedules of its arrangement: GEMMs (estimate_gemm.cpp),
+// row ops and streams (estimate_stream.cpp), the dispatch (estimate.cpp).
+class NodeModel {
+ public:
+  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a), low_(g, s, a) {}
+
+  // `terms`: also write the estimate in words (slow: formatting); off in sweeps.
+  std::vector<NodeEstimate> run(const Node& node, bool terms);
+
+ private:
+  template <class... Args>
+  void term(NodeEstimate& n, fmt::format_string<Args...> f, Args&&... args) {
+    term_if(terms_, n, f, std::forward<Args>(args)...);
+  }
+
+  NodeEstimate base(const Node& node, const std::string& model) {
+    NodeEstimate n;
+    n.name = node.name;
+    n.op = to_string(node.kind);
+    n.model = model;
+    n.flops = node_flops(g_, node);
+    return n;
+  }
+
+  // Scalar work of a non-GEMM op on the cores, rows split evenly.
+  std::vector<double> scalar_compute(double flops) {
+    return std::vector<double>(s_.cores, flops / s_.core_flops_per_cycle / s_.cores);
+  }
+
+  void lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out);
+
+  // The A operand of product i when it is the transpose of a stored activation `src`
+  // (dY^T for dW, dS^T for dK, P^T for dV).
+  // RWMA: a row-major transpose first (a conversion node reads src once and writes the
+  //   transposed copy once), then the GEMM streams rows of the copy.
+  // BWMA: no conversion: A's panel kb is the row of S x S tiles of src at rows kb*S..; each
+  //   tile is read whole and fed to the array transposed, so A streams the same lines as a
+  //   panel of a matrix stored in the B arrangement (stand-in: a matrix of A's extent).
+  MatrixView transposed_a(const Node& node, const GemmShape& gm, const MatrixView& src, int64_t i);
+
+  // Backward GEMMs of the training graph: operands read in place where their storage is
+  // already the arrangement the schedule needs, transposed operands as transposed_a().
+  bool backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w, std::string& lowering);
+
+  NodeEstimate rows(const Node& node, std::vector<int> ins, int passes, std::vector<int> vectors = {},
+                    std::vector<int> vector_outputs = {});
+
+  NodeEstimate elementwise(const Node& node);
+
+  // Embedding backward: each token's gradient row (in the arrangement: gathered from the
+  // panels under BWMA) is added into one row of each table (row-major tables,
+  // read-modify-write of a contiguous row); the ids are streamed.
+  NodeEstimate embedding_grad(const Node& node);
+
+  // Optimizer (AdamW, LAMB), the gradient norm and the data-parallel gradient allreduce: pure
+  // streams over the fp32 master parameters, gradients and moments (their graph dtypes,
+  // whatever the accelerator's element size); layout-independent. A tensor updated in place
+  // (parameter, moments; every gradient of the allreduce) is one read-modify-write stream:
+  // each line fetched once and written back once. Read-only inputs are read once. For the
+  // allreduce this is its local memory traffic only: the interconnect is not modelled.
+  NodeEstimate optimizer(const Node& node);
+
+  NodeEstimate embedding(const Node& node);
+
+  // Kinds this model does not know: every input read once and every output written once
+  // (node_min_bytes), rescaled from the graph's dtypes to the system's element size.
+  NodeEstimate fallback(const Node& node);
+
+  const Graph& g_;
+  const SystemDesc& s_;
+  Arrangement a_;
+  Lowering low_;
+  int64_t S_() const { return s_.array.kernel; }
+  const ArrangementDesc& arr() const { return arrangement_desc(a_); }
+
+  StreamWork extra_conv_, extra_stream_;
+  bool terms_ = false;
+};
+
+}  // namespace bertlab::hw::estimate_detail
