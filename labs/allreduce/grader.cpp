@@ -250,15 +250,12 @@ std::string training_scaling(const std::string& data, int64_t steps, const PlotP
 
 int main(int argc, char** argv) {
   CLI::App app{"Lab 5 grader: a ring allreduce (labs/allreduce/student.cpp)"};
-  std::string data = "out/brown-128", out = "out/labs";
-  bool quick = false, is_worker = false;
+  TrainingLabOptions o;
+  o.steps = 40;
+  add_training_lab_options(app, o, "Training steps of the 1- and 2-process runs", "Smaller arrays, no training measurement (the test suite)");
+  bool is_worker = false;
   size_t n = 0;
   int repeats = 0;
-  int64_t steps = 40;
-  app.add_option("--data", data, "Prepared pretraining data for the training measurement");
-  app.add_option("--out", out, "Where the plots page goes");
-  app.add_option("--steps", steps, "Training steps of the 1- and 2-process runs")->check(CLI::PositiveNumber);
-  app.add_flag("--quick", quick, "Smaller arrays, no training measurement (the test suite)");
   app.add_flag("--worker", is_worker, "(internal) one rank of a check, under mpirun");
   app.add_option("--n", n, "(internal) floats per rank");
   app.add_option("--repeats", repeats, "(internal) timed calls");
@@ -266,19 +263,19 @@ int main(int argc, char** argv) {
   if (is_worker) return worker(n, repeats);
 
   Grader g("allreduce: a ring on MPI point-to-point messages");
-  const PlotPage plots(out, "allreduce");
+  const PlotPage plots(o.out, "allreduce");
   const char* hint_sum = "chunk c is [c*n/P, (c+1)*n/P); at reduce-scatter step s send chunk rank-s, receive and "
                          "add chunk rank-s-1 (mod P); then pass the finished chunks on for P-1 steps";
   g.check("2 ranks, 1000 floats", hint_sum, [] { return correct(2, 1000); });
   g.check("3 ranks, 1001 floats (P does not divide n)", hint_sum, [] { return correct(3, 1001); });
   g.check("4 ranks, 3 floats (n < P: empty chunks)", "a chunk may have 0 elements: send and receive 0 floats",
           [] { return correct(4, 3); });
-  const size_t big = quick ? (1u << 16) + 3 : (1u << 22) + 3;
+  const size_t big = o.quick ? (1u << 16) + 3 : (1u << 22) + 3;
   g.check(fmt::format("4 ranks, {} floats: messages and bytes", big),
           "one send per step: 2(P-1) sends of one chunk each; no collectives",
-          [&] { return traffic(4, big, quick ? nullptr : &plots); }, 300);
-  if (!quick)
-    g.info("bertlab training, 1 process against mpirun -np 2", [&] { return training_scaling(data, steps, plots); },
+          [&] { return traffic(4, big, o.quick ? nullptr : &plots); }, 300);
+  if (!o.quick)
+    g.info("bertlab training, 1 process against mpirun -np 2", [&] { return training_scaling(o.data, o.steps, plots); },
            900);
   fmt::print("plots: {}\n", plots.write("Lab 5: data-parallel training").string());
   return g.finish();

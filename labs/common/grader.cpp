@@ -159,6 +159,14 @@ std::filesystem::path PlotPage::write(const std::string& title) const {
   return page;
 }
 
+void add_training_lab_options(CLI::App& app, TrainingLabOptions& o, const std::string& steps_help,
+                              const std::string& quick_help) {
+  app.add_option("--data", o.data, "Prepared pretraining data (bertlab prepare; the handout says how)");
+  app.add_option("--out", o.out, "Where the plots page and the training runs go");
+  app.add_option("--steps", o.steps, steps_help)->check(CLI::PositiveNumber);
+  app.add_flag("--quick", o.quick, quick_help);
+}
+
 std::string source_dir() { return BERTLAB_SOURCE_DIR; }
 
 std::string bertlab_binary() {

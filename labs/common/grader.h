@@ -4,7 +4,9 @@
 // grader. Each check prints PASS or FAIL, what was measured and, on failure, a hint; the grader
 // exits 1 if any check failed. Checks must not start OpenMP work in the parent: everything that
 // computes runs inside the check's function (in the child).
+#include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fmt/format.h>
 #include <functional>
@@ -57,6 +59,17 @@ class PlotPage {
   std::filesystem::path dir_;
   std::string lab_;
 };
+
+// The options of the graders that train or measure on the prepared corpus.
+struct TrainingLabOptions {
+  std::string data = "out/brown-128";  // prepared pretraining data
+  std::string out = "out/labs";        // the plots page and the runs
+  int64_t steps = 100;                 // training steps of the lab's runs
+  bool quick = false;                  // the test suite's smaller inputs
+};
+// Adds --data, --out, --steps and --quick to the grader's command line.
+void add_training_lab_options(CLI::App& app, TrainingLabOptions& o, const std::string& steps_help,
+                              const std::string& quick_help);
 
 // Where the labs' data and outputs are, from the grader's location: build/labs/lab_X runs from
 // anywhere; paths given on its command line win.

@@ -240,17 +240,12 @@ TrainSetup quick_setup(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Lab 2 grader: your layernorm (labs/kernel/student.cpp)"};
-  std::string data = "out/brown-128", out = "out/labs";
-  int64_t steps = 100;
-  bool quick = false;
-  app.add_option("--data", data, "Prepared pretraining data (README.md, step 4)");
-  app.add_option("--out", out, "Where the plots page and the training runs go");
-  app.add_option("--steps", steps, "Training steps of the last check")->check(CLI::PositiveNumber);
-  app.add_flag("--quick", quick, "A small model on the test fixtures (the test suite)");
+  TrainingLabOptions o;
+  add_training_lab_options(app, o, "Training steps of the last check", "A small model on the test fixtures (the test suite)");
   CLI11_PARSE(app, argc, argv);
 
   Grader g("kernel: layernorm forward and backward");
-  const PlotPage plots(out, "kernel");
+  const PlotPage plots(o.out, "kernel");
   g.check("forward matches the reference on odd shapes",
           "mean and biased variance per row (divide by H, not H-1); eps goes inside the square root",
           forward_against_reference);
@@ -262,14 +257,14 @@ int main(int argc, char** argv) {
           backward_against_reference);
   // Timed, not graded: a loaded machine can make any kernel look slow.
   g.info("speed against bertlab's kernels (median of 15 runs)", [&] { return speed(plots); }, 300);
-  const int64_t train_steps = quick ? 20 : steps;
+  const int64_t train_steps = o.quick ? 20 : o.steps;
   g.check(fmt::format("BERT training for {} steps with your kernel", train_steps),
           "prepare the data first (labs/kernel/README.md, step 4) or pass --data; "
           "a loss far from bertlab's means the backward is wrong somewhere the small checks missed",
           [&] {
             const TrainSetup setup =
-                quick ? quick_setup(fs::path(out) / "kernel-quick")
-                      : TrainSetup{source_dir() + "/configs/bert-mini.json", data, fs::path(out) / "kernel-runs", steps, 8};
+                o.quick ? quick_setup(fs::path(o.out) / "kernel-quick")
+                      : TrainSetup{source_dir() + "/configs/bert-mini.json", o.data, fs::path(o.out) / "kernel-runs", o.steps, 8};
             return training(setup, plots);
           },
           900);

@@ -200,30 +200,25 @@ std::string measure_curves(const fs::path& config, const fs::path& data, const f
 
 int main(int argc, char** argv) {
   CLI::App app{"Lab 4 grader: bf16 rounding and loss scaling (labs/precision/student.cpp)"};
-  std::string data = "out/brown-128", out = "out/labs";
-  int64_t steps = 100;
-  bool quick = false;
-  app.add_option("--data", data, "Prepared pretraining data for the loss curves");
-  app.add_option("--out", out, "Where the plots page and the training runs go");
-  app.add_option("--steps", steps, "Training steps of each loss curve")->check(CLI::PositiveNumber);
-  app.add_flag("--quick", quick, "Fewer bit patterns and smaller measurements (the test suite)");
+  TrainingLabOptions o;
+  add_training_lab_options(app, o, "Training steps of each loss curve", "Fewer bit patterns and smaller measurements (the test suite)");
   CLI11_PARSE(app, argc, argv);
 
   Grader g("precision: bf16 rounding and loss scaling");
-  const PlotPage plots(out, "precision");
-  g.check(quick ? "float_to_bf16 on every 65537th float bit pattern" : "float_to_bf16 on all 2^32 float bit patterns",
+  const PlotPage plots(o.out, "precision");
+  g.check(o.quick ? "float_to_bf16 on every 65537th float bit pattern" : "float_to_bf16 on all 2^32 float bit patterns",
           "round to nearest even: add 0x7fff plus the lowest kept bit before dropping 16 bits; handle NaN first",
-          [&] { return rounding(quick ? 65537 : 1); }, 600);
+          [&] { return rounding(o.quick ? 65537 : 1); }, 600);
   g.check("bf16_to_float on all 65536 bf16 patterns", "bf16 is the upper half of a float's bits", widening);
   g.check("loss scaling (GradScaler's rules)",
           "multiply by the reciprocal of the scale; look at every gradient; on overflow: halve and reset; "
           "grow on the growth_interval-th good step in a row",
           loss_scaling);
   const std::string config = source_dir() + "/configs/bert-mini.json";
-  if (!quick) {
+  if (!o.quick) {
     g.info("throughput and activation memory", [&] { return measure_throughput(config, 128, plots); }, 600);
     g.info("loss curves, fp32 and bf16",
-           [&] { return measure_curves(config, data, fs::path(out) / "precision-runs", steps, plots); }, 900);
+           [&] { return measure_curves(config, o.data, fs::path(o.out) / "precision-runs", o.steps, plots); }, 900);
   }
   fmt::print("plots: {}\n", plots.write("Lab 4: mixed precision and memory").string());
   return g.finish();
