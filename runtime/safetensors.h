@@ -25,6 +25,12 @@ class SafetensorsFile {
   explicit SafetensorsFile(const std::filesystem::path& path);
   // The same validation of a file's bytes held in memory; `path` names them in errors.
   SafetensorsFile(std::vector<std::byte> bytes, const std::filesystem::path& path);
+  // The views point into bytes_: a copy would point into the original's buffer, so copying is
+  // not allowed. A move keeps the vector's buffer, and with it the views, valid.
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  SafetensorsFile(SafetensorsFile&&) = default;
+  SafetensorsFile& operator=(SafetensorsFile&&) = default;
   const std::filesystem::path& path() const { return path_; }
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   const SafetensorView& at(const std::string& name) const;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <type_traits>
 
 #include "runtime/bert_config.h"
 #include "runtime/checkpoint.h"
@@ -257,6 +258,17 @@ TEST_CASE("Safetensors the format forbids are refused", "[reliability][safetenso
     return fmt::format(R"("{}": {{"dtype": "F32", "shape": [{}], "data_offsets": [{}, {}]}})", name, (e - b) / 4, b, e);
   };
   CHECK_NOTHROW(SafetensorsFile(file("ok", "{" + t("a", 0, 8) + "," + t("b", 8, 16) + "}", 16)));
+  {
+    // The views point into the file's own buffer: moving keeps them valid, copying is refused.
+    static_assert(!std::is_copy_constructible_v<SafetensorsFile> && !std::is_copy_assignable_v<SafetensorsFile>);
+    SafetensorsFile first(file("moved", "{" + t("a", 0, 8) + "," + t("b", 8, 16) + "}", 16));
+    SafetensorsFile moved(std::move(first));
+    std::vector<float> b(2);
+    moved.read_f32("b", Shape{2}, b.data());
+    float expected;
+    std::memset(&expected, 1, sizeof expected);
+    CHECK(b == std::vector<float>{expected, expected});
+  }
   CHECK_NOTHROW(SafetensorsFile(file("reordered", "{" + t("b", 8, 16) + "," + t("a", 0, 8) + "}", 16)));
   CHECK_THROWS_WITH(SafetensorsFile(file("overlap", "{" + t("a", 0, 8) + "," + t("b", 4, 12) + "}", 12)),
                     Contains("overlap") && Contains("'b'"));
