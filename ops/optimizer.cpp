@@ -91,42 +91,64 @@ void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_
 }
 
 namespace {
+// LAMB's constants for one step: bias corrections, betas, clipping scale, epsilon.
+struct LambConsts {
+  float c1, c2, b1, b2, s, eps;
+};
+LambConsts lamb_consts(const AdamHyper& h) {
+  const Corrections cs = corrections(h);
+  return {cs.c1, cs.c2, h.beta1, h.beta2, h.grad_scale, h.eps};
+}
+
+// LAMB pass 1 on [begin, end) of one tensor: the new moments, and the squared norms of the
+// parameter and of the update direction over the range. The per-tensor and the fused update
+// both call this on the same ranges, so their partial sums, hence results, are bit-identical.
+inline void lamb_moments(float* p, float* m, float* v, const float* g, int64_t begin, int64_t end,
+                         const LambConsts k, float wd, double& p_norm2, double& u_norm2) {
+  const float c1 = k.c1, c2 = k.c2, b1 = k.b1, b2 = k.b2, s = k.s, eps = k.eps;
+  double pp = 0, uu = 0;
+#pragma omp simd reduction(+ : pp, uu)
+  for (int64_t i = begin; i < end; ++i) {
+    const float gi = g[i] * s;
+    m[i] = b1 * m[i] + (1.f - b1) * gi;
+    v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
+    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
+    pp += double(p[i]) * p[i];
+    uu += double(u) * u;
+  }
+  p_norm2 += pp, u_norm2 += uu;
+}
+
+// LAMB pass 2 on [begin, end): the update, recomputed from the new moments (no temporary buffer).
+inline void lamb_apply(float* p, const float* m, const float* v, int64_t begin, int64_t end, const LambConsts k,
+                       float wd, float step) {
+  const float c1 = k.c1, c2 = k.c2, eps = k.eps;
+#pragma omp simd
+  for (int64_t i = begin; i < end; ++i) {
+    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
+    p[i] -= step * u;
+  }
+}
+
+// The step of one tensor from its squared norms: lr x the trust ratio |p| / |u| (1 when either is 0).
+float lamb_step(const AdamHyper& h, double p_norm2, double u_norm2) {
+  const double pn = std::sqrt(p_norm2), un = std::sqrt(u_norm2);
+  return h.lr * static_cast<float>(pn > 0 && un > 0 ? pn / un : 1.0);
+}
+
 void lamb_update_tensor(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
                         bool decay) {
-  // Plain variables, not a structured binding: clang 14 cannot capture one in an OpenMP region.
-  const Corrections cs = corrections(h);
-  const float c1 = cs.c1, c2 = cs.c2;
-  const float b1 = h.beta1, b2 = h.beta2, s = h.grad_scale, eps = h.eps;
+  const LambConsts k = lamb_consts(h);
   const float wd = decay ? h.weight_decay : 0.f;
-  // Pass 1: moments, and the squared norms of the parameter and of the update direction.
   struct Norms {
     double p = 0, u = 0;
   };
   const Norms norms = ordered_reduce(
-      n, Norms{},
-      [&](int64_t begin, int64_t end, Norms& part) {
-        double pp = 0, uu = 0;
-#pragma omp simd reduction(+ : pp, uu)
-        for (int64_t i = begin; i < end; ++i) {
-          const float gi = g[i] * s;
-          m[i] = b1 * m[i] + (1.f - b1) * gi;
-          v[i] = b2 * v[i] + (1.f - b2) * gi * gi;
-          const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
-          pp += double(p[i]) * p[i];
-          uu += double(u) * u;
-        }
-        part.p += pp, part.u += uu;
-      },
+      n, Norms{}, [&](int64_t begin, int64_t end, Norms& part) { lamb_moments(p, m, v, g, begin, end, k, wd, part.p, part.u); },
       [](Norms& acc, const Norms& part) { acc.p += part.p, acc.u += part.u; });
-  const double p_norm2 = norms.p, u_norm2 = norms.u;
-  const double pn = std::sqrt(p_norm2), un = std::sqrt(u_norm2);
-  const float step = h.lr * static_cast<float>(pn > 0 && un > 0 ? pn / un : 1.0);
-  // Pass 2: the update, recomputed from the new moments (no temporary buffer).
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float u = (m[i] * c1) / (std::sqrt(v[i] * c2) + eps) + wd * p[i];
-    p[i] -= step * u;
-  }
+  const float step = lamb_step(h, norms.p, norms.u);
+  const int threads = std::max(1, omp_get_max_threads());
+  for_each_thread_chunk(n, threads, [&](int, int64_t begin, int64_t end) { lamb_apply(p, m, v, begin, end, k, wd, step); });
 }
 }  // namespace
 
@@ -135,6 +157,41 @@ void lamb_update(float* p, float* m, float* v, const float* g, int64_t n, const 
   const int64_t part = n / segments;
   for (int s = 0; s < segments; ++s)
     lamb_update_tensor(p + s * part, m + s * part, v + s * part, g + s * part, part, h, decay);
+}
+
+void lamb_update_fused(const std::vector<AdamSegment>& segments, const AdamHyper& h) {
+  const LambConsts k = lamb_consts(h);
+  const int threads = std::clamp(omp_get_max_threads(), 1, kMaxReduceThreads);
+  const size_t count = segments.size();
+  // Squared norms per (segment, thread): thread t reduces its fixed chunk of every segment, the
+  // chunk ordered_reduce gives it in lamb_update_tensor, and the partials are folded in thread order.
+  std::vector<double> parts(2 * count * threads, 0.0);
+  std::vector<float> steps(count);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    for (size_t s = 0; s < count; ++s) {
+      const AdamSegment& sg = segments[s];
+      int64_t begin, end;
+      thread_chunk(sg.n, t, nt, begin, end);
+      lamb_moments(sg.p, sg.m, sg.v, sg.g, begin, end, k, sg.decay ? h.weight_decay : 0.f, parts[2 * (s * threads + t)],
+                   parts[2 * (s * threads + t) + 1]);
+    }
+#pragma omp barrier
+#pragma omp single
+    for (size_t s = 0; s < count; ++s) {
+      double p_norm2 = 0, u_norm2 = 0;
+      for (int u = 0; u < nt; ++u) p_norm2 += parts[2 * (s * threads + u)], u_norm2 += parts[2 * (s * threads + u) + 1];
+      steps[s] = lamb_step(h, p_norm2, u_norm2);
+    }
+    // (the single's implicit barrier: every step is known before any parameter changes)
+    for (size_t s = 0; s < count; ++s) {
+      const AdamSegment& sg = segments[s];
+      int64_t begin, end;
+      thread_chunk(sg.n, t, nt, begin, end);
+      lamb_apply(sg.p, sg.m, sg.v, begin, end, k, sg.decay ? h.weight_decay : 0.f, steps[s]);
+    }
+  }
 }
 
 void lamb_update_reference(float* p, float* m, float* v, const float* g, int64_t n,

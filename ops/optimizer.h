@@ -40,6 +40,10 @@ void adamw_update_fused(const std::vector<AdamSegment>& segments, const AdamHype
 // parts (the stacked query/key/value) gets one per part, as the separate tensors would.
 void lamb_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay,
                  int segments = 1);
+// LAMB over many tensors in two parallel passes (moments and norms; then the update), instead
+// of two parallel regions per tensor. Each segment is one tensor for the trust ratio (split a
+// stacked query/key/value into its parts first). Bit-identical to lamb_update per segment.
+void lamb_update_fused(const std::vector<AdamSegment>& segments, const AdamHyper& h);
 void lamb_update_reference(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h,
                            bool decay);
 

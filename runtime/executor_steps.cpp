@@ -272,27 +272,33 @@ std::function<void()> Executor::make_step(const Node& n) {
 }
 
 void Executor::fuse_optimizer_steps() {
-  // Each run of consecutive adamw_update nodes becomes one step: a single parallel pass over all
-  // their tensors (ops::adamw_update_fused, bit-identical to the per-node kernels). The first
-  // node of the run carries the step (and its time in a profile); the others become empty.
-  // LAMB keeps one step per tensor: its trust ratio needs the norms of each whole tensor first.
+  // Each run of consecutive adamw_update (or lamb_update) nodes becomes one step: one parallel
+  // pass over all their tensors for AdamW, two for LAMB (its trust ratio needs each tensor's
+  // norms first), bit-identical to the per-node kernels. The first node of the run carries the
+  // step (and its time in a profile); the others become empty.
   const auto& nodes = graph_.nodes();
   for (size_t first = 0; first < nodes.size();) {
-    if (nodes[first].kind != OpKind::adamw_update) {
+    const OpKind kind = nodes[first].kind;
+    if (kind != OpKind::adamw_update && kind != OpKind::lamb_update) {
       ++first;
       continue;
     }
     size_t last = first;
     std::vector<ops::AdamSegment> segments;
-    for (; last < nodes.size() && nodes[last].kind == OpKind::adamw_update &&
-           nodes[last].phase == nodes[first].phase;
-         ++last) {
+    for (; last < nodes.size() && nodes[last].kind == kind && nodes[last].phase == nodes[first].phase; ++last) {
       const Node& n = nodes[last];
-      segments.push_back({f32(n.inputs[0]), f32(n.inputs[2]), f32(n.inputs[3]), f32(n.inputs[1]),
-                          graph_.tensor(n.inputs[0]).numel(), n.attrs.at("decay").get<bool>()});
+      float *p = f32(n.inputs[0]), *g = f32(n.inputs[1]), *m = f32(n.inputs[2]), *v = f32(n.inputs[3]);
+      const int64_t count = graph_.tensor(n.inputs[0]).numel();
+      const bool decay = n.attrs.at("decay").get<bool>();
+      // LAMB: a stacked query/key/value has one trust ratio per part, as separate tensors would.
+      const int64_t parts = kind == OpKind::lamb_update ? n.attrs.value("segments", 1) : 1;
+      const int64_t part = count / parts;
+      for (int64_t s = 0; s < parts; ++s)
+        segments.push_back({p + s * part, m + s * part, v + s * part, g + s * part, part, decay});
     }
     StepContext* ctx = &context_;
-    steps_[first] = [ctx, segments = std::move(segments)] {
+    const bool adamw = kind == OpKind::adamw_update;
+    steps_[first] = [ctx, adamw, segments = std::move(segments)] {
       if (!std::isfinite(ctx->grad_norm)) return;  // diverged: leave the parameters as they are
       ops::AdamHyper h{ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->weight_decay, ctx->step, 1.f};
       // Global-norm clipping as torch.nn.utils.clip_grad_norm_.
@@ -300,7 +306,10 @@ void Executor::fuse_optimizer_steps() {
         const double coef = ctx->max_grad_norm / (ctx->grad_norm + 1e-6);
         if (coef < 1) h.grad_scale = static_cast<float>(coef);
       }
-      ops::adamw_update_fused(segments, h);
+      if (adamw)
+        ops::adamw_update_fused(segments, h);
+      else
+        ops::lamb_update_fused(segments, h);
     };
     for (size_t i = first + 1; i < last; ++i) steps_[i] = [] {};
     first = last;

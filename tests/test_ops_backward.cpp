@@ -663,6 +663,42 @@ TEST_CASE("Fused AdamW over many tensors equals per-tensor kernels and the refer
   CHECK(std::memcmp(p.data(), p0.data(), total * sizeof(float)) != 0);  // it did update
 }
 
+TEST_CASE("Fused LAMB over many tensors equals per-tensor kernels and the reference", "[ops][backward]") {
+  // As for AdamW: uneven tensors, decay alternating; and on 1, 2 and 3 threads, since each
+  // tensor's norms are summed over the threads' chunks in thread order.
+  const std::vector<int64_t> sizes = {1, 37, 3 * 1001, 5, 4096, 2, 777};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  const auto p0 = random_vector(total, 221), m0 = random_vector(total, 222, -0.1f, 0.1f),
+             v0 = random_vector(total, 223, 0.f, 0.01f), g = random_vector(total, 224);
+  ops::AdamHyper h;
+  h.lr = 1e-3f, h.step = 4, h.grad_scale = 0.6f;
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    auto p = p0, m = m0, v = v0, pk = p0, mk = m0, vk = v0, pr = p0, mr = m0, vr = v0;
+    std::vector<ops::AdamSegment> segments;
+    int64_t at = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t n = sizes[k];
+      const bool decay = k % 2 == 1;
+      segments.push_back({p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, decay});
+      ops::lamb_update(pk.data() + at, mk.data() + at, vk.data() + at, g.data() + at, n, h, decay, 1);
+      ops::lamb_update_reference(pr.data() + at, mr.data() + at, vr.data() + at, g.data() + at, n, h, decay);
+      at += n;
+    }
+    ops::lamb_update_fused(segments, h);
+    const std::string tag = fmt::format(" ({} threads)", threads);
+    check_bit_identical("fused lamb p vs per-tensor lamb_update" + tag, p, pk);
+    check_bit_identical("fused lamb m vs per-tensor lamb_update" + tag, m, mk);
+    check_bit_identical("fused lamb v vs per-tensor lamb_update" + tag, v, vk);
+    compare("fused lamb p vs reference" + tag, p, pr, kOptTol);
+    compare("fused lamb m vs reference" + tag, m, mr, kOptTol);
+    CHECK(std::memcmp(p.data(), p0.data(), total * sizeof(float)) != 0);  // it did update
+  }
+  omp_set_num_threads(threads_before);
+}
+
 TEST_CASE("Optimizer updates: fast equals reference, deterministic", "[ops][backward]") {
   for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{3 * 1001}}) {
     auto p0 = random_vector(n, 111), m0 = random_vector(n, 112, -0.1f, 0.1f),
