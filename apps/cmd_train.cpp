@@ -28,6 +28,8 @@ struct TrainCli {
   TrainOptions o;
   std::string config, model, data, eval_data, out, resume, optimizer = "adamw";
   int threads = 0;
+  double bucket_mb = 25;
+  std::string allreduce_dtype = "fp32";
 };
 
 }  // namespace
@@ -72,9 +74,26 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
   add_threads_option(*cmd, c->threads);
   add_precision_option(*cmd, o.precision);
+  // Data parallel (mpirun -np N): how the gradient allreduce runs (runtime/grad_sync.h).
+  cmd->add_option("--bucket-mb", c->bucket_mb, "Gradient allreduce bucket size in MiB (default 25, as PyTorch DDP)")
+      ->check([](const std::string& v) {
+        double mb = 0;
+        return CLI::detail::lexical_cast(v, mb) && mb > 0 && mb <= 1 << 20
+                   ? std::string()
+                   : fmt::format("--bucket-mb {}: expected a size in MiB above 0 (and at most 1048576)", v);
+      });
+  cmd->add_flag("--no-overlap{false}", o.allreduce.overlap,
+                "Allreduce all gradients after backward instead of bucket by bucket during it");
+  cmd->add_option("--allreduce-dtype", c->allreduce_dtype, "fp32, or bf16: gradients rounded to bf16 on the wire")
+      ->check([](const std::string& v) {
+        return v == "fp32" || v == "bf16" ? std::string()
+                                          : fmt::format("--allreduce-dtype {}: expected fp32 or bf16", v);
+      });
   cmd->callback([c] {
     set_threads(c->threads);
     TrainOptions o = c->o;
+    o.allreduce.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(c->bucket_mb * (1 << 20)));
+    o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
     std::signal(SIGINT, request_stop);

@@ -277,7 +277,8 @@ std::vector<int> append_backward_for(Graph& g, const std::vector<std::string>& l
   return Differentiator(g).run(loss_nodes, seeds, wrt);
 }
 
-void append_allreduce(Graph& g, int64_t world_size) {
+void append_allreduce(Graph& g, int64_t world_size, const RunSpec::Allreduce& how) {
+  check(how.bucket_bytes > 0, "allreduce buckets must hold at least one byte, got {}", how.bucket_bytes);
   check(world_size >= 2, "an allreduce needs at least 2 ranks, got {}", world_size);
   std::vector<int> grads;
   for (const auto& t : g.tensors())
@@ -288,7 +289,10 @@ void append_allreduce(Graph& g, int64_t world_size) {
   n.kind = OpKind::allreduce;
   n.inputs = grads;
   n.outputs = grads;  // summed in place
-  n.attrs = {{"world_size", world_size}};
+  n.attrs = {{"world_size", world_size},
+             {"bucket_bytes", how.bucket_bytes},
+             {"overlap", how.overlap},
+             {"precision", to_string(how.wire)}};
   n.phase = Phase::communication;
   g.append_node(std::move(n));
 }

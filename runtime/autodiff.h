@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/bert_config.h"
 #include "runtime/graph.h"
 
 namespace bertlab {
@@ -31,7 +32,8 @@ std::vector<int> append_backward_for(Graph& g, const std::vector<std::string>& l
 // attributes "decay" (default true) and "segments" (default 1), set by the builder.
 void append_optimizer(Graph& g, const std::string& optimizer);
 // Data parallelism: one allreduce node (phase communication) summing every parameter gradient
-// over `world_size` ranks; append after the backward and before the optimizer.
-void append_allreduce(Graph& g, int64_t world_size);
+// over `world_size` ranks; append after the backward and before the optimizer. Its attributes
+// say how it runs: bucket_bytes, overlap, precision (on the wire).
+void append_allreduce(Graph& g, int64_t world_size, const RunSpec::Allreduce& how = {});
 
 }  // namespace bertlab

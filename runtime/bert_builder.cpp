@@ -206,7 +206,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     append_backward(g, classifier ? std::vector<std::string>{"classifier.loss"}
                        : mlm_only ? std::vector<std::string>{"mlm.loss"}
                                   : std::vector<std::string>{"mlm.loss", "nsp.loss"});
-    if (run.world_size > 1) append_allreduce(g, run.world_size);
+    if (run.world_size > 1) append_allreduce(g, run.world_size, run.allreduce);
     append_optimizer(g, run.optimizer);
   }
   set_gemm_precision(g, run.precision);

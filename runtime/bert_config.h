@@ -54,6 +54,11 @@ struct RunSpec {
                                    // pooler, NSP head or loss in the graph, as BertForMaskedLM)
   std::string optimizer = "adamw"; // adamw | lamb
   int64_t world_size = 1;          // data-parallel ranks: > 1 adds the gradient allreduce
+  struct Allreduce {               // how it runs (runtime/grad_sync.h)
+    int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default bucket_cap_mb
+    bool overlap = true;           // buckets start during backward (false: all after it)
+    Precision wire = Precision::fp32;  // bf16: gradients rounded to bf16 on the wire
+  } allreduce;
   int64_t predictions() const { return max_predictions > 0 ? max_predictions : (seq * 15 + 99) / 100; }
 };
 

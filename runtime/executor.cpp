@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include "runtime/grad_sync.h"
+
 #include <chrono>
 
 #include "ops/peak.h"
@@ -67,15 +69,20 @@ void Executor::repack_weights() {
 void Executor::run(std::vector<double>* node_seconds, unsigned phases) {
   if (node_seconds) node_seconds->assign(steps_.size(), 0.0);
   using clock = std::chrono::steady_clock;
+  // Data parallel: the last micro-batch's backward starts gradient buckets as they are ready.
+  GradientSync* sync = sync_ && (phases & kBackward) && context_.sync_gradients ? sync_.get() : nullptr;
+  if (sync) sync->arm();
   for (size_t i = 0; i < steps_.size(); ++i) {
-    if (!(phases & (1u << static_cast<unsigned>(graph_.node(i).phase)))) continue;
+    const Phase phase = graph_.node(i).phase;
+    if (!(phases & (1u << static_cast<unsigned>(phase)))) continue;
     if (!node_seconds) {
       steps_[i]();
-      continue;
+    } else {
+      auto t0 = clock::now();
+      steps_[i]();
+      (*node_seconds)[i] = std::chrono::duration<double>(clock::now() - t0).count();
     }
-    auto t0 = clock::now();
-    steps_[i]();
-    (*node_seconds)[i] = std::chrono::duration<double>(clock::now() - t0).count();
+    if (sync && phase == Phase::backward) sync->after_node(static_cast<int64_t>(i));
   }
 }
 

@@ -35,6 +35,8 @@ struct StepContext {
   float lr = 1e-4f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
   float max_grad_norm = 1.0f;  // <= 0: no clipping
   double grad_norm = 0;        // written by the grad_norm node
+  bool sync_gradients = true;  // data parallel: this micro-batch is the step's last, so its
+                               // backward starts the gradient allreduce buckets
 };
 
 enum PhaseMask : unsigned {
@@ -44,6 +46,8 @@ enum PhaseMask : unsigned {
   kCommunication = 1u << 3,
   kAllPhases = kForward | kBackward | kOptimizer | kCommunication,
 };
+
+class GradientSync;
 
 class Executor {
  public:
@@ -91,6 +95,7 @@ class Executor {
   StepContext context_;
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;
+  std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;
 };
 

@@ -7,9 +7,12 @@
 #include "ops/matmul.h"
 #include "ops/normalization.h"
 #include "ops/optimizer.h"
+#include "runtime/autodiff.h"
+#include "runtime/bert_config.h"
 #include "runtime/distributed.h"
 #include "base/error.h"
 #include "runtime/executor.h"
+#include "runtime/grad_sync.h"
 #include "runtime/kernel_seam.h"
 #include "runtime/op_rules.h"
 
@@ -222,19 +225,24 @@ std::function<void()> Executor::make_step(const Node& n) {
       return [=] { ops::first_token_backward(out, dy, s[0], S, s[1]); };
     }
     case OpKind::allreduce: {
-      // Every gradient lives in the one gradient arena (alignment gaps are zero): one in-place
-      // sum over the ranks.
+      // Every gradient lives in the one gradient arena (alignment gaps are zero): its buckets
+      // are summed in place over the ranks (runtime/grad_sync.h), overlapped with backward
+      // unless the node says otherwise; this node waits for them all.
       auto& world = dist::World::get();
       const int64_t ranks = n.attrs.at("world_size").get<int64_t>();
       check(ranks == world.size(), "node '{}': the graph is built for {} ranks, this run has {} "
             "(start it with mpirun -np {})", n.name, ranks, world.size(), ranks);
+      // The whole arena is summed: the gradients of parameters the graph does not train (the
+      // pooler and NSP head under --no-nsp) stay zero on every rank.
       for (int t : n.inputs)
-        check(graph_.tensor(t).role == Role::gradient, "node '{}': input '{}' is not a gradient", n.name,
-              graph_.tensor(t).name);
-      check(n.inputs.size() == state_->grads.params().size(), "node '{}': allreduces {} of the {} gradients",
-            n.name, n.inputs.size(), state_->grads.params().size());
-      ParamStore* grads = &state_->grads;
-      return [grads, &world] { world.allreduce_sum(grads->arena(), grads->arena_size()); };
+        check(graph_.tensor(t).role == Role::gradient && state_->grads.contains(param_of(graph_.tensor(t).name)),
+              "node '{}': input '{}' is not the gradient of a parameter", n.name, graph_.tensor(t).name);
+      const RunSpec::Allreduce defaults;
+      sync_ = std::make_unique<GradientSync>(graph_, state_->grads, n.attrs.value("bucket_bytes", defaults.bucket_bytes),
+                                             n.attrs.value("overlap", defaults.overlap),
+                                             precision_from_string(n.attrs.value("precision", "fp32"), "allreduce precision"));
+      GradientSync* sync = sync_.get();
+      return [sync] { sync->finish(); };
     }
     case OpKind::grad_norm: {
       std::vector<std::pair<const float*, int64_t>> grads;

@@ -84,6 +84,7 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
   for (size_t k = 0; k < micro.size(); ++k) {
     // Each rank's micro-batches draw their own dropout masks.
     ctx.micro = static_cast<int64_t>(world.rank() * micro.size() + k);
+    ctx.sync_gradients = k + 1 == micro.size();  // only the last backward starts the allreduce
     set_inputs(train_, micro[k]);
     train_.run(nullptr, kForward | kBackward);
     stats = collect(train_, stats);

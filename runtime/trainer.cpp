@@ -287,6 +287,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
   run.precision = o.precision;
   run.world_size = W;
+  run.allreduce = o.allreduce;
   run.nsp = o.nsp;
   run.dropout = o.dropout;
   TrainStepper stepper(model, run, o.optimizer, o.seed);

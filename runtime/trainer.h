@@ -35,6 +35,7 @@ struct TrainOptions {
   uint64_t seed = 42;
   bool dynamic_masking = false;
   Precision precision = Precision::fp32;  // GEMM inputs (master weights, grads stay f32)
+  RunSpec::Allreduce allreduce;      // data parallel: buckets, overlap, bf16 on the wire
   int64_t save_steps = 0;            // 0: only at the end
   int64_t save_total_limit = 2;
   int64_t log_steps = 10, eval_steps = 0, eval_batches = 20;
