@@ -23,14 +23,14 @@ void add_calibrate_command(CLI::App& root) {
   auto o = std::make_shared<CalibrateCliOptions>();
   cmd->add_option("--out", o->out, "Output file (default machine.json)");
   cmd->add_option("--seconds", o->calib.seconds, "Seconds per measurement (default 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--square", o->calib.square_n, "Size of the large square GEMM (default 2048)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--bandwidth-mb", o->bandwidth_mb,
                   "MB per array in the bandwidth loops (default: 4 x last-level cache, 256..1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--batch", o->calib.batch, "Batch of the BERT-base GEMM shapes (default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_option("--seq", o->calib.seq, "Sequence length of the BERT-base GEMM shapes (default 128)")
       ->check(CLI::Range(1, 512));
   cmd->add_option("--passes", o->calib.passes,

@@ -333,8 +333,8 @@ void add_estimate_command(CLI::App& root) {
   auto o = std::make_shared<EstimateOptions>();
   cmd->add_option("--graph", o->graph, "Graph JSON written by `bertlab graph`");
   cmd->add_option("--config,--model", o->config, "config.json or model directory (instead of --graph)");
-  cmd->add_option("--batch", o->batch, "Batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", o->seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Batch size")->check(positive_number());
+  cmd->add_option("--seq", o->seq, "Sequence length")->check(positive_number());
   cmd->add_flag("--train", o->train, "Estimate the training graph");
   add_precision_option(*cmd, o->precision);
   cmd->add_option("--heads", o->heads,

@@ -38,18 +38,18 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--eval", c->eval, "Evaluation file, same format")->required();
   cmd->add_option("--out", c->out, "Output directory (best model, eval_results.json, metrics.jsonl)")->required();
   cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
-  cmd->add_option("--learning-rate", o.lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--learning-rate", o.lr, "Peak learning rate")->check(positive_number())->capture_default_str();
   cmd->add_option("--num-train-epochs", o.epochs, "Epochs (unless --max-steps)")->capture_default_str();
   cmd->add_option("--max-steps", o.max_steps, "Optimizer steps (overrides --num-train-epochs)");
-  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(non_negative_number());
   cmd->add_option("--warmup-ratio", o.warmup_ratio, "Warmup as a fraction of the steps")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--batch-size", o.batch_size, "Examples per micro-batch")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o.batch_size, "Examples per micro-batch")->check(positive_number())->capture_default_str();
+  cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(positive_number());
   cmd->add_option("--max-seq-length", o.max_seq_length, "Longer examples are truncated (and counted)")
       ->check(CLI::Range(4, 1 << 20))->capture_default_str();
   cmd->add_option("--eval-max-seq-length", o.eval_max_seq_length, "The same for the evaluation file (default: --max-seq-length)")
       ->check(CLI::Range(4, 1 << 20));
-  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(non_negative_number());
   cmd->add_option("--max-grad-norm", o.optimizer.max_grad_norm, "Gradient-norm clip (0: off)");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: every epoch)");
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
@@ -57,7 +57,7 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--metric", c->metric, "Metric that picks the best checkpoint")
       ->check(CLI::IsMember({"accuracy", "macro_f1"}))->capture_default_str();
   cmd->add_flag("--from-scratch", o.from_scratch, "Random initial weights (a control for the gain from pretraining)");
-  cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(positive_number());
   add_precision_option(*cmd, o.precision);
   cmd->callback([c] {
     set_threads(c->threads);
@@ -104,10 +104,10 @@ void add_predict_command(CLI::App& root) {
   cmd->add_option("--model", *model, "Fine-tuned model directory (bertlab finetune)")->required();
   cmd->add_option("--input", *input, "Texts (.csv, .tsv, .jsonl; a label column is optional) or CoNLL words")->required();
   cmd->add_option("--output", *output, "JSON lines: one object per example")->required();
-  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch_size, "Examples per batch")->check(positive_number());
   cmd->add_option("--max-seq-length", o->max_seq_length, "Longer examples are truncated (and counted)")
       ->check(CLI::Range(4, 1 << 20));
-  cmd->add_option("--threads", *threads, "Compute threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", *threads, "Compute threads (default: all cores)")->check(positive_number());
   cmd->callback([=] {
     set_threads(*threads);
     PredictOptions p = *o;

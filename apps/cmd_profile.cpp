@@ -143,7 +143,7 @@ void add_profile_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("profile", "Break a BERT step down by category, layer and node, with roofline");
   auto o = std::make_shared<ProfileCliOptions>();
   add_model_shape_options(*cmd, o->shape);
-  cmd->add_option("--accum", o->accum, "Micro-batches per optimizer step (train)")->check(CLI::PositiveNumber);
+  cmd->add_option("--accum", o->accum, "Micro-batches per optimizer step (train)")->check(positive_number());
   cmd->add_option("--machine", o->machine, "machine.json from `bertlab calibrate` (default ./machine.json)");
   cmd->add_option("--runs", o->runs, "Timed runs (default 5)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs (default 1)")->check(CLI::Range(0, 100));

@@ -45,12 +45,12 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--out", c->out, "Output directory (checkpoints, final model, metrics.jsonl)")->required();
   cmd->add_option("--resume", c->resume, "Continue from a checkpoint directory ('latest': the newest complete one in --out)");
   cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
-  cmd->add_option("--max-steps", o.max_steps, "Optimizer steps")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->check(CLI::PositiveNumber);
-  cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-steps", o.max_steps, "Optimizer steps")->check(positive_number());
+  cmd->add_option("--batch-size", o.batch_size, "Sequences per micro-batch")->check(positive_number());
+  cmd->add_option("--accum-steps", o.accum_steps, "Micro-batches per optimizer step")->check(positive_number());
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (must match the data)");
-  cmd->add_option("--lr", o.lr, "Peak learning rate")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr", o.lr, "Peak learning rate")->check(positive_number());
+  cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(non_negative_number());
   cmd->add_option("--lr-schedule", o.schedule,
                   "linear, polynomial or constant after warmup; one-cycle: linear up to the peak at --warmup-steps "
                   "(default: half of --max-steps), then linearly down to 0")
@@ -59,7 +59,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
   cmd->add_option("--power", o.power, "Power of the polynomial decay");
-  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(non_negative_number());
   cmd->add_option("--optimizer", c->optimizer, "adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
   cmd->add_option("--adam-beta1", o.optimizer.beta1, "First-moment decay");
   cmd->add_option("--adam-beta2", o.optimizer.beta2, "Second-moment decay");

@@ -1,5 +1,7 @@
 #include "apps/common.h"
 
+#include <cmath>
+
 #include <omp.h>
 #include <unistd.h>
 
@@ -15,10 +17,31 @@
 
 namespace bertlab::app {
 
+namespace {
+CLI::Validator number_at_least(double lo, bool strict, const char* words) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        double x = 0;
+        size_t used = 0;
+        try {
+          x = std::stod(v, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == v.size() && !v.empty() && std::isfinite(x) && (strict ? x > lo : x >= lo)) return "";
+        return fmt::format("expected {}, got '{}'", words, v);
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE");
+}
+}  // namespace
+
+CLI::Validator positive_number() { return number_at_least(0, true, "a number above 0"); }
+CLI::Validator non_negative_number() { return number_at_least(0, false, "a number of 0 or more"); }
+
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   cmd.add_option("--config,--model", o.config, "config.json or a model directory")->required();
-  cmd.add_option("--batch", o.batch, "Batch size")->check(CLI::PositiveNumber);
-  cmd.add_option("--seq", o.seq, "Sequence length")->check(CLI::PositiveNumber);
+  cmd.add_option("--batch", o.batch, "Batch size")->check(positive_number());
+  cmd.add_option("--seq", o.seq, "Sequence length")->check(positive_number());
   cmd.add_option("--mode", o.mode, "infer or train")->check(CLI::IsMember({"infer", "train"}));
   cmd.add_option("--heads", o.heads, "pretraining (MLM + NSP) or none (encoder and pooler)")
       ->check(CLI::IsMember({"pretraining", "none"}));
@@ -26,7 +49,7 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   add_precision_option(cmd, o.precision);
   cmd.add_option("--world-size", o.world_size,
                  "Data-parallel ranks the training graph is built for (> 1: a gradient allreduce node)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
 }
 
 void add_precision_option(CLI::App& cmd, Precision& precision) {
@@ -62,7 +85,7 @@ Graph build_graph(const ModelShapeOptions& o) {
 }
 
 void add_threads_option(CLI::App& cmd, int& threads, const char* help) {
-  cmd.add_option("--threads", threads, help)->check(CLI::PositiveNumber);
+  cmd.add_option("--threads", threads, help)->check(positive_number());
 }
 
 void set_threads(int threads) {

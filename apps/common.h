@@ -34,6 +34,12 @@ inline constexpr int kMaxThreads = 1024;
 void set_threads(int threads);
 int omp_threads();  // the thread count in force
 
+// CLI11 checks of a number, with the expectation in words (CLI11 puts the flag's name in
+// front): "--max-steps: expected a number above 0, got '0'". They replace CLI::PositiveNumber
+// and CLI::NonNegativeNumber, whose message prints the range up to 1.8e308 in full.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);
 

@@ -695,3 +695,21 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   // The limits are not off by one: the largest kernel and core count accepted.
   CHECK(run_bertlab("estimate " + base + " --kernel 512 --cores 64 > /dev/null").exit_code == 0);
 }
+
+TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full double range", "[errors][cli]") {
+  struct Case {
+    const char* args;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"train --data d --out o --max-steps 0", "--max-steps: expected a number above 0, got '0'"},
+                        Case{"train --data d --out o --lr abc", "--lr: expected a number above 0, got 'abc'"},
+                        Case{"train --data d --out o --warmup-steps -1", "--warmup-steps: expected a number of 0 or more"},
+                        Case{"train --data d --out o --bucket-mb 0", "--bucket-mb 0: expected a size in MiB above 0"},
+                        Case{"train --data d --out o --allreduce-dtype fp16", "--allreduce-dtype fp16: expected fp32 or bf16"},
+                        Case{"profile --config c --batch 0", "--batch: expected a number above 0, got '0'"}}) {
+    auto r = run_bertlab(c.args);
+    INFO(c.args << "\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Contains(c.expect) && !Contains("1797693134"));
+  }
+}
