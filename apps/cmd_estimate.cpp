@@ -12,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "apps/common.h"
+#include "hwmodel/cluster.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
 #include "base/error.h"
@@ -23,11 +24,12 @@ namespace bertlab::app {
 namespace {
 
 struct EstimateOptions {
-  std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table;
+  std::string graph, config, system, arrangement = "both", csv, json, explain, nodes, paper_table, cluster;
+  int64_t accum = 1;
   Precision precision = Precision::fp32;
   std::string heads = "pretraining", compare_profile;
   int64_t batch = 1, seq = 128;
-  bool train = false, precision_given = false;
+  bool train = false, precision_given = false, nsp = true;
   int top = 10;
   std::vector<int64_t> kernels, cores;
   int bench = 0;
@@ -83,6 +85,7 @@ Graph make_graph(const EstimateOptions& o) {
     m.mode = o.train ? "train" : "infer";
     m.precision = o.precision;
     m.heads = o.heads;
+    m.nsp = o.nsp;
     g = build_graph(m);
   }
   if (!o.nodes.empty()) {
@@ -204,7 +207,47 @@ void print_comparison(const hw::ProfileComparison& c, const std::string& path, i
   }
 }
 
+// --cluster: one data-parallel training step on each node count of the cluster file, and the
+// whole run when the file gives its steps (hwmodel/cluster.h).
+void run_cluster(const EstimateOptions& o) {
+  check(o.system.empty(), "--cluster FILE describes the nodes itself: give --cluster or --system, not both");
+  check(o.train, "--cluster estimates training: add --train");
+  const hw::ClusterDesc c = hw::load_cluster(o.cluster);
+  const Graph g = make_graph(o);
+  fmt::print("cluster {}: per node {} ({} threads), link {:g} Gbit/s, latency {:g} us, {} allreduce, {}, {} on the wire\n",
+             c.name, c.node.name, c.node.cores, c.link_gbps, c.latency_us, hw::to_string(c.algorithm),
+             c.overlap ? fmt::format("{:g} MiB buckets overlapped with backward", double(c.bucket_bytes) / (1 << 20))
+                       : std::string("flat after backward"),
+             to_string(c.wire));
+  fmt::print("per node: micro-batch {} x {} per step, seq {}\n\n", o.batch, o.accum, o.seq);
+  std::string head = "| nodes | global batch | step s | forward s | backward s | optimizer s | allreduce s | exposed s | "
+                     "efficiency | seq/s |";
+  std::string rule = "|---|---|---|---|---|---|---|---|---|---|";
+  if (c.steps > 0) head += " run hours | node-hours |", rule += "---|---|";
+  if (c.steps > 0 && c.node_hour_cost > 0) head += " cost |", rule += "---|";
+  fmt::print("{}\n{}\n", head, rule);
+  nlohmann::json out = nlohmann::json::array();
+  for (int64_t n : c.nodes) {
+    const hw::ClusterEstimate e = hw::estimate_cluster(g, c, n, o.accum);
+    const int64_t global = n * o.batch * o.accum;
+    std::string row = fmt::format("| {} | {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.4f} | {:.1f}% | {:.1f} |", n,
+                                  global, e.step_s, e.forward_s, e.backward_s, e.optimizer_s, e.comm_s,
+                                  e.exposed_comm_s, 100 * e.efficiency(), double(global) / e.step_s);
+    const double hours = e.step_s * double(c.steps) / 3600;
+    if (c.steps > 0) row += fmt::format(" {:.1f} | {:.1f} |", hours, hours * double(n));
+    if (c.steps > 0 && c.node_hour_cost > 0) row += fmt::format(" {:.2f} |", hours * double(n) * c.node_hour_cost);
+    fmt::print("{}\n", row);
+    out.push_back({{"nodes", n}, {"global_batch", global}, {"step_s", e.step_s}, {"forward_s", e.forward_s},
+                   {"backward_s", e.backward_s}, {"optimizer_s", e.optimizer_s}, {"allreduce_s", e.comm_s},
+                   {"exposed_allreduce_s", e.exposed_comm_s}, {"single_node_step_s", e.single_node_step_s},
+                   {"efficiency", e.efficiency()}, {"buckets", e.buckets.size()}});
+  }
+  if (!o.json.empty()) write_text_atomically(o.json, out.dump(1) + "\n");
+  fmt::print("\nefficiency: the step of one node without communication over the step on N nodes (same work per node)\n");
+}
+
 void run(const EstimateOptions& o) {
+  if (!o.cluster.empty()) return run_cluster(o);
   check(!o.system.empty(), "--system FILE is required (see configs/systems/)");
   hw::SystemDesc base = hw::load_system(o.system);
   std::optional<nlohmann::json> profile;
@@ -336,11 +379,15 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--batch", o->batch, "Batch size")->check(positive_number());
   cmd->add_option("--seq", o->seq, "Sequence length")->check(positive_number());
   cmd->add_flag("--train", o->train, "Estimate the training graph");
+  cmd->add_flag("--no-nsp{false}", o->nsp, "Training graph of the masked LM alone (as train --no-nsp)");
   add_precision_option(*cmd, o->precision);
   cmd->add_option("--heads", o->heads,
                   "Inference graph heads: pretraining (default) or none (as `bertlab profile --mode infer` builds it)")
       ->check(CLI::IsMember({"pretraining", "none"}));
-  cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json")->required();
+  cmd->add_option("--system", o->system, "System description JSON (configs/systems/) or machine.json");
+  cmd->add_option("--cluster", o->cluster,
+                  "Cluster description JSON (docs/hwmodel-cluster.md): data-parallel training on N nodes, instead of --system");
+  cmd->add_option("--accum", o->accum, "Micro-batches per optimizer step (--cluster)")->check(positive_number());
   cmd->add_option("--arrangement", o->arrangement, "An arrangement (rwma, bwma) or both")
       ->check([](const std::string& v) {
         std::string names;

@@ -50,6 +50,7 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   cmd.add_option("--world-size", o.world_size,
                  "Data-parallel ranks the training graph is built for (> 1: a gradient allreduce node)")
       ->check(positive_number());
+  cmd.add_flag("--no-nsp{false}", o.nsp, "Training graph of the masked LM alone (as train --no-nsp)");
 }
 
 void add_precision_option(CLI::App& cmd, Precision& precision) {
@@ -77,6 +78,7 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.mode = o.mode;
   run.precision = o.precision;
   run.world_size = o.world_size;
+  run.nsp = o.nsp;
   // Training always has the pretraining heads (the losses live there).
   run.heads = o.heads == "none" && o.mode != "train" ? Heads::none : Heads::pretraining;
   Graph g = build_bert(resolve_config(o.config), run);

@@ -20,6 +20,7 @@ struct ModelShapeOptions {
   std::vector<std::string> no_fuse;
   Precision precision = Precision::fp32;  // GEMM inputs
   int64_t world_size = 1;          // data-parallel ranks (training graphs: gradient allreduce)
+  bool nsp = true;                 // false: masked LM only (training graphs, as train --no-nsp)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
 // --precision fp32|bf16 (also used by infer and train).

@@ -1,4 +1,5 @@
 #include "hwmodel/system.h"
+#include "hwmodel/json_fields.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -45,31 +46,6 @@ const char* to_string(CpuModel m) {
 namespace {
 
 using nlohmann::json;
-
-// Reads field `key` of object `j` (at `path` inside `origin`); a missing field is an error
-// unless a default is given.
-template <typename T>
-T field(const json& j, const std::string& key, const std::string& path, const std::string& origin) {
-  check(j.is_object(), "{}: '{}' must be an object", origin, path);
-  check(j.contains(key), "{}: missing field '{}{}'", origin, path.empty() ? "" : path + ".", key);
-  // Counts (cores, sizes, ways, ...) must be whole numbers: 2.5 would otherwise be truncated.
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
-    check(j.at(key).is_number_integer(), "{}: field '{}{}' must be a whole number, got {}", origin,
-          path.empty() ? "" : path + ".", key, j.at(key).dump());
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail("{}: field '{}{}' has the wrong type ({})", origin, path.empty() ? "" : path + ".", key,
-         j.at(key).dump());
-  }
-}
-
-template <typename T>
-T field_or(const json& j, const std::string& key, T dflt, const std::string& path,
-           const std::string& origin) {
-  if (!j.is_object() || !j.contains(key)) return dflt;
-  return field<T>(j, key, path, origin);
-}
 
 SystemKind kind_from(const std::string& s, const std::string& origin) {
   if (s == "accelerator") return SystemKind::accelerator;
