@@ -17,7 +17,7 @@ bin=$root/build/bertlab
 [ -x "$bin" ] || { echo "allreduce_overlap: $bin not built (scripts/build.sh)" >&2; exit 2; }
 [ -f "$data/meta.json" ] || { echo "allreduce_overlap: no prepared data in $data (run scripts/demo.sh, or pass DATA)" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "allreduce_overlap: needs root (network namespace and tc)" >&2; exit 2; }
-command -v tc >/dev/null || { echo "allreduce_overlap: tc not found (Debian package iproute2)" >&2; exit 2; }
+[ -n "${BERTLAB_IN_NETNS:-}" ] || "$root/scripts/setup.sh" bench >/dev/null || exit 2  # tc (iproute2)
 if [ -z "${BERTLAB_IN_NETNS:-}" ]; then
   BERTLAB_IN_NETNS=1 exec unshare -n "$0" "$@"
 fi

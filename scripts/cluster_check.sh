@@ -18,6 +18,7 @@ bin=$root/build/bertlab
 [ -x "$bin" ] || { echo "cluster_check: $bin not built (scripts/build.sh)" >&2; exit 2; }
 [ -f "$data/meta.json" ] || { echo "cluster_check: no prepared data in $data (run scripts/demo.sh, or pass DATA)" >&2; exit 2; }
 [ "$(id -u)" -eq 0 ] || { echo "cluster_check: needs root (network namespace and tc)" >&2; exit 2; }
+[ -n "${BERTLAB_IN_NETNS:-}" ] || "$root/scripts/setup.sh" bench >/dev/null || exit 2  # tc (iproute2)
 if [ -z "${BERTLAB_IN_NETNS:-}" ]; then
   BERTLAB_IN_NETNS=1 exec unshare -n "$0" "$@"
 fi

@@ -14,7 +14,7 @@ groups=(core)
 fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
-    browser|node|bench|check|reference|fuzz) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch | mmdebstrap | valgrind | clang
+    browser|node|bench|check|reference|fuzz) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch, tc | mmdebstrap | valgrind | clang
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
     *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz)" >&2; exit 2 ;;
   esac
