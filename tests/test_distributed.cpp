@@ -239,6 +239,20 @@ TEST_CASE("Two MPI ranks with half the batch each train like one process with th
     }
   }
 
+  // Masked LM only: the pooler and NSP head have no gradients in the graph; the whole arena is
+  // still summed (their zeros), and two ranks still train like one process.
+  {
+    auto one_mlm = run_bertlab(args(4, "one-mlm") + " --no-nsp");
+    INFO(one_mlm.output);
+    REQUIRE(one_mlm.exit_code == 0);
+    auto two_mlm = run_bertlab_mpi(2, args(2, "two-mlm") + " --no-nsp --bucket-mb 0.004");
+    INFO(two_mlm.output);
+    REQUIRE(two_mlm.exit_code == 0);
+    const auto a1 = losses(dir / "one-mlm/metrics.jsonl"), a2 = losses(dir / "two-mlm/metrics.jsonl");
+    REQUIRE(a2.size() == 4);
+    for (const auto& [step, loss] : a1) CHECK(a2.at(step) == Approx(loss).epsilon(1e-5));
+  }
+
   // Resuming with another number of ranks would change the data order: refused by name.
   auto changed = run_bertlab(fmt::format("train --data {} --batch-size 2 --accum-steps 2 --seed 5 --max-steps 6 "
                                          "--resume {} --out {}",
