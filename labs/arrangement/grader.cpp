@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hwmodel/analytic.h"
@@ -176,6 +177,28 @@ Outcome hand_counts(const std::vector<la::Gemm>& gemms, bool first_step_only) {
                             model_notes));
 }
 
+// The LLC of the too-small case (lab.h bwma_small_llc_reads).
+constexpr int64_t kSmallLlc = 16 * 1024;
+
+// Part B: the student's BWMA count with an LLC too small for A, against the simulator and the
+// model (every shape has M x S a multiple of the line: the two must agree).
+Outcome small_llc_counts(const std::vector<la::Gemm>& gemms) {
+  std::string detail;
+  for (const la::Gemm& g : gemms) {
+    const Counted c = dram_reads(gemm_work(hw::Arrangement::bwma, g, false), lab_system(g.S, g.line, kSmallLlc));
+    const la::Lines got = la::bwma_small_llc_reads(g);
+    if (!same(got, c.sim))
+      return failed(fmt::format("bwma {} with a 16 KB LLC: you count {}; the simulator counts {} (the model {})",
+                                gemm_str(g), lines_str(got), lines_str(c.sim), lines_str(c.model)));
+    if (!same(c.sim, c.model))
+      return failed(fmt::format("the grader's simulator and model disagree on bwma {} with a 16 KB LLC (simulator "
+                                "{}, model {}): report this to your teacher",
+                                gemm_str(g), lines_str(c.sim), lines_str(c.model)));
+    if (detail.empty()) detail = fmt::format(" (e.g. {}: {})", gemm_str(g), lines_str(got));
+  }
+  return passed(fmt::format("{} GEMMs agree with the simulator and the model{}", gemms.size(), detail));
+}
+
 // Unscored: the DRAM reads of a GEMM when the LLC is too small to keep A between output panels.
 std::string small_llc(const la::Gemm& g, int64_t llc_bytes) {
   std::string s = fmt::format("{} with a {} KB LLC, DRAM line reads (simulator):", gemm_str(g), llc_bytes / 1024);
@@ -295,6 +318,9 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> kernels = {4, 8, 16, 32};
   const std::vector<la::Gemm> gemms = {{24, 128, 64, 8, 64}, {24, 128, 64, 16, 64}, {40, 64, 128, 32, 64},
                                  {17, 64, 64, 8, 32},  {9, 256, 64, 4, 64}};
+  // M x K above the 16 KB LLC, M x S a multiple of the line (lab.h bwma_small_llc_reads).
+  const std::vector<la::Gemm> small = {{64, 256, 256, 8, 64}, {128, 256, 128, 16, 64}, {48, 512, 64, 8, 32},
+                                       {96, 384, 192, 32, 64}, {40, 1024, 32, 4, 32}};
   const std::vector<int64_t> cores = quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4};
   const std::vector<int64_t> sweep_kernels = quick ? std::vector<int64_t>{8, 32} : kernels;
 
@@ -311,8 +337,10 @@ int main(int argc, char** argv) {
   g.check("DRAM reads of a whole GEMM, cold cache large enough",
           "with room for everything each line is read once: how many lines does a matrix fill, in either layout?",
           [&] { return hand_counts(gemms, false); });
-  g.info("a GEMM with an LLC too small to keep A",
-         [&] { return small_llc({64, 256, 256, 8, 64}, 16 * 1024); });
+  g.check("BWMA DRAM reads of a whole GEMM, LLC too small",
+          "between two uses of a line of A, how many other lines has the kernel touched?",
+          [&] { return small_llc_counts(small); });
+  g.info("a GEMM with an LLC too small to keep A", [&] { return small_llc({64, 256, 256, 8, 64}, kSmallLlc); });
   g.info("S and cores on one BERT-base encoder layer (plots page)",
          [&] { return sweep(plots, sweep_kernels, cores); });
   fmt::print("plots: {}\n", plots.write("Lab 3: data arrangement for accelerators").string());

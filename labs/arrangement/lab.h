@@ -45,4 +45,12 @@ Lines tile_lines(Layout layout, const Gemm& g);
 // the cache, write-allocate)?
 Lines cold_dram_reads(Layout layout, const Gemm& g);
 
+// The whole GEMM under BWMA with a last-level cache that is too small: it holds 16 KB, room for
+// a few panels of A and Y and tiles of W but less than all of A (in the shapes the grader gives
+// you, M x K > 16 KB and M x S is a multiple of the line). The BWMA kernel runs, for each output
+// panel of S columns of Y, for each k-tile: load the S x S tile of W, stream the k-th panel of A
+// (its M rows of S columns), read-modify-write the output panel of Y. The cache keeps the lines
+// used most recently (LRU). How many lines does it read from DRAM, per operand?
+Lines bwma_small_llc_reads(const Gemm& g);
+
 }  // namespace bertlab::lab::arrangement

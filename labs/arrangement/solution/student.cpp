@@ -36,4 +36,11 @@ Lines cold_dram_reads(Layout layout, const Gemm& g) {
   return {};
 }
 
+Lines bwma_small_llc_reads(const Gemm& g) {
+  // A is swept whole once per output panel and is larger than the cache, so every output panel
+  // reads all of it again; a W tile is used once; the Y panel stays cached over its k-tiles.
+  const Lines once = cold_dram_reads(Layout::bwma, g);
+  return {(g.N / g.S) * once.a, once.w, once.y};
+}
+
 }  // namespace bertlab::lab::arrangement
