@@ -239,8 +239,10 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
   std::vector<std::string> ops;
   for (const auto& n : g.nodes())
     if (std::find(ops.begin(), ops.end(), op_of(n.name)) == ops.end()) ops.push_back(op_of(n.name));
-  // seconds[arrangement][S][P][op]
+  // seconds[arrangement, S, P][op]; and the layer's compute and memory-stall milliseconds of the
+  // busiest core, summed over its nodes (each node's time is the two added: overlap 0).
   std::map<std::tuple<hw::Arrangement, int64_t, int64_t>, std::map<std::string, double>> t;
+  std::map<std::tuple<hw::Arrangement, int64_t, int64_t>, std::pair<double, double>> split;
   for (int64_t S : kernels)
     for (int64_t P : cores)
       for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma}) {
@@ -251,7 +253,12 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
         eo.classes = &classes;
         const hw::GraphEstimate e = hw::estimate_graph(g, s, a, eo);
         auto& per_op = t[{a, S, P}];
-        for (const auto& n : e.nodes) per_op[op_of(n.name)] += n.seconds;
+        auto& [compute, memory] = split[{a, S, P}];
+        for (const auto& n : e.nodes) {
+          per_op[op_of(n.name)] += n.seconds;
+          compute += n.compute_cycles / (s.clock_ghz * 1e6);
+          memory += n.memory_cycles / (s.clock_ghz * 1e6);
+        }
       }
   auto total = [&](hw::Arrangement a, int64_t S, int64_t P) {
     double x = 0;
@@ -271,35 +278,42 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
     }
     lines.push_back(c);
   }
-  std::vector<ChartSeries> per_op;
+  // Per op and the breakdown at the first core count, one cluster of bars per S.
   const int64_t P0 = cores.front();
-  for (int64_t S : kernels) {
-    ChartSeries c{fmt::format("S = {}", S), {}, {}};
-    for (const auto& op : ops)
-      c.y.push_back(t.at({hw::Arrangement::rwma, S, P0}).at(op) / t.at({hw::Arrangement::bwma, S, P0}).at(op));
-    per_op.push_back(c);
-  }
-  // The time breakdown: ms per op, RWMA and BWMA side by side, for each S at the first core count.
   std::vector<std::string> groups;
-  for (int64_t S : kernels)
-    for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma})
-      groups.push_back(fmt::format("S={} {}", S, hw::to_string(a)));
-  std::vector<ChartSeries> breakdown;
+  for (int64_t S : kernels) groups.push_back(fmt::format("S = {}", S));
+  std::vector<ChartSeries> per_op;
   for (const auto& op : ops) {
     ChartSeries c{op, {}, {}};
     for (int64_t S : kernels)
-      for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma})
-        c.y.push_back(1e3 * t.at({a, S, P0}).at(op));
-    breakdown.push_back(c);
+      c.y.push_back(t.at({hw::Arrangement::rwma, S, P0}).at(op) / t.at({hw::Arrangement::bwma, S, P0}).at(op));
+    per_op.push_back(c);
   }
+  std::vector<ChartSeries> breakdown;
+  for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma})
+    for (bool memory : {false, true}) {
+      ChartSeries c{fmt::format("{} {}", hw::to_string(a), memory ? "memory stalls" : "compute"), {}, {}};
+      for (int64_t S : kernels) {
+        const auto& [cm, mm] = split.at({a, S, P0});
+        c.y.push_back(memory ? mm : cm);
+      }
+      breakdown.push_back(c);
+    }
+  table += fmt::format(" busiest core's compute / memory stalls at {} core(s), ms:", P0);
+  for (int64_t S : kernels)
+    for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma}) {
+      const auto& [cm, mm] = split.at({a, S, P0});
+      table += fmt::format(" S={} {} {:.0f} / {:.0f};", S, hw::to_string(a), cm, mm);
+    }
   plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p>The analytic model of <code>bertlab "
             "estimate</code> on the paper's system (configs/systems/paper-ticsat.json: int8, in-order cores with an "
             "S x S weight-stationary array each), one encoder layer of BERT-base, inference, batch 1, sequence "
             "512 (the paper's workload).</p>\n" +
             line_chart_svg({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
                             Scale::log, Scale::linear}) +
-            bar_chart_svg({fmt::format("speedup per op ({} core(s))", P0), "RWMA time / BWMA time", ops, per_op}) +
-            bar_chart_svg({fmt::format("time per op ({} core(s))", P0), "ms", groups, breakdown}));
+            bar_chart_svg({fmt::format("speedup per op ({} core(s))", P0), "RWMA time / BWMA time", groups, per_op}) +
+            bar_chart_svg({fmt::format("the layer's time: compute and memory stalls of the busiest core ({} core(s))", P0),
+                           "ms", groups, breakdown}));
   return table;
 }
 
