@@ -94,3 +94,18 @@ TEST_CASE("bertlab lab: list, unknown names, and graders that are not built", "[
     CHECK_THAT(r.output, Catch::Contains("-DBERTLAB_LABS=ON"));
   }
 }
+
+TEST_CASE("lab 3's grader draws its S and cores sweep, which renders in headless Chromium", "[labs][chart][html]") {
+  // The grader built on the teachers' solution (labs/CMakeLists.txt, with the test suite).
+  const fs::path grader = fs::path(BERTLAB_BINARY).parent_path() / "labs" / "lab_arrangement_solution";
+  INFO("build the target lab_arrangement_solution");
+  REQUIRE(fs::exists(grader));
+  TempDir dir("lab_arrangement");
+  const auto r = run_shell(fmt::format("'{}' --quick --out '{}'", grader.string(), dir.path().string()));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[INFO] S and cores on one BERT-base encoder layer"));
+  const auto charts = render_charts_in_chromium(dir / "arrangement.html", dir.path());
+  CHECK(charts.expected == 3);  // the layer speedup, the speedup per op, the time per op
+  CHECK(charts.rendered == 3);
+}

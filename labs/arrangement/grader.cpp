@@ -1,0 +1,362 @@
+// Lab 3's grader: the student's RWMA and BWMA address functions against the accelerator model's
+// own layout (hwmodel/layout.h make_view(...).addr) on every element of odd shapes; the
+// student's hand counts of cache lines against the exact trace simulator (hwmodel/tracesim.h)
+// and the analytic model that `bertlab estimate` runs for every GEMM node (hwmodel/analytic.h
+// analytic_traffic, whose counts `--explain` prints); and, unscored, the sweep of S and cores
+// over one BERT-base encoder layer on the paper's system (configs/systems/paper-ticsat.json),
+// drawn on the plots page.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hwmodel/analytic.h"
+#include "hwmodel/estimate.h"
+#include "hwmodel/layout.h"
+#include "hwmodel/tracesim.h"
+#include "labs/arrangement/lab.h"
+#include "labs/common/grader.h"
+#include "report/chart.h"
+#include "runtime/bert_builder.h"
+#include "runtime/fusion.h"
+
+using namespace bertlab;
+using namespace bertlab::lab;
+namespace la = bertlab::lab::arrangement;
+
+namespace {
+
+hw::Arrangement to_hw(la::Layout l) {
+  switch (l) {
+    case la::Layout::rwma: return hw::Arrangement::rwma;
+    case la::Layout::bwma: return hw::Arrangement::bwma;
+  }
+  return hw::Arrangement::rwma;
+}
+
+struct Shape2 {
+  int64_t rows, cols;
+};
+
+// Part A: every element of every shape, in the model's layout, as a table of offsets compared
+// with compare() (the first bad element is named with its row and column).
+Outcome offsets(hw::Arrangement arr, const std::vector<Shape2>& shapes, const std::vector<int64_t>& kernels) {
+  size_t elements = 0;
+  for (int64_t S : kernels)
+    for (const Shape2& sh : shapes) {
+      const hw::MatrixView v = hw::make_view(arr, 0, sh.rows, sh.cols, 1, S);
+      std::vector<float> got, want;
+      for (int64_t r = 0; r < sh.rows; ++r)
+        for (int64_t c = 0; c < sh.cols; ++c) {
+          want.push_back(float(v.addr(r, c)));
+          got.push_back(float(arr == hw::Arrangement::bwma ? la::bwma_offset(r, c, sh.rows, sh.cols, S)
+                                                           : la::rwma_offset(r, c, sh.rows, sh.cols)));
+        }
+      const std::string what = arr == hw::Arrangement::bwma
+                                   ? fmt::format("bwma_offset of a {} x {} matrix at S = {}", sh.rows, sh.cols, S)
+                                   : fmt::format("rwma_offset of a {} x {} matrix", sh.rows, sh.cols);
+      Outcome o = compare(what, got, want, 0, 0, size_t(sh.cols));
+      if (!o.pass) return o;
+      elements += want.size();
+    }
+  return passed(fmt::format("{} elements of {} shapes{} match hwmodel's layout", elements, shapes.size(),
+                            arr == hw::Arrangement::bwma ? fmt::format(" x {} kernel sizes", kernels.size()) : ""));
+}
+
+// A one-core system with the paper's array and caches of `llc_bytes` (line `line`). Its L1 and
+// LLC see every access; DRAM counts depend only on the LLC.
+hw::SystemDesc lab_system(int64_t S, int64_t line, int64_t llc_bytes) {
+  hw::SystemDesc s;
+  s.name = "lab-arrangement";
+  s.cores = 1;
+  s.array.kernel = S;
+  s.l1 = {2048, 2, line, 2, false};
+  s.llc = {llc_bytes, 8, line, 20, false};
+  s.dram.row_bytes = 1024;
+  s.dram.banks = 64;
+  s.dram.burst_bytes = line;
+  s.dram.peak_gbps = 10;
+  s.rwma_block_rows = 16;
+  hw::validate(s, "the lab's system");
+  return s;
+}
+
+// The three matrices of g, page-aligned one after another, in `arr`.
+struct Operands {
+  hw::MatrixView a, w, y;
+};
+Operands place(hw::Arrangement arr, const la::Gemm& g) {
+  uint64_t next = uint64_t{1} << 20;
+  auto take = [&](int64_t rows, int64_t cols) {
+    const uint64_t base = next;
+    next += uint64_t(hw::view_bytes(arr, rows, cols, 1, g.S) + 4095) / 4096 * 4096 + 4096;
+    return hw::make_view(arr, base, rows, cols, 1, g.S);
+  };
+  Operands o;
+  o.a = take(g.M, g.K);
+  o.w = take(g.K, g.N);
+  o.y = take(g.M, g.N);
+  return o;
+}
+
+struct Counted {
+  la::Lines sim, model;
+};
+
+// DRAM line reads per operand of `w`, by the exact simulator and by the analytic model.
+Counted dram_reads(const hw::GemmWork& w, const hw::SystemDesc& s) {
+  hw::TraceSim sim(s, 1);
+  sim.run(w);
+  const hw::Traffic ex = sim.finish();
+  const hw::Traffic an = hw::analytic_traffic(w, s, 1);
+  auto reads = [&](const hw::Traffic& t) {
+    auto r = [&](const std::string& n) { return t.operands.count(n) ? t.operands.at(n).read_lines : int64_t{0}; };
+    return la::Lines{r(w.a_name), r(w.b_name), r(w.y_name)};
+  };
+  return {reads(ex), reads(an)};
+}
+
+// The GEMM of g (the whole of it, or only its first array step: the first S x S tile of W
+// against the first S columns of A and Y, as sub-views of the whole matrices).
+hw::GemmWork gemm_work(hw::Arrangement arr, const la::Gemm& g, bool first_step_only) {
+  const Operands o = place(arr, g);
+  hw::GemmWork w;
+  w.arrangement = arr;
+  w.S = g.S;
+  w.m = g.M;
+  w.block_rows = 16;
+  if (first_step_only) {
+    w.k = w.n = g.S;
+    w.instances.push_back({hw::sub_view(o.a, 0, g.M, 0, g.S), hw::sub_view(o.w, 0, g.S, 0, g.S),
+                           hw::sub_view(o.y, 0, g.M, 0, g.S)});
+  } else {
+    w.k = g.K;
+    w.n = g.N;
+    w.instances.push_back({o.a, o.w, o.y});
+  }
+  return w;
+}
+
+std::string lines_str(const la::Lines& l) { return fmt::format("A {}, W {}, Y {}", l.a, l.w, l.y); }
+bool same(const la::Lines& x, const la::Lines& y) { return x.a == y.a && x.w == y.w && x.y == y.y; }
+std::string gemm_str(const la::Gemm& g) {
+  return fmt::format("M={} K={} N={} S={} line={}", g.M, g.K, g.N, g.S, g.line);
+}
+const char* layout_name(la::Layout l) { return hw::to_string(to_hw(l)); }
+
+// Part B: the student's count against the exact simulator, every shape, both layouts, and the
+// simulator against the analytic model of `bertlab estimate`.
+// The LLC holds all three matrices (every line is read once at most).
+Outcome hand_counts(const std::vector<la::Gemm>& gemms, bool first_step_only) {
+  std::string detail, model_notes;
+  for (const la::Gemm& g : gemms)
+    for (la::Layout l : {la::Layout::rwma, la::Layout::bwma}) {
+      const hw::SystemDesc s = lab_system(g.S, g.line, int64_t{1} << 22);
+      const Counted c = dram_reads(gemm_work(to_hw(l), g, first_step_only), s);
+      const la::Lines got = first_step_only ? la::tile_lines(l, g) : la::cold_dram_reads(l, g);
+      if (!same(got, c.sim))
+        return failed(fmt::format("{} {}: you count {}; the simulator counts {} (the model {})", layout_name(l),
+                                  gemm_str(g), lines_str(got), lines_str(c.sim), lines_str(c.model)));
+      // The simulator is exact. The analytic model counts each BWMA panel's lines on their own,
+      // so it counts a line twice where two panels share it (M*S not a multiple of the line):
+      // it must agree wherever the panels start on line boundaries.
+      const bool panels_aligned = l == la::Layout::rwma || (g.M * g.S) % g.line == 0;
+      if (panels_aligned && !same(c.sim, c.model))
+        return failed(fmt::format("the grader's simulator and model disagree on {} {} (simulator {}, model {}): "
+                                  "report this to your teacher",
+                                  layout_name(l), gemm_str(g), lines_str(c.sim), lines_str(c.model)));
+      if (!same(c.sim, c.model))
+        model_notes += fmt::format("; {} {}: the model counts {} (each panel's lines on their own)", layout_name(l),
+                                   gemm_str(g), lines_str(c.model));
+      if (g.M == gemms.front().M && g.S == gemms.front().S)
+        detail += fmt::format("{}{} {}: {}", detail.empty() ? "" : "; ", layout_name(l), gemm_str(g), lines_str(got));
+    }
+  return passed(fmt::format("{} GEMMs x 2 layouts agree with the simulator (e.g. {}){}", gemms.size(), detail,
+                            model_notes));
+}
+
+// The LLC of the too-small case (lab.h bwma_small_llc_reads).
+constexpr int64_t kSmallLlc = 16 * 1024;
+
+// Part B: the student's BWMA count with an LLC too small for A, against the simulator and the
+// model (every shape has M x S a multiple of the line: the two must agree).
+Outcome small_llc_counts(const std::vector<la::Gemm>& gemms) {
+  std::string detail;
+  for (const la::Gemm& g : gemms) {
+    const Counted c = dram_reads(gemm_work(hw::Arrangement::bwma, g, false), lab_system(g.S, g.line, kSmallLlc));
+    const la::Lines got = la::bwma_small_llc_reads(g);
+    if (!same(got, c.sim))
+      return failed(fmt::format("bwma {} with a 16 KB LLC: you count {}; the simulator counts {} (the model {})",
+                                gemm_str(g), lines_str(got), lines_str(c.sim), lines_str(c.model)));
+    if (!same(c.sim, c.model))
+      return failed(fmt::format("the grader's simulator and model disagree on bwma {} with a 16 KB LLC (simulator "
+                                "{}, model {}): report this to your teacher",
+                                gemm_str(g), lines_str(c.sim), lines_str(c.model)));
+    if (detail.empty()) detail = fmt::format(" (e.g. {}: {})", gemm_str(g), lines_str(got));
+  }
+  return passed(fmt::format("{} GEMMs agree with the simulator and the model{}", gemms.size(), detail));
+}
+
+// Unscored: the DRAM reads of a GEMM when the LLC is too small to keep A between output panels.
+std::string small_llc(const la::Gemm& g, int64_t llc_bytes) {
+  std::string s = fmt::format("{} with a {} KB LLC, DRAM line reads (simulator):", gemm_str(g), llc_bytes / 1024);
+  for (la::Layout l : {la::Layout::rwma, la::Layout::bwma}) {
+    const Counted c = dram_reads(gemm_work(to_hw(l), g, false), lab_system(g.S, g.line, llc_bytes));
+    s += fmt::format(" {} {} (model {});", layout_name(l), lines_str(c.sim), lines_str(c.model));
+  }
+  return s;
+}
+
+// Part C (unscored): one BERT-base encoder layer (inference, batch 1, seq 512 (the paper's workload), as `bertlab
+// estimate --config configs/bert-base.json --nodes encoder.0.`) on the paper's system, every S
+// and core count, both arrangements.
+Graph encoder_layer() {
+  RunSpec run;
+  run.batch = 1;
+  run.seq = 512;
+  run.mode = "infer";
+  Graph g = build_bert(load_config(source_dir() + "/configs/bert-base.json"), run);
+  apply_fusions(g);
+  std::vector<bool> dead(g.nodes().size());
+  for (const auto& n : g.nodes()) dead[n.id] = n.name.rfind("encoder.0.", 0) != 0;
+  g.compact(dead);
+  return g;
+}
+
+// The op of a node: its name in the layer, a conversion counted with the op that needs it.
+std::string op_of(const std::string& node) {
+  std::string s = node.substr(std::string("encoder.0.").size());
+  if (s.size() > 8 && s.substr(s.size() - 8) == ".convert") s.resize(s.size() - 8);
+  return s;
+}
+
+std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores) {
+  const Graph g = encoder_layer();
+  const hw::NodeClasses classes = hw::classify_nodes(g);
+  const hw::SystemDesc base = hw::load_system(source_dir() + "/configs/systems/paper-ticsat.json");
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes())
+    if (std::find(ops.begin(), ops.end(), op_of(n.name)) == ops.end()) ops.push_back(op_of(n.name));
+  // seconds[arrangement, S, P][op]; and the layer's compute and memory-stall milliseconds of the
+  // busiest core, summed over its nodes (each node's time is the two added: overlap 0).
+  std::map<std::tuple<hw::Arrangement, int64_t, int64_t>, std::map<std::string, double>> t;
+  std::map<std::tuple<hw::Arrangement, int64_t, int64_t>, std::pair<double, double>> split;
+  for (int64_t S : kernels)
+    for (int64_t P : cores)
+      for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma}) {
+        hw::SystemDesc s = base;
+        s.array.kernel = S;
+        s.cores = P;
+        hw::EstimateOptions eo;
+        eo.classes = &classes;
+        const hw::GraphEstimate e = hw::estimate_graph(g, s, a, eo);
+        auto& per_op = t[{a, S, P}];
+        auto& [compute, memory] = split[{a, S, P}];
+        for (const auto& n : e.nodes) {
+          per_op[op_of(n.name)] += n.seconds;
+          compute += n.compute_cycles / (s.clock_ghz * 1e6);
+          memory += n.memory_cycles / (s.clock_ghz * 1e6);
+        }
+      }
+  auto total = [&](hw::Arrangement a, int64_t S, int64_t P) {
+    double x = 0;
+    for (const auto& [op, sec] : t.at({a, S, P})) x += sec;
+    return x;
+  };
+  // The speedup table, printed and drawn.
+  std::string table = "layer speedup BWMA over RWMA (RWMA time / BWMA time):";
+  std::vector<ChartSeries> lines;
+  for (int64_t P : cores) {
+    ChartSeries c{fmt::format("{} core(s)", P), {}, {}};
+    for (int64_t S : kernels) {
+      const double sp = total(hw::Arrangement::rwma, S, P) / total(hw::Arrangement::bwma, S, P);
+      c.x.push_back(double(S));
+      c.y.push_back(sp);
+      table += fmt::format(" S={} P={}: {:.2f}x;", S, P, sp);
+    }
+    lines.push_back(c);
+  }
+  // Per op and the breakdown at the first core count, one cluster of bars per S.
+  const int64_t P0 = cores.front();
+  std::vector<std::string> groups;
+  for (int64_t S : kernels) groups.push_back(fmt::format("S = {}", S));
+  std::vector<ChartSeries> per_op;
+  for (const auto& op : ops) {
+    ChartSeries c{op, {}, {}};
+    for (int64_t S : kernels)
+      c.y.push_back(t.at({hw::Arrangement::rwma, S, P0}).at(op) / t.at({hw::Arrangement::bwma, S, P0}).at(op));
+    per_op.push_back(c);
+  }
+  std::vector<ChartSeries> breakdown;
+  for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma})
+    for (bool memory : {false, true}) {
+      ChartSeries c{fmt::format("{} {}", hw::to_string(a), memory ? "memory stalls" : "compute"), {}, {}};
+      for (int64_t S : kernels) {
+        const auto& [cm, mm] = split.at({a, S, P0});
+        c.y.push_back(memory ? mm : cm);
+      }
+      breakdown.push_back(c);
+    }
+  table += fmt::format(" busiest core's compute / memory stalls at {} core(s), ms:", P0);
+  for (int64_t S : kernels)
+    for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma}) {
+      const auto& [cm, mm] = split.at({a, S, P0});
+      table += fmt::format(" S={} {} {:.0f} / {:.0f};", S, hw::to_string(a), cm, mm);
+    }
+  plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p>The analytic model of <code>bertlab "
+            "estimate</code> on the paper's system (configs/systems/paper-ticsat.json: int8, in-order cores with an "
+            "S x S weight-stationary array each), one encoder layer of BERT-base, inference, batch 1, sequence "
+            "512 (the paper's workload).</p>\n" +
+            line_chart_svg({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
+                            Scale::log, Scale::linear}) +
+            bar_chart_svg({fmt::format("speedup per op ({} core(s))", P0), "RWMA time / BWMA time", groups, per_op}) +
+            bar_chart_svg({fmt::format("the layer's time: compute and memory stalls of the busiest core ({} core(s))", P0),
+                           "ms", groups, breakdown}));
+  return table;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Lab 3 grader: the BWMA address function and the cache lines of a GEMM "
+               "(labs/arrangement/student.cpp)"};
+  std::string out = "out/labs";
+  bool quick = false;
+  app.add_option("--out", out, "Where the plots page goes");
+  app.add_flag("--quick", quick, "Fewer shapes and a smaller sweep (the test suite)");
+  CLI11_PARSE(app, argc, argv);
+
+  const std::vector<Shape2> shapes = {{7, 13}, {33, 5}, {1, 17}, {50, 31}, {16, 64}, {3, 100}};
+  const std::vector<int64_t> kernels = {4, 8, 16, 32};
+  const std::vector<la::Gemm> gemms = {{24, 128, 64, 8, 64}, {24, 128, 64, 16, 64}, {40, 64, 128, 32, 64},
+                                 {17, 64, 64, 8, 32},  {9, 256, 64, 4, 64}};
+  // M x K above the 16 KB LLC, M x S a multiple of the line (lab.h bwma_small_llc_reads).
+  const std::vector<la::Gemm> small = {{64, 256, 256, 8, 64}, {128, 256, 128, 16, 64}, {48, 512, 64, 8, 32},
+                                       {96, 384, 192, 32, 64}, {40, 1024, 32, 4, 32}};
+  const std::vector<int64_t> cores = quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4};
+  const std::vector<int64_t> sweep_kernels = quick ? std::vector<int64_t>{8, 32} : kernels;
+
+  Grader g("arrangement: the BWMA layout and the cache lines of a GEMM");
+  const PlotPage plots(out, "arrangement");
+  g.check("RWMA offsets", "row r starts after r whole rows of `cols` elements",
+          [&] { return offsets(hw::Arrangement::rwma, shapes, kernels); });
+  g.check("BWMA offsets", "column c is in panel c / S; each panel holds `rows` rows of S elements, even the last one",
+          [&] { return offsets(hw::Arrangement::bwma, shapes, kernels); });
+  g.check("lines of one array step",
+          "RWMA: one row's S bytes sit alone in a line (rows are K or N bytes apart); BWMA: the first S columns "
+          "of all rows are contiguous",
+          [&] { return hand_counts(gemms, true); });
+  g.check("DRAM reads of a whole GEMM, cold cache large enough",
+          "with room for everything each line is read once: how many lines does a matrix fill, in either layout?",
+          [&] { return hand_counts(gemms, false); });
+  g.check("BWMA DRAM reads of a whole GEMM, LLC too small",
+          "between two uses of a line of A, how many other lines has the kernel touched?",
+          [&] { return small_llc_counts(small); });
+  g.info("a GEMM with an LLC too small to keep A", [&] { return small_llc({64, 256, 256, 8, 64}, kSmallLlc); });
+  g.info("S and cores on one BERT-base encoder layer (plots page)",
+         [&] { return sweep(plots, sweep_kernels, cores); });
+  fmt::print("plots: {}\n", plots.write("Lab 3: data arrangement for accelerators").string());
+  return g.finish();
+}

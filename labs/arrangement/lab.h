@@ -1,0 +1,56 @@
+#pragma once
+// Lab 3: the functions you write in labs/arrangement/student.cpp (labs/arrangement/README.md).
+//
+// Every matrix here holds 1-byte elements (int8, as the arrangement paper's accelerator) and
+// starts at an address that is a multiple of the cache line. Offsets are in elements (= bytes).
+//
+// Part A. Where element (row, col) of a rows x cols matrix sits, from the start of the matrix.
+//   RWMA (row-wise): rows one after another, each row's columns in order.
+//   BWMA (block-wise) at kernel S: the matrix is cut into column panels of S columns (the last
+//   one padded to S columns when cols is not a multiple of S). The panels are stored one after
+//   another; inside a panel, rows one after another, each row holding the panel's S columns.
+//   So a K x N weight is stored as its S x S tiles, one panel of tiles after another.
+#include <cstdint>
+
+namespace bertlab::lab::arrangement {
+
+int64_t rwma_offset(int64_t row, int64_t col, int64_t rows, int64_t cols);
+int64_t bwma_offset(int64_t row, int64_t col, int64_t rows, int64_t cols, int64_t S);
+
+// Part B. Cache lines, by hand. One GEMM Y (M x N) += A (M x K) * W (K x N) on an S x S
+// weight-stationary array, every matrix stored in the arrangement asked for. In all the shapes
+// the grader gives you, S divides K and N, K and N are multiples of the line size, and S is at
+// most the line size (S and the line are powers of two).
+enum class Layout { rwma, bwma };
+
+struct Gemm {
+  int64_t M, K, N;  // A is M x K, W is K x N, Y is M x N
+  int64_t S;        // the array is S x S
+  int64_t line;     // bytes per cache line
+};
+
+// Distinct cache lines of each operand.
+struct Lines {
+  int64_t a = 0, w = 0, y = 0;
+};
+
+// One step of the array: the first S x S tile of W (rows 0..S-1, columns 0..S-1) is loaded,
+// then the first S columns of every row of A stream through the array, and the first S columns
+// of every row of Y are read, accumulated and written back. How many distinct lines of A, of W
+// and of Y does this step touch?
+Lines tile_lines(Layout layout, const Gemm& g);
+
+// The whole GEMM with a cold last-level cache large enough to hold all three matrices: how many
+// lines does it read from DRAM, per operand (Y too: a line that is written is first read into
+// the cache, write-allocate)?
+Lines cold_dram_reads(Layout layout, const Gemm& g);
+
+// The whole GEMM under BWMA with a last-level cache that is too small: it holds 16 KB, room for
+// a few panels of A and Y and tiles of W but less than all of A (in the shapes the grader gives
+// you, M x K > 16 KB and M x S is a multiple of the line). The BWMA kernel runs, for each output
+// panel of S columns of Y, for each k-tile: load the S x S tile of W, stream the k-th panel of A
+// (its M rows of S columns), read-modify-write the output panel of Y. The cache keeps the lines
+// used most recently (LRU). How many lines does it read from DRAM, per operand?
+Lines bwma_small_llc_reads(const Gemm& g);
+
+}  // namespace bertlab::lab::arrangement
