@@ -9,7 +9,13 @@ own reader, following docs/data.md "Shard format").
         [--steps N] [--batch B] [--lr PEAK] [--beta2 B2] [--eval-every K] [--threads T]
 
 Writes one JSON line per evaluation (step, eval_mlm_accuracy, eval_mlm_loss, train accuracy
-over the steps since the previous evaluation), comparable with bertlab's metrics.jsonl.
+over the steps since the previous evaluation), comparable with bertlab's metrics.jsonl. The
+evaluation set is the first --eval-seqs instances of the eval split in stored order, as bertlab
+evaluates with --eval-batches EVAL_SEQS/BATCH.
+
+    /usr/bin/python3 tests/reference/pretrain_reference.py --compare BERTLAB/metrics.jsonl OUT.jsonl
+
+prints both held-out curves side by side (markdown) at the steps both evaluated.
 """
 
 import argparse
@@ -56,7 +62,20 @@ def load_split(d, split):
     return tuple(np.concatenate([p[k] for p in parts]) for k in range(3)), meta["vocab_size"]
 
 
+def compare(bertlab_metrics, reference):
+    ours = {m["step"]: m for m in map(json.loads, open(bertlab_metrics)) if "eval_mlm_accuracy" in m}
+    ref = {m["step"]: m for m in map(json.loads, open(reference))}
+    print("| step | bertlab MLM acc | PyTorch MLM acc | bertlab MLM loss | PyTorch MLM loss |")
+    print("|---|---|---|---|---|")
+    for step in sorted(set(ours) & set(ref)):
+        a, b = ours[step], ref[step]
+        print(f"| {step} | {a['eval_mlm_accuracy']:.3f} | {b['eval_mlm_accuracy']:.3f} | "
+              f"{a['eval_mlm_loss']:.3f} | {b['eval_mlm_loss']:.3f} |")
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--compare":
+        return compare(sys.argv[2], sys.argv[3])
     ap = argparse.ArgumentParser()
     ap.add_argument("data")
     ap.add_argument("config")
