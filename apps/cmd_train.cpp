@@ -99,6 +99,11 @@ void add_train_command(CLI::App& root) {
     std::signal(SIGINT, request_stop);
     std::signal(SIGTERM, request_stop);
     const bool tty = isatty(fileno(stderr));
+    // "loss L (mlm M, nsp N)"; masked LM only (--no-nsp) has no NSP loss to print.
+    auto losses = [&](const StepStats& s) {
+      return o.nsp ? fmt::format("loss {:.4f} (mlm {:.4f}, nsp {:.4f})", s.loss(), s.mlm_loss, s.nsp_loss)
+                   : fmt::format("loss {:.4f} (mlm)", s.loss());
+    };
     auto on_event = [&](const TrainEvent& e) {
       switch (e.kind) {
         case TrainEvent::step: {
@@ -106,17 +111,15 @@ void add_train_command(CLI::App& root) {
           // step is kept as a line of its own, which is all that is printed to a pipe.
           const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
           if (!tty && !keep) return;
-          const auto line = fmt::format(
-              "step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  mlm acc {:.3f}  lr {:.2e}  {:.2f} seq/s  eta {}",
-              e.step_index, e.max_steps, e.stats.loss(), e.stats.mlm_loss, e.stats.nsp_loss,
-              e.stats.mlm_accuracy, e.lr, e.seq_per_s, clock_str(e.eta_s));
+          const auto line = fmt::format("step {}/{}  {}  mlm acc {:.3f}  lr {:.2e}  {:.2f} seq/s  eta {}",
+                                        e.step_index, e.max_steps, losses(e.stats), e.stats.mlm_accuracy, e.lr,
+                                        e.seq_per_s, clock_str(e.eta_s));
           fmt::print(stderr, "{}{}{}", tty ? "\r\033[K" : "", line, keep ? "\n" : "");
           return;
         }
         case TrainEvent::eval:
-          fmt::print(stderr, "eval at step {}: loss {:.4f} (mlm {:.4f}, nsp {:.4f})  mlm acc {:.3f} (most frequent token: {:.3f})\n",
-                     e.step_index, e.stats.loss(), e.stats.mlm_loss, e.stats.nsp_loss, e.stats.mlm_accuracy,
-                     e.baseline_accuracy);
+          fmt::print(stderr, "eval at step {}: {}  mlm acc {:.3f} (most frequent token: {:.3f})\n", e.step_index,
+                     losses(e.stats), e.stats.mlm_accuracy, e.baseline_accuracy);
           return;
         case TrainEvent::checkpoint:
           fmt::print(stderr, "saved {}\n", e.path);

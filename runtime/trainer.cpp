@@ -367,10 +367,12 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.step_index = step;
     ev.max_steps = o.max_steps;
     ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy);
-    log_line({{"step", step}, {"eval_loss", ev.stats.loss()},
-              {"eval_mlm_loss", ev.stats.mlm_loss}, {"eval_nsp_loss", ev.stats.nsp_loss},
-              {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
-              {"eval_most_frequent_accuracy", ev.baseline_accuracy}});
+    nlohmann::json line = {{"step", step}, {"eval_loss", ev.stats.loss()},
+                           {"eval_mlm_loss", ev.stats.mlm_loss},
+                           {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
+                           {"eval_most_frequent_accuracy", ev.baseline_accuracy}};
+    if (o.nsp) line["eval_nsp_loss"] = ev.stats.nsp_loss;  // masked LM only: no NSP field
+    log_line(line);
     on_event(ev);
   };
 
@@ -398,9 +400,11 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
     ev.eta_s = per_step * double(o.max_steps - step);
     if (writer) {
-      log_line({{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
-                {"nsp_loss", s.nsp_loss}, {"mlm_accuracy", s.mlm_accuracy},
-                {"grad_norm", s.grad_norm}, {"lr", lr}, {"seq_per_s", ev.seq_per_s}});
+      nlohmann::json line = {{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
+                             {"mlm_accuracy", s.mlm_accuracy}, {"grad_norm", s.grad_norm},
+                             {"lr", lr}, {"seq_per_s", ev.seq_per_s}};
+      if (o.nsp) line["nsp_loss"] = s.nsp_loss;  // masked LM only: no NSP field
+      log_line(line);
       on_event(ev);
     }
     if (o.eval_steps > 0 && step % o.eval_steps == 0) run_eval(step);

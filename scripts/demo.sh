@@ -8,7 +8,9 @@
 # in $BERTLAB_OUT (default: out/): bert-mini-brown (pretrained), pos-pretrained, pos-scratch.
 # BERTLAB_STEPS sets the pretraining steps (default 2500, batch 8); BERTLAB_FT_STEPS the steps of
 # each fine-tuning run (default 1000, batch 16; BERTLAB_STEPS alone sets both, for short checks,
-# which also evaluate the pretraining on 4 batches only).
+# which also evaluate the pretraining on 4 batches only). BERTLAB_GENRE=1 adds genre classification
+# (scripts/finetune_genre.sh: pretrained and from scratch against the majority class; off by default
+# until its time on the idle machine is measured to fit the main job's 10 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh corpus
@@ -31,4 +33,5 @@ $bin train --config configs/bert-mini.json --data "$out/brown-128-packed" --out 
   --weight-decay 0.01 --optimizer adamw --eval-steps $(( steps >= 4 ? steps / 4 : 1 )) --eval-batches $(( steps >= 400 ? 1000 : 4 )) \
   --save-steps "$steps" --log-steps $(( steps >= 8 ? steps / 8 : 1 ))
 scripts/finetune_pos.sh "$out/bert-mini-brown" "$out"
+if [ "${BERTLAB_GENRE:-0}" = 1 ]; then scripts/finetune_genre.sh "$out/bert-mini-brown" "$out"; fi
 echo "main job: $(( $(date +%s) - start )) s after the build on $(nproc) cores; models in $out/ (bert-mini-brown, pos-pretrained, pos-scratch)"

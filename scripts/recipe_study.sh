@@ -17,14 +17,18 @@ model=${BERTLAB_STUDY_MODEL:-bert-mini}
 bin=./build/bertlab
 mkdir -p "$out"
 [ -f "$base/vocab/vocab.txt" ] || $bin vocab --corpus brown --vocab-size 8000 --out "$base/vocab"
-prep() {  # NAME PREPARE-FLAGS...
-  local name=$1; shift
-  [ -f "$out/$name/meta.json" ] || $bin prepare --corpus brown --vocab "$base/vocab" --out "$out/$name" --force "$@" >/dev/null 2>&1
+# The data sets, prepared when a run first needs them (so that a single run starts at once).
+prep() {  # NAME
+  local name=$1 flags
+  case $name in
+    pairs-128) flags=(--seq-len 128) ;;
+    packed-128) flags=(--seq-len 128 --pack) ;;
+    packed-128-wwm) flags=(--seq-len 128 --pack --whole-word-mask) ;;
+    packed-64) flags=(--seq-len 64 --pack) ;;
+    *) echo "recipe_study.sh: no data set $name" >&2; exit 2 ;;
+  esac
+  [ -f "$out/$name/meta.json" ] || $bin prepare --corpus brown --vocab "$base/vocab" --out "$out/$name" --force "${flags[@]}" >/dev/null 2>&1
 }
-prep pairs-128 --seq-len 128
-prep packed-128 --seq-len 128 --pack
-prep packed-128-wwm --seq-len 128 --pack --whole-word-mask
-prep packed-64 --seq-len 64 --pack
 
 # NAME CONFIG DATA EVAL-DATA BATCH FLAGS...: --max-steps from the sequence budget; four
 # evaluations per run. BERTLAB_STUDY_RUNS="1-base 5-one-cycle" runs only those (several
@@ -36,6 +40,8 @@ run() {
   local steps=$((seqs / batch))
   [[ " ${BERTLAB_STUDY_RUNS:-$name} " == *" $name "* ]] || return 0
   [ -f "$runs/$name/model.safetensors" ] && return 0
+  prep "$data"
+  prep "$eval"
   echo "--config $config --data $data --batch-size $batch --max-steps $steps $*" > "$runs/$name.flags"
   $bin train --config "configs/$config.json" --data "$out/$data" --eval-data "$out/$eval" --out "$runs/$name" \
     --overwrite --max-steps "$steps" --batch-size "$batch" --eval-steps $((steps / 4)) --eval-batches 1000 \
@@ -55,6 +61,19 @@ run 8-fp32        "$model" packed-128     packed-128 8  "${common[@]}" --lr 2e-3
 [ "$model" = bert-tiny ] || run 9-tiny bert-tiny packed-128 packed-128 8 "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision bf16 --no-nsp --no-dropout
 # Half the sequence length: twice the sequences for the same tokens.
 seqs=$((seqs * 2)) run 10-seq-64  "$model" packed-64 packed-64 16 "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision bf16 --no-nsp --no-dropout
+# Candidates against the stall and the collapse of the BERT-mini main job (peak 1e-3 stalls near
+# 0.1, peak 2e-3 collapses), one change at a time on top of run 11 = the main job's recipe:
+# RoBERTa's Adam beta2 0.98 (the second moment follows a changing gradient scale sooner), which
+# is what should let the higher peak of run 13 train; a tighter gradient clip; a new mask every
+# epoch (from the second epoch on: BERTLAB_STUDY_SEQS above 10,608); batch 32 at 4x fewer steps
+# with the peak scaled with the batch (square root: x2).
+mini=(packed-128 packed-128)
+run 11-main-job   "$model" "${mini[@]}" 8  "${common[@]}" --lr 1e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout
+run 12-beta2      "$model" "${mini[@]}" 8  "${common[@]}" --lr 1e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout --adam-beta2 0.98
+run 13-beta2-2e-3 "$model" "${mini[@]}" 8  "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout --adam-beta2 0.98
+run 14-clip-0.5   "$model" "${mini[@]}" 8  "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout --adam-beta2 0.98 --max-grad-norm 0.5
+run 15-dynamic    "$model" "${mini[@]}" 8  "${common[@]}" --lr 2e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout --adam-beta2 0.98 --dynamic-masking
+run 16-batch-32   "$model" "${mini[@]}" 32 "${common[@]}" --lr 4e-3 --lr-schedule one-cycle --precision auto --no-nsp --no-dropout --adam-beta2 0.98
 
 # BERTLAB_STUDY_POS=1: POS tagging fine-tuned from run 5 and, the same way, from random
 # weights (300 steps of 16 sentences, lr 1e-3, evaluation truncated to 64 tokens).
@@ -87,6 +106,12 @@ rows = {
     "8-fp32": "run 5 in fp32 instead of bf16",
     "9-tiny": "run 5 with BERT-tiny",
     "10-seq-64": "run 5 at seq 64, batch 16 (same tokens; its own seq-64 held-out data)",
+    "11-main-job": "the main job's recipe: run 5 at peak 1e-3, --precision auto",
+    "12-beta2": "run 11 with Adam beta2 0.98",
+    "13-beta2-2e-3": "run 12 at peak 2e-3",
+    "14-clip-0.5": "run 13 with --max-grad-norm 0.5 (instead of 1.0)",
+    "15-dynamic": "run 13 with --dynamic-masking (a new mask every epoch)",
+    "16-batch-32": "run 13 with batch 32 at peak 4e-3: a quarter of the steps",
 }
 print(f"{model}, seq 128 unless said; held-out masked-LM accuracy at each quarter of the run:\n")
 print("| run | recipe | steps x batch | MLM acc at 1/4, 1/2, 3/4, end | most frequent token | train seq/s (under load) |")

@@ -2,6 +2,7 @@
 // bit, checkpoints are complete and guarded, divergence stops with a named tensor.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -100,6 +101,27 @@ TEST_CASE("train, checkpoints and an exact resume on a small prepared corpus", "
   CHECK_THAT(full.output, Contains("step 6/6") && Contains("seq/s") && Contains("eval at step 6"));
   for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "metrics.jsonl"})
     CHECK(fs::exists(dir / "full" / f));
+
+  // The NSP loss is printed and logged with NSP; masked LM only has no NSP field at all.
+  auto mlm_only = run_bertlab(common + " --max-steps 2 --eval-steps 1 --no-nsp --out " + quote(dir / "mlm-only"));
+  INFO(mlm_only.output);
+  REQUIRE(mlm_only.exit_code == 0);
+  CHECK_THAT(full.output, Contains("nsp "));
+  CHECK_THAT(mlm_only.output, Contains("eval at step 2") && !Contains("nsp"));
+  auto nsp_fields = [](const fs::path& file) {
+    int train_lines = 0, eval_lines = 0, with_nsp = 0;
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line);
+      j.contains("eval_mlm_accuracy") ? ++eval_lines : ++train_lines;
+      with_nsp += j.contains("nsp_loss") || j.contains("eval_nsp_loss");
+    }
+    return std::array<int, 3>{train_lines, eval_lines, with_nsp};
+  };
+  const auto with = nsp_fields(dir / "full/metrics.jsonl"), without = nsp_fields(dir / "mlm-only/metrics.jsonl");
+  CHECK(with[2] == with[0] + with[1]);
+  CHECK(with[1] >= 1);
+  CHECK(without == std::array<int, 3>{2, 2, 0});
 
   auto first = run_bertlab(common + " --max-steps 6 --save-steps 3 --out " + quote(dir / "part"));
   INFO(first.output);
