@@ -244,19 +244,39 @@ CoreCoefficients load_coefficients(const std::string& path) {
   return c;
 }
 
-OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c) {
+OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c,
+                 const CoreStack& stack) {
   const int64_t P = sys.cores, S = sys.array.kernel;
   check(P >= 1 && (S == 4 || S == 8 || S == 16 || S == 32), "core model: cores {} / kernel {} not supported", P, S);
+  for (const int64_t set : stack.l1_sets)
+    check(set >= 0 && set < sys.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}", set,
+          sys.l1.sets() - 1);
   TraceSim sim(sys, P);
   const auto ops = op_operands(op, d);
   std::vector<int> ids;
   for (const auto& o : ops) ids.push_back(sim.operand(o.name));
+  // The stack stream: core c's stack lines lie in its private address range (c + 1) << 44
+  // (as the lackey replay maps each process's non-operand addresses), one in each of the
+  // given L1 sets; they are warm and dirty when the op starts (the kernel's frames were
+  // written by its caller), so they are touched once before the counts restart.
+  const bool has_stack = !stack.l1_sets.empty();
+  const int stack_id = has_stack ? sim.operand("stack") : -1;
+  const int64_t line = sys.l1.line_bytes;
+  auto stack_touch = [&](int64_t core) {
+    const uint64_t base = static_cast<uint64_t>(core + 1) << 44;
+    for (const int64_t set : stack.l1_sets) sim.access(core, stack_id, base + set * line, line, true);
+  };
+  if (has_stack) {
+    for (int64_t core = 0; core < P; ++core) stack_touch(core);
+    sim.reset_counts();
+  }
   std::vector<CoreWork> work;
   for (int64_t core = 0; core < P; ++core)
     work.push_back(info(op).gemm ? gemm_work(op, a, d, S, P, core, ops, ids) : other_work(op, a, d, S, P, core, ops, ids));
   // Equal-speed cores: one step each per round.
   std::vector<Seg> buf;
   std::vector<bool> live(P, true);
+  std::vector<int64_t> steps(P, 0);
   for (int64_t n = P; n > 0;) {
     n = 0;
     for (int64_t core = 0; core < P; ++core) {
@@ -264,6 +284,9 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
       buf.clear();
       live[core] = work[core].steps(buf);
       for (const auto& g : buf) sim.access(core, g.op, g.addr, g.bytes, g.write);
+      if (!live[core]) continue;
+      ++steps[core];
+      if (has_stack) stack_touch(core);  // the kernel's resident locals, once per step
       n += live[core] ? 1 : 0;
     }
   }
@@ -275,6 +298,7 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
     m.units.push_back(w.units);
     m.groups.push_back(w.groups);
     m.issues.push_back(w.issues);
+    m.steps.push_back(steps[m.steps.size()]);
     m.instructions.push_back(static_cast<int64_t>(k[0] * w.units + k[1] * w.groups + 0.5));
   }
   return m;

@@ -36,15 +36,30 @@ struct CoreCoefficients {
 };
 CoreCoefficients load_coefficients(const std::string& path);
 
+// The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
+// instruction stand-in's state) that it touches at least once per schedule step: one private
+// line per entry of `l1_sets`, in that L1 set (set = line address mod the L1's sets), warm
+// at the start and touched (read-modify-write) once per step, so that each stays resident
+// and takes one way of its set from the operands. A property of the compiled binary (its
+// frames and where its stack lies): scripts/hwmodel_reference.sh measures it from a lackey
+// trace of the reference kernel. The default (none) is the paper-system default: the paper's
+// AArch64 kernels are not available to measure; with 31 general registers TiC-SAT's loop
+// nests need no spills, and its array instruction keeps its state in the array
+// (docs/hwmodel.md, "Agreement of the core model with the reference").
+struct CoreStack {
+  std::vector<int64_t> l1_sets;
+};
+
 struct OpModel {
   std::vector<int64_t> units, groups;     // per core, the instruction model's events
   std::vector<int64_t> instructions;      // per core
   std::vector<int64_t> issues;            // per core: array instructions (weights, stream, drain)
+  std::vector<int64_t> steps;             // per core: schedule steps (rows, lines), the stack's touches
   Traffic traffic;                        // per core L1 / LLC misses, DRAM lines per operand
 };
 // sys.cores cores, sys.array.kernel = S.
 OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys,
-                 const CoreCoefficients& c);
+                 const CoreCoefficients& c, const CoreStack& stack = {});
 
 // The cycles of an op, per component, on its busiest core (by total), and the DRAM floor.
 struct OpTime {

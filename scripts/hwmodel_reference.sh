@@ -10,6 +10,10 @@
 #                                                  (default seq 128; `measure OUT 128 512` both)
 #   scripts/hwmodel_reference.sh replay OUT SEQ S CORES [OPS..]  lackey traces of every core's
 #                                                  share replayed together (shared LLC)
+#   scripts/hwmodel_reference.sh stack OUT         the kernels' resident stack lines (their L1
+#                                                  sets), from lackey traces at seq 32, one
+#                                                  core -> OUT/stack.txt (compare passes them
+#                                                  to the model)
 #   scripts/hwmodel_reference.sh compare OUT       model vs reference, per op (prints a table)
 #
 # Configurations whose kernel does not depend on S (residual add and GELU in both
@@ -132,6 +136,29 @@ case "${1:-}" in
     echo "replay: $(( $(date +%s) - start )) s wall, $(cpu_total "$cpu") CPU s (valgrind + replay), for seq $seq S $S0 cores $P ops $ops" |
       tee -a "$dir/timing.txt"
     rm -f "$cpu"
+    ;;
+  stack)
+    dir=$2
+    mkdir -p "$dir"
+    start=$(date +%s)
+    rm -f "$dir/stack.txt.tmp"
+    declare -A seen=()
+    # The attention-output GEMM (one instance, (768/S)^2 tiles at seq 32) stands for every
+    # GEMM (one kernel template per arrangement and S).
+    for op in attn_out $ROWOPS; do for arr0 in rwma bwma; do for S0 in 4 8 16 32; do
+      read -r arr S < <(canonical "$op" "$arr0" "$S0")
+      [ -z "${seen[$op $arr $S]:-}" ] || continue
+      seen[$op $arr $S]=1
+      tmpd=$(mktemp -d)
+      mkfifo "$tmpd/core0"
+      valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$op" "$arr" 32 "$S" 1 0 2> "$tmpd/core0" > /dev/null &
+      line=$("$TOOL" replay --op "$op" --seq 32 --system "$SYSTEM" "$tmpd/core0")
+      wait
+      rm -rf "$tmpd"
+      echo "$op $arr 32 $S $line" | /usr/bin/python3 "$here/hwmodel_reference.py" stacksets "$TOOL" "$SYSTEM" >> "$dir/stack.txt.tmp"
+    done; done; done
+    mv "$dir/stack.txt.tmp" "$dir/stack.txt"
+    echo "stack: $(( $(date +%s) - start )) s wall" | tee -a "$dir/timing.txt"
     ;;
   compare)
     {
