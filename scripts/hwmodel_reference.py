@@ -87,7 +87,8 @@ GEMMS = ("qkv", "scores", "context", "attn_out", "ffn_in", "ffn_out")
 def stack_sets(replay_line, tool, system):
     """One line of D/stack.txt from a lackey replay of one core ("OP ARR SEQ S {json}"): the
     L1 sets of the non-operand lines the kernel touched at least once per group of its
-    schedule (per tile, row or block: the core model's groups); the model treats these as
+    schedule (per tile, row or block: the core model's groups; for the streams, whose one
+    group is the call, per step: per line); the model treats these as
     resident (touched once per step), the rarer ones (per call, per head) as negligible. GEMM
     kernels are one template per arrangement and S (hwmodel/reference/kernels.h), so the
     attention-output GEMM (one instance of (768 / S)^2 tiles at seq 32, so that lines touched
@@ -95,8 +96,10 @@ def stack_sets(replay_line, tool, system):
     f = replay_line.split(None, 4)
     op, arr, seq, S = f[0], f[1], int(f[2]), int(f[3])
     lines = json.loads(f[4])["other_lines"][0]
-    groups = model(tool, system, None, op, arr, seq, S, 1, False)["groups"][0]
-    sets = sorted(set(st for st, n in lines if n >= groups))
+    m = model(tool, system, None, op, arr, seq, S, 1, False)
+    # Residual add and GELU are one group (the call): per step (line) for them.
+    per = m["groups"][0] if m["groups"][0] > 1 else m["steps"][0]
+    sets = sorted(set(st for st, n in lines if n >= per))
     for o in (GEMMS if op in GEMMS else (op,)):
         print("%s %s %d %s" % (o, arr, S, ",".join(map(str, sets)) or "-"))
 
