@@ -248,26 +248,38 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
                  const CoreStack& stack) {
   const int64_t P = sys.cores, S = sys.array.kernel;
   check(P >= 1 && (S == 4 || S == 8 || S == 16 || S == 32), "core model: cores {} / kernel {} not supported", P, S);
-  for (const int64_t set : stack.l1_sets)
-    check(set >= 0 && set < sys.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}", set,
-          sys.l1.sets() - 1);
+  for (const StackLine& l : stack.lines) {
+    check(l.l1_set >= 0 && l.l1_set < sys.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
+          l.l1_set, sys.l1.sets() - 1);
+    check(l.per_step > 0 && l.per_step <= 1, "core model: stack line in L1 set {}: {} touches per step, expected (0, 1]",
+          l.l1_set, l.per_step);
+  }
   TraceSim sim(sys, P);
   const auto ops = op_operands(op, d);
   std::vector<int> ids;
   for (const auto& o : ops) ids.push_back(sim.operand(o.name));
   // The stack stream: core c's stack lines lie in its private address range (c + 1) << 44
-  // (as the lackey replay maps each process's non-operand addresses), one in each of the
-  // given L1 sets; they are warm and dirty when the op starts (the kernel's frames were
-  // written by its caller), so they are touched once before the counts restart.
-  const bool has_stack = !stack.l1_sets.empty();
-  const int stack_id = has_stack ? sim.operand("stack") : -1;
+  // (as the lackey replay maps each process's non-operand addresses), one in each given L1
+  // set; they are warm and dirty when the op starts (the kernel's frames were written by its
+  // caller), so they are touched once before the counts restart. Then line i is touched at
+  // the steps where the running sum of its per_step rate passes a whole number (the measured
+  // touches per step, spread evenly).
+  const int64_t nstack = static_cast<int64_t>(stack.lines.size());
+  const int stack_id = nstack > 0 ? sim.operand("stack") : -1;
   const int64_t line = sys.l1.line_bytes;
-  auto stack_touch = [&](int64_t core) {
+  std::vector<double> due(P * nstack, 0.0);  // per core and line: touches owed
+  auto stack_touch = [&](int64_t core, bool all) {
     const uint64_t base = static_cast<uint64_t>(core + 1) << 44;
-    for (const int64_t set : stack.l1_sets) sim.access(core, stack_id, base + set * line, line, true);
+    for (int64_t i = 0; i < nstack; ++i) {
+      double& d = due[core * nstack + i];
+      d += stack.lines[i].per_step;
+      if (!all && d < 1) continue;
+      d = all ? 0 : d - 1;
+      sim.access(core, stack_id, base + stack.lines[i].l1_set * line, line, true);
+    }
   };
-  if (has_stack) {
-    for (int64_t core = 0; core < P; ++core) stack_touch(core);
+  if (nstack > 0) {
+    for (int64_t core = 0; core < P; ++core) stack_touch(core, true);
     sim.reset_counts();
   }
   std::vector<CoreWork> work;
@@ -286,7 +298,7 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
       for (const auto& g : buf) sim.access(core, g.op, g.addr, g.bytes, g.write);
       if (!live[core]) continue;
       ++steps[core];
-      if (has_stack) stack_touch(core);  // the kernel's resident locals, once per step
+      if (nstack > 0) stack_touch(core, false);  // the kernel's locals, at their measured rates
       n += live[core] ? 1 : 0;
     }
   }

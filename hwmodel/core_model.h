@@ -37,17 +37,22 @@ struct CoreCoefficients {
 CoreCoefficients load_coefficients(const std::string& path);
 
 // The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
-// instruction stand-in's state) that it touches at least once per schedule step: one private
-// line per entry of `l1_sets`, in that L1 set (set = line address mod the L1's sets), warm
-// at the start and touched (read-modify-write) once per step, so that each stays resident
-// and takes one way of its set from the operands. A property of the compiled binary (its
-// frames and where its stack lies): scripts/hwmodel_reference.sh measures it from a lackey
-// trace of the reference kernel. The default (none) is the paper-system default: the paper's
-// AArch64 kernels are not available to measure; with 31 general registers TiC-SAT's loop
-// nests need no spills, and its array instruction keeps its state in the array
-// (docs/hwmodel.md, "Agreement of the core model with the reference").
+// instruction stand-in's state): one private line per entry, in L1 set `l1_set` (set = line
+// address mod the L1's sets), warm and dirty at the start and touched (read-modify-write)
+// `per_step` times per schedule step on average (at most 1: a second touch with no operand
+// access in between changes nothing), so that the frequently touched ones stay resident and
+// take one way of their set from the operands. A property of the compiled binary (its frames,
+// where its stack lies, how often each line is touched): scripts/hwmodel_reference.sh
+// measures it from lackey traces of the reference kernel. The default (none) is the
+// paper-system default: the paper's AArch64 kernels are not available to measure; with 31
+// general registers TiC-SAT's loop nests can keep their state in registers, and its array
+// instruction keeps its state in the array (docs/hwmodel.md, "The independent reference").
+struct StackLine {
+  int64_t l1_set = 0;
+  double per_step = 1;
+};
 struct CoreStack {
-  std::vector<int64_t> l1_sets;
+  std::vector<StackLine> lines;
 };
 
 struct OpModel {

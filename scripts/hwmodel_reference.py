@@ -37,7 +37,7 @@ def model(tool, system, coeffs, op, arr, seq, S, P, modulo, stack=None):
     if coeffs:
         cmd += ["--coefficients", coeffs]
     if stack:
-        cmd += ["--stack-sets", ",".join(map(str, stack))]
+        cmd += ["--stack", ",".join(stack)]
     if modulo:
         cmd.append("--modulo")
     return json.loads(subprocess.check_output(cmd))
@@ -86,29 +86,34 @@ GEMMS = ("qkv", "scores", "context", "attn_out", "ffn_in", "ffn_out")
 
 def stack_sets(replay_line, tool, system):
     """One line of D/stack.txt from a lackey replay of one core ("OP ARR SEQ S {json}"): the
-    L1 sets of the non-operand lines the kernel touched at least once per group of its
-    schedule (per tile, row or block: the core model's groups; for the streams, whose one
-    group is the call, per step: per line); the model treats these as
-    resident (touched once per step), the rarer ones (per call, per head) as negligible. GEMM
-    kernels are one template per arrangement and S (hwmodel/reference/kernels.h), so the
-    attention-output GEMM (one instance of (768 / S)^2 tiles at seq 32, so that lines touched
-    once per call or per head stay below the threshold) stands for every GEMM op. Prints "OP ARR S SETS" (SETS comma-separated, '-' for none) per op."""
+    non-operand lines the kernel touched at least once per group of its schedule (per tile,
+    row or block: the core model's groups; for the streams, whose one group is the call, per
+    step: per line), each as L1SET:TOUCHES_PER_STEP (the model's steps of the same run, at
+    most 1). Rarer lines (touched per call or per head) are left out. GEMM kernels are one
+    template per arrangement and S (hwmodel/reference/kernels.h), so the attention-output GEMM
+    (one instance of (768 / S)^2 tiles at seq 32, so that lines touched once per call or per
+    head stay below the threshold) stands for every GEMM op. Prints "OP ARR S LINES" (LINES
+    comma-separated, '-' for none) per op."""
     f = replay_line.split(None, 4)
     op, arr, seq, S = f[0], f[1], int(f[2]), int(f[3])
     lines = json.loads(f[4])["other_lines"][0]
     m = model(tool, system, None, op, arr, seq, S, 1, False)
-    # Residual add and GELU are one group (the call): per step (line) for them.
-    per = m["groups"][0] if m["groups"][0] > 1 else m["steps"][0]
-    sets = sorted(set(st for st, n in lines if n >= per))
+    steps = m["steps"][0]
+    per = m["groups"][0] if m["groups"][0] > 1 else steps
+    touched = {}
+    for st, n in lines:  # two lines in one set: the more touched one
+        if n >= per and n > touched.get(st, 0):
+            touched[st] = n
+    spec = ["%d:%.4g" % (st, min(1.0, n / steps)) for st, n in sorted(touched.items())]
     for o in (GEMMS if op in GEMMS else (op,)):
-        print("%s %s %d %s" % (o, arr, S, ",".join(map(str, sets)) or "-"))
+        print("%s %s %d %s" % (o, arr, S, ",".join(spec) or "-"))
 
 
 def read_stack(d):
-    """D/stack.txt -> {(op, arr, S): [sets]}; S-free configurations stand for the others."""
+    """D/stack.txt -> {(op, arr, S): ["SET:RATE", ..]}; S-free configurations stand for the others."""
     st = {}
     for r in read_rows(os.path.join(d, "stack.txt")):
-        st[(r[0], r[1], int(r[2]))] = [] if r[3] == "-" else [int(x) for x in r[3].split(",")]
+        st[(r[0], r[1], int(r[2]))] = [] if r[3] == "-" else r[3].split(",")
     for (op, arr, S), v in list(st.items()):
         if op in S_FREE and arr == "rwma" and S == 4:
             for a in S_FREE[op]:

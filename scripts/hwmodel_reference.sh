@@ -141,7 +141,7 @@ case "${1:-}" in
     dir=$2
     mkdir -p "$dir"
     start=$(date +%s)
-    rm -f "$dir/stack.txt.tmp"
+    rm -f "$dir/stack.txt.tmp" "$dir/stack_raw.txt"
     declare -A seen=()
     # The attention-output GEMM (one instance, (768/S)^2 tiles at seq 32) stands for every
     # GEMM (one kernel template per arrangement and S).
@@ -155,6 +155,7 @@ case "${1:-}" in
       line=$("$TOOL" replay --op "$op" --seq 32 --system "$SYSTEM" "$tmpd/core0")
       wait
       rm -rf "$tmpd"
+      echo "$op $arr 32 $S $line" >> "$dir/stack_raw.txt"
       echo "$op $arr 32 $S $line" | /usr/bin/python3 "$here/hwmodel_reference.py" stacksets "$TOOL" "$SYSTEM" >> "$dir/stack.txt.tmp"
     done; done; done
     mv "$dir/stack.txt.tmp" "$dir/stack.txt"
@@ -170,12 +171,23 @@ case "${1:-}" in
       echo "replay into the exact simulator at 2 and 4 cores (the paper system's hashed LLC, shared; warm"
       echo "start: the kernels' stack and tables in the caches, the operands cold); DRAM bytes from the"
       echo "replay. err = (model - ref) / ref. Instruction coefficients: hwmodel/reference/x86_64_coefficients.json"
-      echo "(fitted at seq 32 and 64). A '-' in a ref column: not measured (see the run times at the end)."
+      echo "(fitted at seq 32 and 64). The model's stack stream (hwmodel/core_model.h, CoreStack): the reference"
+      echo "binary's stack lines touched at least once per tile, row or block (per line for residual add and GELU),"
+      echo "with their touches per schedule step, measured by \`scripts/hwmodel_reference.sh stack\` from lackey"
+      echo "traces at seq 32 (listed at the end as L1 set:touches per step)."
+      echo "A '-' in a ref column: not measured (see the run times at the end)."
       echo "The summary per seq and metric follows the table; why the worst cases differ and what closing"
       echo "them would take: docs/hwmodel.md, \"Agreement of the core model with the reference\"."
       echo
       /usr/bin/python3 "$here/hwmodel_reference.py" compare "$2" "$TOOL" "$SYSTEM" "$COEFFS"
       echo
+      if [ -f "$2/stack.txt" ]; then
+        echo "The stack stream per op, arrangement and S, L1 set:touches per step (stack.txt; GEMMs share one kernel template"
+        echo "per arrangement and S):"
+        echo
+        sed 's/^/- /' "$2/stack.txt"
+        echo
+      fi
       echo "Run times (this machine, 2 shared cores, under load):"
       echo
       sed 's/^/- /' "$2/timing.txt"

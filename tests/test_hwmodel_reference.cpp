@@ -329,16 +329,21 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   const auto ops = op_operands(LayerOp::k_transpose, d);
   const uint64_t base = 0x40000000, marker = 0x9000, warm = 0xa000;
   const uint64_t stack = 0x7ff000000;  // a multiple of 16 KB (the L1's way) and of the LLC's way
-  const std::vector<int64_t> sets{0, 8, 9, 200};
+  // Four stack lines: three touched once per step (block), one every other step.
+  const CoreStack st{{{0, 1.0}, {8, 1.0}, {9, 1.0}, {200, 0.5}}};
   auto trace = [&](bool with_stack) {
     std::string t = fmt::format("#hwref region={:#x} bytes={} marker={:#x} warm={:#x}\n", base, region_bytes(ops),
                                 marker, warm);
-    auto touch_stack = [&] {
+    int64_t step = 0;
+    auto touch_stack = [&](bool all) {
+      ++step;
       if (with_stack)
-        for (const int64_t set : sets) t += fmt::format(" M {:x},8\n", stack + set * 64);
+        for (const StackLine& l : st.lines)
+          if (all || l.per_step == 1.0 || step % 2 == 0) t += fmt::format(" M {:x},8\n", stack + l.l1_set * 64);
     };
     t += fmt::format(" S {:x},8\n", warm);
-    touch_stack();
+    touch_stack(true);
+    step = 0;
     t += fmt::format(" S {:x},8\n", marker);
     const int64_t s_ = d.seq, hd = d.head_dim, h = d.hidden;
     const uint64_t in = base + ops[0].offset + h, out = base + ops[1].offset;
@@ -350,14 +355,14 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
           for (int64_t k = 0; k < 4; ++k)
             t += fmt::format(" S {:x},4\n", out + head * hd * s_ + (4 * j + k) * s_ + 4 * i);
         }
-        touch_stack();
+        touch_stack(false);
       }
     t += fmt::format(" S {:x},8\n", marker);
     std::istringstream is(t);
     return replay_lackey({&is}, s, ops);
   };
   const auto with = trace(true), without = trace(false);
-  const OpModel m = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{sets});
+  const OpModel m = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, st);
   const OpModel m0 = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {});
   INFO(fmt::format("L1 misses: replay {} / {} without the stack, model {} / {}", with.traffic.l1_misses[0],
                    without.traffic.l1_misses[0], m.traffic.l1_misses[0], m0.traffic.l1_misses[0]));
@@ -370,6 +375,8 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   CHECK(m.traffic.llc_misses == with.traffic.llc_misses);
   CHECK(m.steps[0] == d.heads * d.seq / 4);
   // A set outside the L1 is an error naming it.
-  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{256}}),
+  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{256, 1.0}}}),
                     Catch::Contains("L1 set 256"));
+  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{3, 1.5}}}),
+                    Catch::Contains("expected (0, 1]"));
 }

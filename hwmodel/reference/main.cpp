@@ -137,11 +137,10 @@ int main(int argc, char** argv) {
   model->add_option("--system", system_path)->required();
   model->add_option("--coefficients", coeff_path, "instruction coefficients (JSON)");
   model->add_flag("--modulo", modulo, "modulo-indexed LLC (as cachegrind's)");
-  CoreStack stack;
-  model->add_option("--stack-sets", stack.l1_sets,
-                    "L1 sets of the kernel's resident stack lines, comma-separated (default none)")
-      ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
+  std::vector<std::string> stack_spec;
+  model->add_option("--stack", stack_spec,
+                    "the kernel's stack lines: SET:TOUCHES_PER_STEP, comma-separated (default none)")
+      ->delimiter(',');
   auto* table = app.add_subcommand("table", "the paper table, time per region broken down (core model)");
   table->add_option("--seq", seq)->check(CLI::PositiveNumber);
   table->add_option("--system", system_path)->required();
@@ -155,6 +154,18 @@ int main(int argc, char** argv) {
     if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, operands_only);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
+      CoreStack stack;
+      for (const auto& e : stack_spec) {
+        const auto colon = e.find(':');
+        char* end = nullptr;
+        StackLine l;
+        l.l1_set = colon == std::string::npos ? -1 : std::strtoll(e.c_str(), &end, 10);
+        check(colon != std::string::npos && end == e.c_str() + colon, "--stack: expected SET:TOUCHES_PER_STEP, got '{}'",
+              e);
+        l.per_step = std::strtod(e.c_str() + colon + 1, &end);
+        check(*end == 0, "--stack: expected SET:TOUCHES_PER_STEP, got '{}'", e);
+        stack.lines.push_back(l);
+      }
       sys.cores = cores;
       sys.array.kernel = S;
       const auto m = model_op(layer_op_from_string(op_name), parse_arrangement(arr), d, sys, coeffs, stack);
