@@ -244,19 +244,51 @@ CoreCoefficients load_coefficients(const std::string& path) {
   return c;
 }
 
-OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c) {
+OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c,
+                 const CoreStack& stack) {
   const int64_t P = sys.cores, S = sys.array.kernel;
   check(P >= 1 && (S == 4 || S == 8 || S == 16 || S == 32), "core model: cores {} / kernel {} not supported", P, S);
+  for (const StackLine& l : stack.lines) {
+    check(l.l1_set >= 0 && l.l1_set < sys.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
+          l.l1_set, sys.l1.sets() - 1);
+    check(l.per_step > 0 && l.per_step <= 1, "core model: stack line in L1 set {}: {} touches per step, expected (0, 1]",
+          l.l1_set, l.per_step);
+  }
   TraceSim sim(sys, P);
   const auto ops = op_operands(op, d);
   std::vector<int> ids;
   for (const auto& o : ops) ids.push_back(sim.operand(o.name));
+  // The stack stream: core c's stack lines lie in its private address range (c + 1) << 44
+  // (as the lackey replay maps each process's non-operand addresses), one in each given L1
+  // set; they are warm and dirty when the op starts (the kernel's frames were written by its
+  // caller), so they are touched once before the counts restart. Then line i is touched at
+  // the steps where the running sum of its per_step rate passes a whole number (the measured
+  // touches per step, spread evenly).
+  const int64_t nstack = static_cast<int64_t>(stack.lines.size());
+  const int stack_id = nstack > 0 ? sim.operand("stack") : -1;
+  const int64_t line = sys.l1.line_bytes;
+  std::vector<double> due(P * nstack, 0.0);  // per core and line: touches owed
+  auto stack_touch = [&](int64_t core, bool all) {
+    const uint64_t base = static_cast<uint64_t>(core + 1) << 44;
+    for (int64_t i = 0; i < nstack; ++i) {
+      double& d = due[core * nstack + i];
+      d += stack.lines[i].per_step;
+      if (!all && d < 1) continue;
+      d = all ? 0 : d - 1;
+      sim.access(core, stack_id, base + stack.lines[i].l1_set * line, line, true);
+    }
+  };
+  if (nstack > 0) {
+    for (int64_t core = 0; core < P; ++core) stack_touch(core, true);
+    sim.reset_counts();
+  }
   std::vector<CoreWork> work;
   for (int64_t core = 0; core < P; ++core)
     work.push_back(info(op).gemm ? gemm_work(op, a, d, S, P, core, ops, ids) : other_work(op, a, d, S, P, core, ops, ids));
   // Equal-speed cores: one step each per round.
   std::vector<Seg> buf;
   std::vector<bool> live(P, true);
+  std::vector<int64_t> steps(P, 0);
   for (int64_t n = P; n > 0;) {
     n = 0;
     for (int64_t core = 0; core < P; ++core) {
@@ -264,6 +296,9 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
       buf.clear();
       live[core] = work[core].steps(buf);
       for (const auto& g : buf) sim.access(core, g.op, g.addr, g.bytes, g.write);
+      if (!live[core]) continue;
+      ++steps[core];
+      if (nstack > 0) stack_touch(core, false);  // the kernel's locals, at their measured rates
       n += live[core] ? 1 : 0;
     }
   }
@@ -275,6 +310,7 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
     m.units.push_back(w.units);
     m.groups.push_back(w.groups);
     m.issues.push_back(w.issues);
+    m.steps.push_back(steps[m.steps.size()]);
     m.instructions.push_back(static_cast<int64_t>(k[0] * w.units + k[1] * w.groups + 0.5));
   }
   return m;

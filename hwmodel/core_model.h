@@ -36,15 +36,35 @@ struct CoreCoefficients {
 };
 CoreCoefficients load_coefficients(const std::string& path);
 
+// The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
+// instruction stand-in's state): one private line per entry, in L1 set `l1_set` (set = line
+// address mod the L1's sets), warm and dirty at the start and touched (read-modify-write)
+// `per_step` times per schedule step on average (at most 1: a second touch with no operand
+// access in between changes nothing), so that the frequently touched ones stay resident and
+// take one way of their set from the operands. A property of the compiled binary (its frames,
+// where its stack lies, how often each line is touched): scripts/hwmodel_reference.sh
+// measures it from lackey traces of the reference kernel. The default (none) is the
+// paper-system default: the paper's AArch64 kernels are not available to measure; with 31
+// general registers TiC-SAT's loop nests can keep their state in registers, and its array
+// instruction keeps its state in the array (docs/hwmodel.md, "The independent reference").
+struct StackLine {
+  int64_t l1_set = 0;
+  double per_step = 1;
+};
+struct CoreStack {
+  std::vector<StackLine> lines;
+};
+
 struct OpModel {
   std::vector<int64_t> units, groups;     // per core, the instruction model's events
   std::vector<int64_t> instructions;      // per core
   std::vector<int64_t> issues;            // per core: array instructions (weights, stream, drain)
+  std::vector<int64_t> steps;             // per core: schedule steps (rows, lines), the stack's touches
   Traffic traffic;                        // per core L1 / LLC misses, DRAM lines per operand
 };
 // sys.cores cores, sys.array.kernel = S.
 OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys,
-                 const CoreCoefficients& c);
+                 const CoreCoefficients& c, const CoreStack& stack = {});
 
 // The cycles of an op, per component, on its busiest core (by total), and the DRAM floor.
 struct OpTime {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <unordered_map>
 
 #include "hwmodel/tracesim.h"
 #include "base/error.h"
@@ -15,6 +16,7 @@ struct CoreTrace {
   uint64_t base = 0, bytes = 0, marker = 0, warm = 0;
   bool mapped = false, warming = false, counting = false, started = false, waiting = false, done = false;
   int64_t instructions = 0;
+  std::unordered_map<uint64_t, int64_t> other_lines;  // between the markers
 };
 
 uint64_t field(const std::string& line, const char* key, bool required = true) {
@@ -59,6 +61,7 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
             off < static_cast<uint64_t>(operands[i].offset + operands[i].bytes))
           op = ids[i];
     }
+    if (op == other && t.counting) ++t.other_lines[addr / static_cast<uint64_t>(s.l1.line_bytes)];
     if (op == other && operands_only) return;
     sim.access(c, op, a, size, kind != 'L');  // 'S' store, 'M' modify (load and store)
   };
@@ -108,6 +111,7 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
   for (const auto& t : cores) {
     check(t.mapped, "lackey replay: a trace has no '#hwref region=... marker=...' line");
     r.instructions.push_back(t.instructions);
+    r.other_lines.emplace_back(t.other_lines.begin(), t.other_lines.end());
   }
   r.traffic = sim.finish();
   return r;

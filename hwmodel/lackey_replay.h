@@ -12,6 +12,7 @@
 // in one shared address space); others (stack) stay private per core.
 #include <cstdint>
 #include <istream>
+#include <map>
 #include <vector>
 
 #include "hwmodel/encoder_layer.h"
@@ -23,6 +24,10 @@ namespace bertlab::hw {
 struct ReplayResult {
   std::vector<int64_t> instructions;  // per core, between the markers
   Traffic traffic;                    // l1_misses, llc_misses per core; DRAM lines per operand
+  // Per core: the lines outside the operands (the kernel's stack, tables) touched between the
+  // markers, line address -> accesses; what the core model's stack stream (core_model.h) is
+  // measured from.
+  std::vector<std::map<uint64_t, int64_t>> other_lines;
 };
 
 // The cores advance in lock step, one instruction each per round (equal-speed in-order

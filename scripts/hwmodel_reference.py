@@ -31,11 +31,13 @@ def cgsum(path, key):
     print(" ".join(key + [str(c["Ir"]), str(d1), str(ll)]))
 
 
-def model(tool, system, coeffs, op, arr, seq, S, P, modulo):
+def model(tool, system, coeffs, op, arr, seq, S, P, modulo, stack=None):
     cmd = [tool, "model", "--op", op, "--arrangement", arr, "--seq", str(seq), "--kernel", str(S),
            "--cores", str(P), "--system", system]
     if coeffs:
         cmd += ["--coefficients", coeffs]
+    if stack:
+        cmd += ["--stack", ",".join(stack)]
     if modulo:
         cmd.append("--modulo")
     return json.loads(subprocess.check_output(cmd))
@@ -77,6 +79,47 @@ def fit(path, tool, system):
                       "what": "instructions per event of bertlab_hwref_kernel (x86-64, -O2), fitted by "
                               "scripts/hwmodel_reference.sh calibrate from cachegrind at seq 32 and 64",
                       "entries": entries}, indent=1))
+
+
+GEMMS = ("qkv", "scores", "context", "attn_out", "ffn_in", "ffn_out")
+
+
+def stack_sets(replay_line, tool, system):
+    """One line of D/stack.txt from a lackey replay of one core ("OP ARR SEQ S {json}"): the
+    non-operand lines the kernel touched at least once per group of its schedule (per tile,
+    row or block: the core model's groups; for the streams, whose one group is the call, per
+    step: per line), each as L1SET:TOUCHES_PER_STEP (the model's steps of the same run, at
+    most 1). Rarer lines (touched per call or per head) are left out. GEMM kernels are one
+    template per arrangement and S (hwmodel/reference/kernels.h), so the attention-output GEMM
+    (one instance of (768 / S)^2 tiles at seq 32, so that lines touched once per call or per
+    head stay below the threshold) stands for every GEMM op. Prints "OP ARR S LINES" (LINES
+    comma-separated, '-' for none) per op."""
+    f = replay_line.split(None, 4)
+    op, arr, seq, S = f[0], f[1], int(f[2]), int(f[3])
+    lines = json.loads(f[4])["other_lines"][0]
+    m = model(tool, system, None, op, arr, seq, S, 1, False)
+    steps = m["steps"][0]
+    per = m["groups"][0] if m["groups"][0] > 1 else steps
+    touched = {}
+    for st, n in lines:  # two lines in one set: the more touched one
+        if n >= per and n > touched.get(st, 0):
+            touched[st] = n
+    spec = ["%d:%.4g" % (st, min(1.0, n / steps)) for st, n in sorted(touched.items())]
+    for o in (GEMMS if op in GEMMS else (op,)):
+        print("%s %s %d %s" % (o, arr, S, ",".join(spec) or "-"))
+
+
+def read_stack(d):
+    """D/stack.txt -> {(op, arr, S): ["SET:RATE", ..]}; S-free configurations stand for the others."""
+    st = {}
+    for r in read_rows(os.path.join(d, "stack.txt")):
+        st[(r[0], r[1], int(r[2]))] = [] if r[3] == "-" else r[3].split(",")
+    for (op, arr, S), v in list(st.items()):
+        if op in S_FREE and arr == "rwma" and S == 4:
+            for a in S_FREE[op]:
+                for s2 in (4, 8, 16, 32):
+                    st.setdefault((op, a, s2), v)
+    return st
 
 
 # Configurations whose kernel does not read S (and, for the first two, the arrangement):
@@ -143,6 +186,9 @@ def compare(d, tool, system, coeffs):
     # hashed LLC against the replay (2 and 4 cores).
     # The model's outputs are kept in D/models.json (a later compare reruns only new keys);
     # delete it after changing the model.
+    # With D/stack.txt (scripts/hwmodel_reference.sh stack), the model gets the measured stack
+    # lines of the reference binary as its stack stream (core_model.h, CoreStack).
+    stack = read_stack(d)
     cache_path = os.path.join(d, "models.json")
     cache = {}
     if os.path.exists(cache_path):
@@ -150,7 +196,7 @@ def compare(d, tool, system, coeffs):
             cache = json.load(f)
     todo = [k for k in keys if " ".join(map(str, k)) not in cache]
     with ThreadPoolExecutor(2) as ex:
-        for k, m in zip(todo, ex.map(lambda k: model(tool, system, coeffs, *k, k[4] == 1), todo)):
+        for k, m in zip(todo, ex.map(lambda k: model(tool, system, coeffs, *k, k[4] == 1, stack.get(k[:2] + (k[3],))), todo)):
             cache[" ".join(map(str, k))] = m
     with open(cache_path + ".tmp", "w") as f:
         json.dump(cache, f)
@@ -249,6 +295,8 @@ if __name__ == "__main__":
         fit(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "ratios":
         ratios(sys.argv[2], int(sys.argv[3]))
+    elif cmd == "stacksets":
+        stack_sets(sys.stdin.read(), sys.argv[2], sys.argv[3])
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:

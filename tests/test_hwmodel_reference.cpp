@@ -312,3 +312,71 @@ TEST_CASE("reference under valgrind: the two-core lackey replay agrees with the 
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, as in a replayed trace with a stack",
+          "[hwmodel-reference]") {
+  // K transpose, RWMA, seq 512: the K^T rows are 512 bytes apart, so the 64 rows a 4-row
+  // block of K writes fill both ways of every eighth L1 set; a resident stack line in such a
+  // set leaves one way. The synthetic trace walks TiC-SAT's loop nest (kernels.h), written
+  // out here independently of the model: per (head, 4-row block): per column word j, four
+  // loads down K's rows, four stores to K^T's rows; then the kernel's stack lines, once per
+  // block (one model step).
+  LayerDims d;
+  d.seq = 512;
+  SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.llc.hashed_index = false;  // stack addresses differ by a multiple of the LLC's way size only
+  s.array.kernel = 4;
+  const auto ops = op_operands(LayerOp::k_transpose, d);
+  const uint64_t base = 0x40000000, marker = 0x9000, warm = 0xa000;
+  const uint64_t stack = 0x7ff000000;  // a multiple of 16 KB (the L1's way) and of the LLC's way
+  // Four stack lines: three touched once per step (block), one every other step.
+  const CoreStack st{{{0, 1.0}, {8, 1.0}, {9, 1.0}, {200, 0.5}}};
+  auto trace = [&](bool with_stack) {
+    std::string t = fmt::format("#hwref region={:#x} bytes={} marker={:#x} warm={:#x}\n", base, region_bytes(ops),
+                                marker, warm);
+    int64_t step = 0;
+    auto touch_stack = [&](bool all) {
+      ++step;
+      if (with_stack)
+        for (const StackLine& l : st.lines)
+          if (all || l.per_step == 1.0 || step % 2 == 0) t += fmt::format(" M {:x},8\n", stack + l.l1_set * 64);
+    };
+    t += fmt::format(" S {:x},8\n", warm);
+    touch_stack(true);
+    step = 0;
+    t += fmt::format(" S {:x},8\n", marker);
+    const int64_t s_ = d.seq, hd = d.head_dim, h = d.hidden;
+    const uint64_t in = base + ops[0].offset + h, out = base + ops[1].offset;
+    for (int64_t head = 0; head < d.heads; ++head)
+      for (int64_t i = 0; i < s_ / 4; ++i) {
+        for (int64_t j = 0; j < hd / 4; ++j) {
+          t += "I  0400000,4\n";
+          for (int64_t k = 0; k < 4; ++k) t += fmt::format(" L {:x},4\n", in + head * hd + (4 * i + k) * 3 * h + 4 * j);
+          for (int64_t k = 0; k < 4; ++k)
+            t += fmt::format(" S {:x},4\n", out + head * hd * s_ + (4 * j + k) * s_ + 4 * i);
+        }
+        touch_stack(false);
+      }
+    t += fmt::format(" S {:x},8\n", marker);
+    std::istringstream is(t);
+    return replay_lackey({&is}, s, ops);
+  };
+  const auto with = trace(true), without = trace(false);
+  const OpModel m = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, st);
+  const OpModel m0 = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {});
+  INFO(fmt::format("L1 misses: replay {} / {} without the stack, model {} / {}", with.traffic.l1_misses[0],
+                   without.traffic.l1_misses[0], m.traffic.l1_misses[0], m0.traffic.l1_misses[0]));
+  // The stack costs misses where its sets collide with the K^T rows (a block's 64 rows fill
+  // both ways of 32 sets; over the blocks, every set).
+  CHECK(with.traffic.l1_misses[0] > without.traffic.l1_misses[0] + 1000);
+  // The model's stack stream gives the replay's counts exactly, with and without the stack.
+  CHECK(m.traffic.l1_misses == with.traffic.l1_misses);
+  CHECK(m0.traffic.l1_misses == without.traffic.l1_misses);
+  CHECK(m.traffic.llc_misses == with.traffic.llc_misses);
+  CHECK(m.steps[0] == d.heads * d.seq / 4);
+  // A set outside the L1 is an error naming it.
+  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{256, 1.0}}}),
+                    Catch::Contains("L1 set 256"));
+  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{3, 1.5}}}),
+                    Catch::Contains("expected (0, 1]"));
+}

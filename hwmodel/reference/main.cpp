@@ -5,10 +5,18 @@
 //   model   the in-order core model's counts for the same op (core_model.h)
 //   table   the paper table with the time broken down per region (core model, seq 512)
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
 #include <fmt/core.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <streambuf>
+#include <thread>
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -32,18 +40,72 @@ nlohmann::json traffic_json(const Traffic& t) {
   return {{"l1_misses", t.l1_misses}, {"llc_misses", t.llc_misses}, {"dram_bytes", t.dram_bytes()}};
 }
 
+// A trace file or FIFO read in 1 MB blocks. lackey writes its trace one line per write();
+// a reader that wakes for each line spends more CPU time in the kernel than lackey itself
+// (measured: docs/hwmodel.md, "Agreement"). So the FIFO's buffer is enlarged to 1 MB and,
+// while less than a quarter of it is filled, the reader sleeps 1 ms instead of blocking in
+// read(): lackey's writes then land in the pipe without waking anyone.
+class TraceBuf : public std::streambuf {
+ public:
+  explicit TraceBuf(const std::string& path) : path_(path), buf_(size_t{1} << 20) {
+    fd_ = ::open(path.c_str(), O_RDONLY);
+    check(fd_ >= 0, "replay: cannot open trace '{}'", path);
+    struct stat st {};
+    fifo_ = ::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode);
+    if (fifo_) ::fcntl(fd_, F_SETPIPE_SZ, static_cast<int>(buf_.size()));  // best effort (pipe-max-size)
+  }
+  ~TraceBuf() override { ::close(fd_); }
+  TraceBuf(const TraceBuf&) = delete;
+  TraceBuf& operator=(const TraceBuf&) = delete;
+
+ protected:
+  int_type underflow() override {
+    if (fifo_) {
+      for (int waited = 0; waited < 100; ++waited) {  // at most 0.1 s, then block in read()
+        int avail = 0;
+        if (::ioctl(fd_, FIONREAD, &avail) != 0 || avail >= static_cast<int>(buf_.size() / 4)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    ssize_t n;
+    do n = ::read(fd_, buf_.data(), buf_.size());
+    while (n < 0 && errno == EINTR);
+    check(n >= 0, "replay: cannot read trace '{}'", path_);
+    if (n == 0) return traits_type::eof();
+    setg(buf_.data(), buf_.data(), buf_.data() + n);
+    return traits_type::to_int_type(buf_[0]);
+  }
+
+ private:
+  std::string path_;
+  std::vector<char> buf_;
+  int fd_ = -1;
+  bool fifo_ = false;
+};
+
 int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files,
                bool operands_only) {
-  std::vector<std::unique_ptr<std::ifstream>> in;
+  std::vector<std::unique_ptr<TraceBuf>> bufs;
+  std::vector<std::unique_ptr<std::istream>> in;
   std::vector<std::istream*> ptrs;
   for (const auto& f : files) {
-    in.push_back(std::make_unique<std::ifstream>(f));
-    check(in.back()->good(), "replay: cannot open trace '{}'", f);
+    bufs.push_back(std::make_unique<TraceBuf>(f));
+    in.push_back(std::make_unique<std::istream>(bufs.back().get()));
     ptrs.push_back(in.back().get());
   }
   const auto r = replay_lackey(ptrs, sys, op_operands(op, d), operands_only);
   auto j = traffic_json(r.traffic);
   j["instructions"] = r.instructions;
+  // Per core, the non-operand lines touched between the markers: [L1 set, accesses], by set.
+  const SetIndex l1_set(sys.l1);
+  nlohmann::json other = nlohmann::json::array();
+  for (const auto& lines : r.other_lines) {
+    std::vector<std::pair<int64_t, int64_t>> v;
+    for (const auto& [line, n] : lines) v.emplace_back(l1_set(static_cast<int64_t>(line)), n);
+    std::sort(v.begin(), v.end());
+    other.push_back(v);
+  }
+  j["other_lines"] = other;
   std::printf("%s\n", j.dump().c_str());
   return 0;
 }
@@ -75,6 +137,10 @@ int main(int argc, char** argv) {
   model->add_option("--system", system_path)->required();
   model->add_option("--coefficients", coeff_path, "instruction coefficients (JSON)");
   model->add_flag("--modulo", modulo, "modulo-indexed LLC (as cachegrind's)");
+  std::vector<std::string> stack_spec;
+  model->add_option("--stack", stack_spec,
+                    "the kernel's stack lines: SET:TOUCHES_PER_STEP, comma-separated (default none)")
+      ->delimiter(',');
   auto* table = app.add_subcommand("table", "the paper table, time per region broken down (core model)");
   table->add_option("--seq", seq)->check(CLI::PositiveNumber);
   table->add_option("--system", system_path)->required();
@@ -88,14 +154,27 @@ int main(int argc, char** argv) {
     if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, operands_only);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
+      CoreStack stack;
+      for (const auto& e : stack_spec) {
+        const auto colon = e.find(':');
+        char* end = nullptr;
+        StackLine l;
+        l.l1_set = colon == std::string::npos ? -1 : std::strtoll(e.c_str(), &end, 10);
+        check(colon != std::string::npos && end == e.c_str() + colon, "--stack: expected SET:TOUCHES_PER_STEP, got '{}'",
+              e);
+        l.per_step = std::strtod(e.c_str() + colon + 1, &end);
+        check(*end == 0, "--stack: expected SET:TOUCHES_PER_STEP, got '{}'", e);
+        stack.lines.push_back(l);
+      }
       sys.cores = cores;
       sys.array.kernel = S;
-      const auto m = model_op(layer_op_from_string(op_name), parse_arrangement(arr), d, sys, coeffs);
+      const auto m = model_op(layer_op_from_string(op_name), parse_arrangement(arr), d, sys, coeffs, stack);
       auto j = traffic_json(m.traffic);
       j["instructions"] = m.instructions;
       j["issues"] = m.issues;
       j["units"] = m.units;
       j["groups"] = m.groups;
+      j["steps"] = m.steps;
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
