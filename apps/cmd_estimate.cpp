@@ -214,8 +214,10 @@ void run_cluster(const EstimateOptions& o) {
   check(o.train, "--cluster estimates training: add --train");
   const hw::ClusterDesc c = hw::load_cluster(o.cluster);
   const Graph g = make_graph(o);
-  fmt::print("cluster {}: per node {} ({} threads), link {:g} Gbit/s, latency {:g} us, {} allreduce, {}, {} on the wire\n",
-             c.name, c.node.name, c.node.cores, c.link_gbps, c.latency_us, hw::to_string(c.algorithm),
+  const std::string node = c.node_profile.empty() ? fmt::format("{} ({} threads)", c.node.name, c.node.cores)
+                                                  : fmt::format("measured in {}", c.node_profile);
+  fmt::print("cluster {}: per node {}, link {:g} Gbit/s, latency {:g} us, {} allreduce, {}, {} on the wire\n",
+             c.name, node, c.link_gbps, c.latency_us, hw::to_string(c.algorithm),
              c.overlap ? fmt::format("{:g} MiB buckets overlapped with backward", double(c.bucket_bytes) / (1 << 20))
                        : std::string("flat after backward"),
              to_string(c.wire));

@@ -68,7 +68,19 @@ ClusterDesc load_cluster(const std::string& path) {
           "{}: field 'nodes' must hold node counts from 1 to 1048576, got {}", path, n.dump());
     c.nodes.push_back(n.get<int64_t>());
   }
-  c.node = node_from(j, path);
+  if (j.contains("node_profile")) {
+    std::filesystem::path p = field<std::string>(j, "node_profile", "", path);
+    if (p.is_relative()) p = std::filesystem::path(path).parent_path() / p;
+    c.node_profile = p.string();
+    const json prof = read_json_file(p, "profile (field 'node_profile' of " + path + ")");
+    const json nodes_measured = field<json>(prof, "nodes", "", c.node_profile);
+    check(nodes_measured.is_array() && !nodes_measured.empty(), "{}: field 'nodes' must be a non-empty list", c.node_profile);
+    for (const json& n : nodes_measured)
+      c.node_seconds[field<std::string>(n, "name", "nodes[]", c.node_profile)] = field<double>(n, "seconds", "nodes[]", c.node_profile);
+    if (j.contains("node")) c.node = node_from(j, path);
+  } else {
+    c.node = node_from(j, path);
+  }
   const json net = field<json>(j, "network", "", path);
   c.link_gbps = field<double>(net, "bandwidth_gbps", "network", path);
   check(c.link_gbps > 0 && std::isfinite(c.link_gbps), "{}: field 'network.bandwidth_gbps' must be above 0, got {}", path,
@@ -113,9 +125,20 @@ double allreduce_seconds(const ClusterDesc& c, int64_t nodes, double bytes) {
 ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t nodes, int64_t accum) {
   check(nodes >= 1, "a cluster estimate needs at least one node, got {}", nodes);
   check(accum >= 1, "a cluster estimate needs at least one micro-batch per step, got {}", accum);
-  const GraphEstimate est = estimate_graph(g, c.node, Arrangement::bwma);  // the cpu kind ignores the arrangement
   std::unordered_map<std::string, double> seconds;
-  for (const auto& n : est.nodes) seconds[n.name] += n.seconds;
+  if (!c.node_seconds.empty()) {
+    // The node measured (node_profile): every graph node must be in the profile.
+    for (const auto& n : g.nodes()) {
+      if (n.phase == Phase::communication) continue;
+      const auto it = c.node_seconds.find(n.name);
+      check(it != c.node_seconds.end(), "{}: the profile has no node '{}' (was it made for the same graph: "
+            "config, batch, seq, --no-nsp, precision?)", c.node_profile, n.name);
+      seconds[n.name] = it->second;
+    }
+  } else {
+    const GraphEstimate est = estimate_graph(g, c.node, Arrangement::bwma);  // the cpu kind ignores the arrangement
+    for (const auto& n : est.nodes) seconds[n.name] += n.seconds;
+  }
   // The node's timeline of one micro-batch (forward then backward, graph order), the optimizer
   // once per step; the graph's own allreduce node (local memory traffic) is replaced below.
   ClusterEstimate r;

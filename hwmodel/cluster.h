@@ -8,6 +8,7 @@
 //     bf16 on the wire, planned by the trainer's own planner (runtime/grad_sync.h).
 // Schema and validation: docs/hwmodel-cluster.md.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,11 @@ const char* to_string(AllreduceAlgorithm a);
 struct ClusterDesc {
   std::string name;
   std::vector<int64_t> nodes;        // node counts to estimate (each >= 1)
-  SystemDesc node;                   // cpu kind
+  SystemDesc node;                   // cpu kind (unless node_seconds is given)
+  // Or the node measured: the per-node seconds of one micro-batch's step from `bertlab profile
+  // --json` of the same graph ("node_profile"), used instead of the CPU model.
+  std::map<std::string, double> node_seconds;
+  std::string node_profile;
   double link_gbps = 0;              // each node's link, per direction, Gbit/s
   double latency_us = 0;             // per message, one way
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;
