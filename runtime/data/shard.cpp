@@ -201,11 +201,14 @@ Instance Shard::get(std::size_t index) const {
   inst.masked_positions.resize(masked);
   inst.masked_labels.resize(masked);
   at += kRecordHeaderBytes;
-  std::memcpy(inst.tokens.data(), bytes_.data() + at, 4u * tokens);
+  // (no memcpy of 0 bytes: an empty vector's data() may be null, which memcpy does not allow)
+  if (tokens > 0) std::memcpy(inst.tokens.data(), bytes_.data() + at, 4u * tokens);
   at += 4u * tokens;
-  std::memcpy(inst.masked_positions.data(), bytes_.data() + at, 2u * masked);
-  at += 2u * masked;
-  std::memcpy(inst.masked_labels.data(), bytes_.data() + at, 4u * masked);
+  if (masked > 0) {
+    std::memcpy(inst.masked_positions.data(), bytes_.data() + at, 2u * masked);
+    at += 2u * masked;
+    std::memcpy(inst.masked_labels.data(), bytes_.data() + at, 4u * masked);
+  }
   return inst;
 }
 
