@@ -47,6 +47,19 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
   };
 }
 
+namespace {
+// The step's optimizer hyper-parameters, with global-norm clipping as
+// torch.nn.utils.clip_grad_norm_ (the gradient scaled by max_norm / (norm + 1e-6) when below 1).
+ops::AdamHyper optimizer_hyper(const StepContext& ctx) {
+  ops::AdamHyper h{ctx.lr, ctx.beta1, ctx.beta2, ctx.eps, ctx.weight_decay, ctx.step, 1.f};
+  if (ctx.max_grad_norm > 0) {
+    const double coef = ctx.max_grad_norm / (ctx.grad_norm + 1e-6);
+    if (coef < 1) h.grad_scale = static_cast<float>(coef);
+  }
+  return h;
+}
+}  // namespace
+
 std::function<void()> Executor::make_step(const Node& n) {
   auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
   auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
@@ -263,12 +276,7 @@ std::function<void()> Executor::make_step(const Node& n) {
       const int segments = n.attrs.value("segments", 1);
       return [=] {
         if (!std::isfinite(ctx->grad_norm)) return;  // diverged: leave the parameters as they are
-        ops::AdamHyper h{ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->weight_decay, ctx->step, 1.f};
-        // Global-norm clipping as torch.nn.utils.clip_grad_norm_.
-        if (ctx->max_grad_norm > 0) {
-          const double coef = ctx->max_grad_norm / (ctx->grad_norm + 1e-6);
-          if (coef < 1) h.grad_scale = static_cast<float>(coef);
-        }
+        const ops::AdamHyper h = optimizer_hyper(*ctx);
         if (adamw)
           ops::adamw_update(p, m, v, g, count, h, decay);
         else
@@ -308,12 +316,7 @@ void Executor::fuse_optimizer_steps() {
     const bool adamw = kind == OpKind::adamw_update;
     steps_[first] = [ctx, adamw, segments = std::move(segments)] {
       if (!std::isfinite(ctx->grad_norm)) return;  // diverged: leave the parameters as they are
-      ops::AdamHyper h{ctx->lr, ctx->beta1, ctx->beta2, ctx->eps, ctx->weight_decay, ctx->step, 1.f};
-      // Global-norm clipping as torch.nn.utils.clip_grad_norm_.
-      if (ctx->max_grad_norm > 0) {
-        const double coef = ctx->max_grad_norm / (ctx->grad_norm + 1e-6);
-        if (coef < 1) h.grad_scale = static_cast<float>(coef);
-      }
+      const ops::AdamHyper h = optimizer_hyper(*ctx);
       if (adamw)
         ops::adamw_update_fused(segments, h);
       else
