@@ -56,6 +56,9 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--seed", o.seed, "Seed (classifier initialisation, data order, dropout)");
   cmd->add_option("--metric", c->metric, "Metric that picks the best checkpoint")
       ->check(CLI::IsMember({"accuracy", "macro_f1"}))->capture_default_str();
+  cmd->add_flag("--group-by-length", o.group_by_length,
+                "Batches of similar lengths, each padded to its own longest example (rounded up to a quarter of "
+                "--max-seq-length), as Hugging Face's group_by_length");
   cmd->add_flag("--from-scratch", o.from_scratch, "Random initial weights (a control for the gain from pretraining)");
   cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(positive_number());
   add_precision_option(*cmd, o.precision);
@@ -91,7 +94,11 @@ void add_finetune_command(CLI::App& root) {
     fmt::print("{:<16} {:>9} {:>9} {:>9} {:>8}\n", "label", "precision", "recall", "f1", "support");
     for (const auto& k : r.best.per_class)
       fmt::print("{:<16} {:>9.4f} {:>9.4f} {:>9.4f} {:>8}\n", k.label, k.precision, k.recall, k.f1, k.support);
-    fmt::print("training throughput: {:.1f} seq/s at batch {} x seq {}\n", r.train_seq_per_s, o.batch_size, r.seq_len);
+    if (o.group_by_length)
+      fmt::print("training throughput: {:.1f} seq/s at batch {}, grouped by length: {} graphs, mean padded length {:.1f} of {}\n",
+                 r.train_seq_per_s, o.batch_size, r.graphs, r.mean_padded_length, r.seq_len);
+    else
+      fmt::print("training throughput: {:.1f} seq/s at batch {} x seq {}\n", r.train_seq_per_s, o.batch_size, r.seq_len);
   });
 }
 

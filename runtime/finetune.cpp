@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <random>
 #include <tuple>
 
@@ -193,36 +195,85 @@ std::vector<double> softmax(const float* x, int64_t L) {
   return p;
 }
 
-// Runs the inference graph over a set; calls fn(example index, token index or -1, probabilities)
-// for every labelled item (or every first sub-word / sequence when predicting).
+// The padded length of a batch whose longest example has `longest` tokens: `S` itself, or with
+// grouping by length the next multiple of S/4 (rounded up to 8), so that at most four graphs
+// of one run exist and padding stays under a quarter of S.
+int64_t padded_length(int64_t longest, int64_t S, bool group) {
+  if (!group) return S;
+  const int64_t quantum = std::max<int64_t>(8, (S / 4 + 7) / 8 * 8);
+  return std::min(S, std::max<int64_t>(1, (longest + quantum - 1) / quantum) * quantum);
+}
+
+int64_t longest_of(const std::vector<const EncodedExample*>& rows) {
+  size_t n = 1;
+  for (const auto* e : rows) n = std::max(n, e->ids.size());
+  return static_cast<int64_t>(n);
+}
+
+// One executor per padded length (one only without grouping), made on first use; all share
+// the parameters (and in training the gradients and moments).
+class LengthExecutors {
+ public:
+  using Make = std::function<std::unique_ptr<Executor>(int64_t S)>;
+  LengthExecutors(int64_t S, bool group, Make make) : S_(S), group_(group), make_(std::move(make)) {}
+  // The executor for a batch of these rows, and its padded length.
+  std::pair<Executor*, int64_t> at(const std::vector<const EncodedExample*>& rows) {
+    const int64_t S = padded_length(longest_of(rows), S_, group_);
+    auto& ex = executors_[S];
+    if (!ex) ex = make_(S);
+    return {ex.get(), S};
+  }
+  int64_t count() const { return static_cast<int64_t>(executors_.size()); }
+  void repack_weights() {
+    for (auto& [S, ex] : executors_) ex->repack_weights();
+  }
+
+ private:
+  int64_t S_;
+  bool group_;
+  Make make_;
+  std::map<int64_t, std::unique_ptr<Executor>> executors_;
+};
+
+// Runs the inference graph over a set, in batches of B (by length when grouping); calls
+// fn(example index, token index or -1, probabilities) for every labelled item (or every first
+// sub-word / sequence when predicting).
 template <typename Fn>
-void run_inference(Executor& ex, const EncodedSet& set, int64_t B, int64_t S, Heads heads, int64_t L,
-                   const data::BertTokenizer& tok, Fn&& fn) {
+void run_inference(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
+                   const data::BertTokenizer& tok, bool group, Fn&& fn) {
   const int64_t N = static_cast<int64_t>(set.items.size());
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) order[i] = i;
+  if (group)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return set.items[a].ids.size() > set.items[b].ids.size(); });
   for (int64_t first = 0; first < N; first += B) {
     std::vector<const EncodedExample*> rows;
-    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&set.items[i]);
+    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&set.items[order[i]]);
+    auto [exp, S] = executors.at(rows);
+    Executor& ex = *exp;
     fill_batch(ex, rows, B, S, heads, tok.pad_id(), tok.cls_id());
     ex.run(nullptr, kForward);
     const float* logits = ex.output("logits");
     for (int64_t b = 0; b < static_cast<int64_t>(rows.size()); ++b) {
+      const int64_t index = order[first + b];
       if (heads == Heads::sequence_classification) {
-        fn(first + b, -1, softmax(logits + b * L, L));
+        fn(index, -1, softmax(logits + b * L, L));
         continue;
       }
       const auto& e = *rows[b];
       for (size_t s = 0; s < e.ids.size(); ++s)
         if (e.labels[s] != -100 || (e.word_of_token[s] >= 0 && (s == 0 || e.word_of_token[s - 1] != e.word_of_token[s])))
-          fn(first + b, static_cast<int64_t>(s), softmax(logits + (b * S + int64_t(s)) * L, L));
+          fn(index, static_cast<int64_t>(s), softmax(logits + (b * S + int64_t(s)) * L, L));
     }
   }
 }
 
-EvalResult evaluate_set(Executor& ex, const EncodedSet& set, int64_t B, int64_t S, Heads heads, int64_t L,
-                        const data::BertTokenizer& tok, const LabelSet& labels) {
+EvalResult evaluate_set(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
+                        const data::BertTokenizer& tok, const LabelSet& labels, bool group) {
   std::vector<int32_t> gold, pred;
   double loss = 0;
-  run_inference(ex, set, B, S, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+  run_inference(executors, set, B, heads, L, tok, group, [&](int64_t i, int64_t s, const std::vector<double>& p) {
     const int32_t g = set.items[i].labels[s < 0 ? 0 : s];
     if (g == -100) return;
     gold.push_back(g);
@@ -376,8 +427,11 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
   };
   const int64_t S = padded(train, max_len), S_eval = padded(eval, eval_max_len);
-  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {})", L,
-                  train.items.size(), eval.items.size(), S, S_eval));
+  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}", L,
+                  train.items.size(), eval.items.size(), S, S_eval,
+                  o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}",
+                                                  padded_length(1, S, true))
+                                    : ""));
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
   // one for the same labels).
@@ -404,13 +458,20 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   const int64_t eval_every = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
 
   TrainingState state(model.params);
-  Executor train_ex(classification_graph(config, heads, L, B, S, true, o.precision, o.optimizer.name), model.params, &state);
-  auto& ctx = train_ex.context();
-  ctx.seed = o.seed;
-  ctx.beta1 = o.optimizer.beta1, ctx.beta2 = o.optimizer.beta2, ctx.eps = o.optimizer.eps;
-  ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
-  Executor eval_ex(classification_graph(config, heads, L, B, S_eval, false, o.precision, o.optimizer.name),
-                   static_cast<const ParamStore&>(model.params));
+  const bool group = o.group_by_length;
+  LengthExecutors train_ex(S, group, [&](int64_t s) {
+    auto ex = std::make_unique<Executor>(classification_graph(config, heads, L, B, s, true, o.precision, o.optimizer.name),
+                                         model.params, &state);
+    auto& ctx = ex->context();
+    ctx.seed = o.seed;
+    ctx.beta1 = o.optimizer.beta1, ctx.beta2 = o.optimizer.beta2, ctx.eps = o.optimizer.eps;
+    ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
+    return ex;
+  });
+  LengthExecutors eval_ex(S_eval, group, [&](int64_t s) {
+    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, o.precision, o.optimizer.name),
+                                      static_cast<const ParamStore&>(model.params));
+  });
 
   fs::create_directories(o.out);
   std::ofstream metrics(o.out / "metrics.jsonl", std::ios::trunc);
@@ -430,7 +491,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     FinetuneEvent e;
     e.kind = FinetuneEvent::evaluation;
     e.step_index = step, e.max_steps = max_steps;
-    e.eval = evaluate_set(eval_ex, eval, B, S_eval, heads, L, tok, labels);
+    e.eval = evaluate_set(eval_ex, eval, B, heads, L, tok, labels, group);
     e.eval.majority_accuracy = majority_accuracy;
     e.best = e.eval.metric(o.metric) > best_metric;
     if (e.best) {
@@ -455,6 +516,13 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
       for (int64_t i = 0; i < N; ++i) order[i] = i;
       std::mt19937_64 rng(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
       std::shuffle(order.begin(), order.end(), rng);
+      // Grouping by length (Hugging Face's LengthGroupedSampler): mega-batches of 50 batches of
+      // the shuffled order, each sorted by length, longest first.
+      if (group)
+        for (int64_t m0 = 0; m0 < N; m0 += 50 * B)
+          std::stable_sort(order.begin() + m0, order.begin() + std::min(N, m0 + 50 * B), [&](int64_t a, int64_t b) {
+            return train.items[a].ids.size() > train.items[b].ids.size();
+          });
       order_epoch = epoch;
     }
     std::vector<const EncodedExample*> rows;
@@ -463,7 +531,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   };
 
   double train_seconds = 0;
-  int64_t sequences = 0;
+  int64_t sequences = 0, padded_tokens = 0;
   for (int64_t step = 1; step <= max_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::vector<const EncodedExample*>> micro(K);
@@ -473,22 +541,27 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
       for (auto* e : micro[k])
         for (int32_t l : e->labels) labelled += l != -100;
     }
-    ctx.step = step;
-    ctx.lr = learning_rate(sched, step);
-    ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
     state.grads.zero();
     double loss_sum = 0, correct = 0, count = 0;
+    Executor* last = nullptr;
     for (int64_t k = 0; k < K; ++k) {
-      ctx.micro = k;
-      fill_batch(train_ex, micro[k], B, S, heads, tok.pad_id(), tok.cls_id());
-      train_ex.run(nullptr, kForward | kBackward);
-      const float* out = train_ex.output("loss");
+      auto [ex, s] = train_ex.at(micro[k]);
+      auto& ctx = ex->context();
+      ctx.step = step, ctx.micro = k;
+      ctx.lr = learning_rate(sched, step);
+      ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
+      fill_batch(*ex, micro[k], B, s, heads, tok.pad_id(), tok.cls_id());
+      ex->run(nullptr, kForward | kBackward);
+      const float* out = ex->output("loss");
       loss_sum += out[0], correct += out[1], count += out[2];
       sequences += static_cast<int64_t>(micro[k].size());
+      padded_tokens += B * s;
+      last = ex;
     }
     const double loss = count > 0 ? loss_sum / count : 0;
     check(std::isfinite(loss), "step {}: the loss is not finite", step);
-    train_ex.run(nullptr, kCommunication | kOptimizer);
+    auto& ctx = last->context();  // the optimizer of any of them updates the shared arenas
+    last->run(nullptr, kCommunication | kOptimizer);
     check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite", step);
     train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     FinetuneEvent e;
@@ -505,6 +578,8 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   result.steps = max_steps;
   result.train_seq_per_s = train_seconds > 0 ? double(sequences) / train_seconds : 0;
   result.seq_len = S;
+  result.mean_padded_length = sequences > 0 ? double(padded_tokens) / double(B * max_steps * K) : 0;
+  result.graphs = train_ex.count();
   // The best model at the top of the output directory (load_best_model_at_end + save_model).
   std::copy(best_params.begin(), best_params.end(), model.params.arena());
   write_model(o.out, config, heads, labels, model.params, o.model);
@@ -513,6 +588,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   results["metric"] = o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1";
   results["train_seq_per_s"] = result.train_seq_per_s;
   results["seq_len"] = S;
+  results["mean_padded_seq_len"] = result.mean_padded_length;
   data::write_file_atomic(o.out / "eval_results.json", results.dump(2) + "\n");
   return result;
 }
@@ -539,8 +615,10 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
     log(fmt::format("truncated {} of {} examples to {} tokens", set.truncated, set.items.size(), max_len));
   const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
   const int64_t B = std::max<int64_t>(1, std::min<int64_t>(o.batch_size, static_cast<int64_t>(set.items.size())));
-  Executor ex(classification_graph(config, heads, L, B, S, false, Precision::fp32, "adamw"),
-              static_cast<const ParamStore&>(model.params));
+  LengthExecutors ex(S, false, [&](int64_t s) {
+    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, Precision::fp32, "adamw"),
+                                      static_cast<const ParamStore&>(model.params));
+  });
 
   // The input again, for the words and texts to echo.
   std::vector<data::TextExample> texts;
@@ -559,7 +637,7 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
                  {"probabilities", std::vector<nlohmann::json>(sentences[i].words.size())}};
     }
   }
-  run_inference(ex, set, B, S, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+  run_inference(ex, set, B, heads, L, tok, false, [&](int64_t i, int64_t s, const std::vector<double>& p) {
     const auto best = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
     if (s < 0) {
       nlohmann::json all = nlohmann::json::object();

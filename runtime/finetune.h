@@ -38,6 +38,9 @@ struct FinetuneOptions {
   FinetuneMetric metric = FinetuneMetric::accuracy;
   bool from_scratch = false;  // start from random weights (control run), keeping config + tokenizer
   int64_t log_steps = 50;
+  // Hugging Face's group_by_length: batches of similar lengths, each padded only to its own
+  // longest example (rounded up to a quarter of the maximum), in training and evaluation.
+  bool group_by_length = false;
 };
 
 struct ClassMetrics {
@@ -72,7 +75,9 @@ struct FinetuneResult {
   int64_t steps = 0, best_step = 0;
   EvalResult best;               // evaluation of the kept (best) model
   double train_seq_per_s = 0;    // sequences per second in training steps (evaluation excluded)
-  int64_t seq_len = 0;           // the padded sequence length used
+  int64_t seq_len = 0;           // the padded sequence length used (the longest, when grouping)
+  double mean_padded_length = 0;  // mean padded length of the training batches
+  int64_t graphs = 0;             // training graphs built (one per padded length)
 };
 
 // Trains and writes the best model to `out` (config.json with num_labels, id2label, label2id,

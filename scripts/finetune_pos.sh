@@ -20,7 +20,7 @@ for init in pretrained scratch; do
   [ "$init" = scratch ] && extra=(--from-scratch)
   $bin finetune --task token-cls --model "$model" --train "$out/brown-pos/train.conll" \
     --eval "$out/brown-pos/eval.conll" --out "$out/pos-$init" --overwrite --max-steps "$steps" \
-    --batch-size 16 --max-seq-length 64 --eval-max-seq-length 512 --learning-rate "$lr" --warmup-ratio 0.1 --precision auto \
+    --batch-size 16 --max-seq-length 64 --eval-max-seq-length 512 --learning-rate "$lr" --warmup-ratio 0.1 --precision auto --group-by-length \
     --eval-steps "$steps" --log-steps 100 "${extra[@]}" > "$out/pos-$init.txt"
 done
 /usr/bin/python3 - "$out" "$model" <<'PY'

@@ -305,3 +305,33 @@ TEST_CASE("finetune + predict: token classification, checked by an independent l
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Catch::Contains("--task seq-cls: model directory"));
 }
+
+TEST_CASE("finetune --group-by-length: padding per batch changes no result", "[finetune][cli]") {
+  // One training batch holds every example, so grouping only reorders its rows; evaluation runs
+  // in batches of similar lengths, each padded to its own longest. Both must give the results of
+  // the run padded to the longest example of each set.
+  TempDir d("finetune-group");
+  auto model = tiny_model_dir(d);
+  // No dropout: its masks follow the row order, which grouping changes.
+  auto cfg = read_json_file(model / "config.json");
+  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
+  write_text(model / "config.json", cfg.dump(2));
+  write_text(d / "train.conll", conll(8, 3));
+  write_text(d / "dev.conll", conll(40, 5));
+  nlohmann::json results[2];
+  for (int group = 0; group < 2; ++group) {
+    auto out = d / fmt::format("out{}", group);
+    auto r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 3 "
+                                     "--batch-size 8 --learning-rate 3e-3 --threads 1{}",
+                                     quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(out),
+                                     group ? " --group-by-length" : ""));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK((r.output.find("grouped by length") != std::string::npos) == (group == 1));
+    results[group] = read_json_file(out / "eval_results.json");
+  }
+  CHECK(results[1].at("eval_accuracy").get<double>() == results[0].at("eval_accuracy").get<double>());
+  CHECK_THAT(results[1].at("eval_loss").get<double>(), Catch::WithinRel(results[0].at("eval_loss").get<double>(), 1e-4));
+  // Evaluation batches padded to less than the longest example: fewer padded positions.
+  CHECK(results[1].at("mean_padded_seq_len").get<double>() <= results[0].at("mean_padded_seq_len").get<double>());
+}
