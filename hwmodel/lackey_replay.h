@@ -1,11 +1,12 @@
 #pragma once
-// Replays memory-address traces, one per core, into
-// the exact cache and DRAM simulator (tracesim.h): private L1s, a shared LLC, the DRAM
-// request streams. Two trace formats hold the same events (instructions; loads, stores and
-// modifies with address and size; the program's stderr lines): the text log of valgrind's
-// lackey (`--trace-mem=yes --log-fd=2`), and the binary trace of bertlab's valgrind tool
-// hwtrace (hwmodel/reference/valgrind/hw_main.c, which describes the format), about 10x
-// faster to write and to read. The traced program (the reference driver, hwmodel/reference/) prints
+// Replays memory-address traces, one per core, into the exact cache and DRAM simulator
+// (tracesim.h): private L1s, a shared LLC, the DRAM request streams. Two trace formats hold
+// the same events (instructions; loads, stores and modifies with address and size; the
+// program's stderr lines): the text log of valgrind's lackey (`--trace-mem=yes --log-fd=2`),
+// and the binary trace of bertlab's valgrind tool hwtrace (hwmodel/reference/valgrind/
+// hw_main.c, which describes the format), far cheaper to write and to read (measured in
+// docs/hwmodel.md, "Agreement"). The traced program (the reference driver, hwmodel/reference/)
+// prints
 //   #hwref region=<hex> bytes=<n> marker=<hex>
 // (and optionally ` warm=<hex>`) before its kernel and stores to the marker address right
 // before and right after it; only the accesses and instructions between the two stores are
