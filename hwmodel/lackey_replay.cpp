@@ -1,6 +1,9 @@
 #include "hwmodel/lackey_replay.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <string>
 #include <unordered_map>
 
@@ -9,35 +12,164 @@
 
 namespace bertlab::hw {
 
+TraceFormat trace_format_from_string(const std::string& s) {
+  if (s == "lackey") return TraceFormat::lackey;
+  if (s == "hwtrace") return TraceFormat::hwtrace;
+  fail("trace format: expected lackey or hwtrace, got '{}'", s);
+}
+
 namespace {
 
+// One event of a core's trace: a run of instructions, a data access, or a '#hwref' line.
+struct TraceEvent {
+  enum class Kind { instructions, data, hwref };
+  Kind kind = Kind::instructions;
+  int64_t count = 0;  // instructions
+  char access = 'L';  // data: 'L' load, 'S' store, 'M' modify (load and store)
+  uint64_t addr = 0;
+  int64_t size = 0;
+  const std::string* line = nullptr;  // hwref
+};
+
+bool is_hwref(const std::string& line) { return line.size() > 6 && line.compare(0, 6, "#hwref") == 0; }
+
+// lackey's log: "I  addr,size" per instruction, " L addr,size" (S, M) per data access; the
+// program's '#hwref' line (same fd); valgrind's own '==pid==' lines are skipped.
+class LackeyReader {
+ public:
+  explicit LackeyReader(std::istream& in) : in_(in) {}
+  bool next(TraceEvent& e) {
+    while (std::getline(in_, line_)) {
+      if (line_[0] == '#' && is_hwref(line_)) {
+        e.kind = TraceEvent::Kind::hwref, e.line = &line_;
+        return true;
+      }
+      if (line_.size() < 4) continue;
+      if (line_[0] == 'I' && line_[1] == ' ') {
+        e.kind = TraceEvent::Kind::instructions, e.count = 1;
+        return true;
+      }
+      if (line_[0] != ' ' || (line_[1] != 'L' && line_[1] != 'S' && line_[1] != 'M') || line_[2] != ' ') continue;
+      char* end = nullptr;
+      e.kind = TraceEvent::Kind::data, e.access = line_[1];
+      e.addr = std::strtoull(line_.c_str() + 3, &end, 16);
+      e.size = (end && *end == ',') ? std::strtoll(end + 1, nullptr, 10) : 1;
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  std::istream& in_;
+  std::string line_;
+};
+
+// hwtrace's binary trace (format: hwmodel/reference/valgrind/hw_main.c): records of 64-bit
+// words, each carrying the instructions executed before it.
+class HwtraceReader {
+ public:
+  HwtraceReader(std::istream& in, int64_t core) : in_(in), buf_(size_t{1} << 13) {
+    char magic[8] = {};
+    in_.read(magic, 8);
+    check(in_.gcount() == 8 && std::memcmp(magic, "HWTRACE1", 8) == 0,
+          "hwtrace replay: the trace of core {} is not an hwtrace file (no 'HWTRACE1' header)", core);
+  }
+  bool next(TraceEvent& e) {
+    for (;;) {
+      if (instructions_ > 0) {
+        e.kind = TraceEvent::Kind::instructions, e.count = instructions_;
+        instructions_ = 0;
+        return true;
+      }
+      if (has_data_) {
+        has_data_ = false;
+        e.kind = TraceEvent::Kind::data, e.access = access_, e.addr = addr_, e.size = size_;
+        return true;
+      }
+      if (!lines_.empty()) {
+        line_ = std::move(lines_.front());
+        lines_.pop_front();
+        e.kind = TraceEvent::Kind::hwref, e.line = &line_;
+        return true;
+      }
+      uint64_t h = 0;
+      if (!word(h)) return false;
+      const uint64_t kind = h & 3, size = (h >> 2) & 0x3fff;
+      instructions_ = static_cast<int64_t>(h >> 16);
+      if (kind == 0) {
+        text(size);
+        continue;
+      }
+      check(word(addr_), "hwtrace replay: a trace ends inside a record");
+      has_data_ = true, access_ = "?LSM"[kind], size_ = static_cast<int64_t>(size);
+    }
+  }
+
+ private:
+  bool word(uint64_t& w) {
+    if (at_ == end_) {
+      in_.read(reinterpret_cast<char*>(buf_.data()), static_cast<std::streamsize>(buf_.size() * 8));
+      const auto n = in_.gcount();
+      check(n % 8 == 0, "hwtrace replay: a trace ends inside a word");
+      at_ = 0, end_ = static_cast<size_t>(n / 8);
+      if (end_ == 0) return false;
+    }
+    w = buf_[at_++];
+    return true;
+  }
+  // The program's stderr bytes: complete '#hwref' lines are queued, others dropped.
+  void text(uint64_t bytes) {
+    for (uint64_t i = 0; i < bytes; i += 8) {
+      uint64_t w = 0;
+      check(word(w), "hwtrace replay: a trace ends inside a text record");
+      char c[8];
+      std::memcpy(c, &w, 8);
+      for (uint64_t k = 0; k < 8 && i + k < bytes; ++k) {
+        if (c[k] != '\n') {
+          partial_ += c[k];
+          continue;
+        }
+        if (is_hwref(partial_)) lines_.push_back(partial_);
+        partial_.clear();
+      }
+    }
+  }
+
+  std::istream& in_;
+  std::vector<uint64_t> buf_;
+  size_t at_ = 0, end_ = 0;
+  int64_t instructions_ = 0;
+  bool has_data_ = false;
+  char access_ = 'L';
+  uint64_t addr_ = 0;
+  int64_t size_ = 0;
+  std::string partial_, line_;
+  std::deque<std::string> lines_;
+};
+
 struct CoreTrace {
-  std::istream* in = nullptr;
   uint64_t base = 0, bytes = 0, marker = 0, warm = 0;
   bool mapped = false, warming = false, counting = false, started = false, waiting = false, done = false;
   int64_t instructions = 0;
+  int64_t instructions_left = 0;  // of the current run of instructions
   std::unordered_map<uint64_t, int64_t> other_lines;  // between the markers
 };
 
 uint64_t field(const std::string& line, const char* key, bool required = true) {
   const auto at = line.find(key);
-  check(at != std::string::npos || !required, "lackey trace: '#hwref' line without '{}': {}", key, line);
+  check(at != std::string::npos || !required, "trace replay: '#hwref' line without '{}': {}", key, line);
   return at == std::string::npos ? 0 : std::strtoull(line.c_str() + at + std::char_traits<char>::length(key), nullptr, 0);
 }
 
-}  // namespace
-
-ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const SystemDesc& s,
-                           const std::vector<Operand>& operands, bool operands_only) {
-  const int64_t P = static_cast<int64_t>(traces.size());
-  check(P >= 1, "lackey replay: no traces");
+template <class Reader>
+ReplayResult replay(std::vector<Reader>& readers, const SystemDesc& s, const std::vector<Operand>& operands,
+                    bool operands_only) {
+  const int64_t P = static_cast<int64_t>(readers.size());
   TraceSim sim(s, P);
   std::vector<int> ids;
   for (const auto& o : operands) ids.push_back(sim.operand(o.name));
   const int other = sim.operand("other");
   std::vector<CoreTrace> cores(P);
-  for (int64_t c = 0; c < P; ++c) cores[c].in = traces[c];
-  std::string line;
   // One data access of core c: map the address, find its operand, simulate.
   auto data = [&](int64_t c, CoreTrace& t, char kind, uint64_t addr, int64_t size) {
     if (t.mapped && addr == t.marker) {
@@ -66,32 +198,47 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
     sim.access(c, op, a, size, kind != 'L');  // 'S' store, 'M' modify (load and store)
   };
   // Advances core c by one instruction (or to the end of its trace).
+  TraceEvent e;
   auto step = [&](int64_t c) {
     CoreTrace& t = cores[c];
-    while (std::getline(*t.in, line)) {
-      if (line.size() > 6 && line[0] == '#' && line.compare(0, 6, "#hwref") == 0) {
-        t.base = field(line, "region=");
-        t.bytes = field(line, "bytes=");
-        t.marker = field(line, "marker=");
-        t.warm = field(line, "warm=", false);
-        t.mapped = true;
-        continue;
-      }
-      if (line.size() < 4) continue;
-      if (line[0] == 'I' && line[1] == ' ') {
+    for (;;) {
+      if (t.instructions_left > 0) {
+        --t.instructions_left;
         if (t.counting) ++t.instructions;
         return;
       }
-      if (line[0] != ' ' || (line[1] != 'L' && line[1] != 'S' && line[1] != 'M') || line[2] != ' ') continue;
-      char* end = nullptr;
-      const uint64_t addr = std::strtoull(line.c_str() + 3, &end, 16);
-      const int64_t size = (end && *end == ',') ? std::strtoll(end + 1, nullptr, 10) : 1;
-      data(c, t, line[1], addr, size);
-      if (t.waiting) return;
+      if (!readers[c].next(e)) break;
+      switch (e.kind) {
+        case TraceEvent::Kind::instructions:
+          t.instructions_left = e.count;
+          break;
+        case TraceEvent::Kind::hwref:
+          t.base = field(*e.line, "region=");
+          t.bytes = field(*e.line, "bytes=");
+          t.marker = field(*e.line, "marker=");
+          t.warm = field(*e.line, "warm=", false);
+          t.mapped = true;
+          break;
+        case TraceEvent::Kind::data:
+          data(c, t, e.access, e.addr, e.size);
+          if (t.waiting) return;
+          break;
+      }
     }
     t.done = true;
   };
   for (int64_t live = P; live > 0;) {
+    // Rounds in which every running core only executes instructions (binary traces give
+    // their runs at once): skipped together, the interleaving of the accesses is unchanged.
+    int64_t skip = -1;
+    for (const auto& t : cores)
+      if (!t.done && !t.waiting) skip = skip < 0 ? t.instructions_left : std::min(skip, t.instructions_left);
+    if (skip > 0)
+      for (auto& t : cores)
+        if (!t.done && !t.waiting) {
+          t.instructions_left -= skip;
+          if (t.counting) t.instructions += skip;
+        }
     live = 0;
     int64_t waiting = 0;
     for (int64_t c = 0; c < P; ++c) {
@@ -109,12 +256,33 @@ ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const Syste
   }
   ReplayResult r;
   for (const auto& t : cores) {
-    check(t.mapped, "lackey replay: a trace has no '#hwref region=... marker=...' line");
+    check(t.mapped, "trace replay: a trace has no '#hwref region=... marker=...' line");
     r.instructions.push_back(t.instructions);
     r.other_lines.emplace_back(t.other_lines.begin(), t.other_lines.end());
   }
   r.traffic = sim.finish();
   return r;
+}
+
+}  // namespace
+
+ReplayResult replay_traces(const std::vector<std::istream*>& traces, TraceFormat format, const SystemDesc& s,
+                           const std::vector<Operand>& operands, bool operands_only) {
+  check(!traces.empty(), "trace replay: no traces");
+  switch (format) {
+    case TraceFormat::lackey: {
+      std::vector<LackeyReader> readers;
+      for (auto* in : traces) readers.emplace_back(*in);
+      return replay(readers, s, operands, operands_only);
+    }
+    case TraceFormat::hwtrace: {
+      std::vector<HwtraceReader> readers;
+      readers.reserve(traces.size());
+      for (size_t c = 0; c < traces.size(); ++c) readers.emplace_back(*traces[c], static_cast<int64_t>(c));
+      return replay(readers, s, operands, operands_only);
+    }
+  }
+  fail("trace replay: unknown trace format");
 }
 
 }  // namespace bertlab::hw

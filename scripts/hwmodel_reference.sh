@@ -8,12 +8,15 @@
 #   scripts/hwmodel_reference.sh measure OUT [SEQ..] cachegrind (paper caches) per op, S in
 #                                                  4..32, 1/2/4 cores, one process per core
 #                                                  (default seq 128; `measure OUT 128 512` both)
-#   scripts/hwmodel_reference.sh replay OUT SEQ S CORES [OPS..]  lackey traces of every core's
+#   scripts/hwmodel_reference.sh replay OUT SEQ S CORES [OPS..]  memory traces of every core's
 #                                                  share replayed together (shared LLC)
 #   scripts/hwmodel_reference.sh stack OUT         the kernels' resident stack lines (their L1
-#                                                  sets), from lackey traces at seq 32, one
+#                                                  sets), from memory traces at seq 32, one
 #                                                  core -> OUT/stack.txt (compare passes them
 #                                                  to the model)
+#   scripts/hwmodel_reference.sh speed [OP SEQ S]  the replay of one op (both arrangements, one
+#                                                  core; default attn_out 32 32) under lackey and
+#                                                  hwtrace: kernel instructions per CPU second
 #   scripts/hwmodel_reference.sh compare OUT       model vs reference, per op (prints a table)
 #
 # Configurations whose kernel does not depend on S (residual add and GELU in both
@@ -22,11 +25,17 @@
 # counts stand for the other S (and arrangement).
 #
 # Environment: BUILD (default ./build), JOBS (parallel valgrind runs, default 2), SIZES (the
-# kernel sizes S that measure runs, default "4 8 16 32").
+# kernel sizes S that measure runs, default "4 8 16 32"), TRACER (the memory tracer of replay
+# and stack: hwtrace, bertlab's binary valgrind tool built into $BUILD/valgrind, default; or
+# lackey, valgrind's text tracer, the same events about 10x slower).
 set -euo pipefail
 BUILD=${BUILD:-./build}
 JOBS=${JOBS:-2}
 SIZES=${SIZES:-4 8 16 32}
+TRACER=${TRACER:-hwtrace}
+# The hwtrace tool and links to the system's valgrind files (hwmodel/reference/valgrind); lackey
+# runs from there too, so that both tracers give the program the same environment.
+VGLIB=$(cd "$BUILD" && pwd)/valgrind
 KERNEL=$BUILD/bertlab_hwref_kernel
 TOOL=$BUILD/bertlab_hwref
 SYSTEM=configs/systems/paper-ticsat.json
@@ -61,9 +70,40 @@ canonical() {
     *) echo "$2 $3" ;;
   esac
 }
+# trace_core FIFO CPUFILE KERNEL-ARGS..: one core's memory trace into FIFO (TRACER), the CPU
+# seconds appended to CPUFILE.
+trace_core() {
+  local fifo=$1 cpu=$2
+  shift 2
+  case "$TRACER" in
+    hwtrace)
+      # The program's stderr (its '#hwref' line) is copied into the trace by the tool.
+      VALGRIND_LIB=$VGLIB /usr/bin/time -f "%U %S" -a -o "$cpu" \
+        valgrind -q --tool=hwtrace --trace-file="$fifo" "$KERNEL" "$@" > /dev/null 2>> "$fifo.log" ;;
+    lackey)
+      # lackey's trace goes to the log (fd 2); the program's '#hwref' line joins it there.
+      (
+        if [ -d "$VGLIB" ]; then export VALGRIND_LIB=$VGLIB; fi
+        /usr/bin/time -f "%U %S" -a -o "$cpu" \
+          valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$@" 2> "$fifo" > /dev/null
+      ) ;;
+  esac
+}
+check_tracer() {
+  case "$TRACER" in
+    hwtrace | lackey) ;;
+    *) echo "TRACER: expected hwtrace or lackey, got '$TRACER'" >&2; exit 2 ;;
+  esac
+  if [ "$TRACER" = hwtrace ] && [ ! -x "$VGLIB/hwtrace-amd64-linux" ]; then
+    echo "hwmodel_reference.sh: $VGLIB/hwtrace-amd64-linux is missing (cmake --build $BUILD builds it when" \
+      "valgrind's tool libraries are installed); TRACER=lackey runs without it" >&2
+    exit 2
+  fi
+}
+
 GEMMS="qkv ffn_in ffn_out attn_out scores context"
 ROWOPS="k_transpose softmax layernorm residual_add gelu"
-cpu_total() { awk '{ s += $1 + $2 } END { printf "%.0f", s }' "$1" 2>/dev/null || echo 0; }
+cpu_total() { awk '{ s += $1 + $2 } END { printf "%.2f", s }' "$1" 2>/dev/null || echo 0; }
 
 main() {
 case "${1:-}" in
@@ -107,6 +147,7 @@ case "${1:-}" in
     ;;
   replay)
     dir=$2 seq=$3 S0=$4 P=$5; shift 5
+    check_tracer
     mkdir -p "$dir"
     ops=${*:-$OPS}
     start=$(date +%s)
@@ -122,23 +163,22 @@ case "${1:-}" in
       for ((c = 0; c < P; ++c)); do
         mkfifo "$tmpd/core$c"
         fifos+=("$tmpd/core$c")
-        # lackey's trace goes to the log (fd 2); the program's '#hwref' line joins it there.
-        /usr/bin/time -f "%U %S" -a -o "$cpu" \
-          valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$op" "$arr" "$seq" "$S" "$P" "$c" \
-          2> "$tmpd/core$c" > /dev/null &
+        trace_core "$tmpd/core$c" "$cpu" "$op" "$arr" "$seq" "$S" "$P" "$c" &
       done
-      line=$(/usr/bin/time -f "%U %S" -a -o "$cpu" "$TOOL" replay --op "$op" --seq "$seq" --system "$SYSTEM" "${fifos[@]}")
+      line=$(/usr/bin/time -f "%U %S" -a -o "$cpu" "$TOOL" replay --format "$TRACER" --op "$op" --seq "$seq" \
+        --system "$SYSTEM" "${fifos[@]}")
       wait
       echo "$op $arr $seq $S $P $line" >> "$dir/replay.txt"
       rm -rf "$tmpd"
     done; done
     /usr/bin/python3 "$here/hwmodel_reference.py" dup "$dir/replay.txt"
-    echo "replay: $(( $(date +%s) - start )) s wall, $(cpu_total "$cpu") CPU s (valgrind + replay), for seq $seq S $S0 cores $P ops $ops" |
+    echo "replay: $(( $(date +%s) - start )) s wall, $(cpu_total "$cpu") CPU s (valgrind + replay, $TRACER), for seq $seq S $S0 cores $P ops $ops" |
       tee -a "$dir/timing.txt"
     rm -f "$cpu"
     ;;
   stack)
     dir=$2
+    check_tracer
     mkdir -p "$dir"
     start=$(date +%s)
     rm -f "$dir/stack.txt.tmp" "$dir/stack_raw.txt"
@@ -151,8 +191,8 @@ case "${1:-}" in
       seen[$op $arr $S]=1
       tmpd=$(mktemp -d)
       mkfifo "$tmpd/core0"
-      valgrind --tool=lackey --trace-mem=yes --log-fd=2 "$KERNEL" "$op" "$arr" 32 "$S" 1 0 2> "$tmpd/core0" > /dev/null &
-      line=$("$TOOL" replay --op "$op" --seq 32 --system "$SYSTEM" "$tmpd/core0")
+      trace_core "$tmpd/core0" /dev/null "$op" "$arr" 32 "$S" 1 0 &
+      line=$("$TOOL" replay --format "$TRACER" --op "$op" --seq 32 --system "$SYSTEM" "$tmpd/core0")
       wait
       rm -rf "$tmpd"
       echo "$op $arr 32 $S $line" >> "$dir/stack_raw.txt"
@@ -161,19 +201,35 @@ case "${1:-}" in
     mv "$dir/stack.txt.tmp" "$dir/stack.txt"
     echo "stack: $(( $(date +%s) - start )) s wall" | tee -a "$dir/timing.txt"
     ;;
+  speed)
+    op=${2:-attn_out} seq=${3:-32} S=${4:-32}
+    for t in lackey hwtrace; do
+      tmp=$(mktemp -d)
+      TRACER=$t main replay "$tmp" "$seq" "$S" 1 "$op" > /dev/null
+      /usr/bin/python3 - "$tmp" "$t" <<'PY'
+import json, re, sys
+d, tracer = sys.argv[1], sys.argv[2]
+n = sum(sum(json.loads(l.split(None, 5)[5])["instructions"]) for l in open(d + "/replay.txt"))
+cpu = float(re.search(r"([0-9.]+) CPU s", open(d + "/timing.txt").read()).group(1))
+wall = float(re.search(r"([0-9.]+) s wall", open(d + "/timing.txt").read()).group(1))
+print(f"{tracer}: {n} kernel instructions, {cpu:.2f} CPU s, {wall:.0f} s wall: {n / cpu / 1e6:.2f} M per CPU s")
+PY
+      rm -rf "$tmp"
+    done
+    ;;
   compare)
     {
       echo "# The in-order core model against the reference (generated by scripts/hwmodel_reference.sh compare)"
       echo
       echo "ref: instructions and L1 misses from cachegrind (paper caches, one process per core, summed over"
       echo "cores; each run's counts minus those of the same run without the kernel call); LLC misses from"
-      echo "cachegrind at 1 core (modulo-indexed LL, the model then uses a modulo LLC too) and from the lackey"
-      echo "replay into the exact simulator at 2 and 4 cores (the paper system's hashed LLC, shared; warm"
+      echo "cachegrind at 1 core (modulo-indexed LL, the model then uses a modulo LLC too) and from the replay"
+      echo "of memory traces (hwtrace, or lackey: the same events) into the exact simulator at 2 and 4 cores (the paper system's hashed LLC, shared; warm"
       echo "start: the kernels' stack and tables in the caches, the operands cold); DRAM bytes from the"
       echo "replay. err = (model - ref) / ref. Instruction coefficients: hwmodel/reference/x86_64_coefficients.json"
       echo "(fitted at seq 32 and 64). The model's stack stream (hwmodel/core_model.h, CoreStack): the reference"
       echo "binary's stack lines touched at least once per tile, row or block (per line for residual add and GELU),"
-      echo "with their touches per schedule step, measured by \`scripts/hwmodel_reference.sh stack\` from lackey"
+      echo "with their touches per schedule step, measured by \`scripts/hwmodel_reference.sh stack\` from memory"
       echo "traces at seq 32 (listed at the end as L1 set:touches per step)."
       echo "A '-' in a ref column: not measured (see the run times at the end)."
       echo "The summary per seq and metric follows the table; why the worst cases differ and what closing"

@@ -1,7 +1,8 @@
 // bertlab_hwref: the tools around the reference of the arrangement estimate (docs/hwmodel.md,
 // "Reference"; the kernels run under valgrind are bertlab_hwref_kernel, kernel_main.cpp).
 // Subcommands:
-//   replay  lackey traces (one file or FIFO per core) into the exact cache/DRAM simulator
+//   replay  memory traces (lackey's text log or hwtrace's binary trace, one file or FIFO per
+//           core) into the exact cache/DRAM simulator
 //   model   the in-order core model's counts for the same op (core_model.h)
 //   table   the paper table with the time broken down per region (core model, seq 512)
 #include <CLI/CLI.hpp>
@@ -40,7 +41,8 @@ nlohmann::json traffic_json(const Traffic& t) {
   return {{"l1_misses", t.l1_misses}, {"llc_misses", t.llc_misses}, {"dram_bytes", t.dram_bytes()}};
 }
 
-// A trace file or FIFO read in 1 MB blocks. lackey writes its trace one line per write();
+// A trace file or FIFO read in 1 MB blocks. lackey writes its trace one line per write()
+// (hwtrace in 1 MB blocks, for which the wait below costs nothing);
 // a reader that wakes for each line spends more CPU time in the kernel than lackey itself
 // (measured: docs/hwmodel.md, "Agreement"). So the FIFO's buffer is enlarged to 1 MB and,
 // while less than a quarter of it is filled, the reader sleeps 1 ms instead of blocking in
@@ -84,7 +86,7 @@ class TraceBuf : public std::streambuf {
 };
 
 int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files,
-               bool operands_only) {
+               TraceFormat format, bool operands_only) {
   std::vector<std::unique_ptr<TraceBuf>> bufs;
   std::vector<std::unique_ptr<std::istream>> in;
   std::vector<std::istream*> ptrs;
@@ -93,7 +95,7 @@ int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std:
     in.push_back(std::make_unique<std::istream>(bufs.back().get()));
     ptrs.push_back(in.back().get());
   }
-  const auto r = replay_lackey(ptrs, sys, op_operands(op, d), operands_only);
+  const auto r = replay_traces(ptrs, format, sys, op_operands(op, d), operands_only);
   auto j = traffic_json(r.traffic);
   j["instructions"] = r.instructions;
   // Per core, the non-operand lines touched between the markers: [L1 set, accesses], by set.
@@ -115,7 +117,7 @@ int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std:
 int main(int argc, char** argv) {
   CLI::App app{"bertlab_hwref: reference kernels of one encoder layer, lackey replay, in-order core model"};
   app.require_subcommand(1);
-  std::string op_name = "qkv", arr = "bwma", system_path, coeff_path;
+  std::string op_name = "qkv", arr = "bwma", system_path, coeff_path, format = "lackey";
   int64_t seq = 128, S = 8, cores = 1;
   bool modulo = false, operands_only = false;
   std::vector<std::string> traces;
@@ -123,8 +125,10 @@ int main(int argc, char** argv) {
     c->add_option("--op", op_name, "encoder-layer op")->required();
     c->add_option("--seq", seq, "sequence length")->check(CLI::PositiveNumber);
   };
-  auto* replay = app.add_subcommand("replay", "lackey traces (one per core) into the exact simulator");
+  auto* replay = app.add_subcommand("replay", "memory traces (one per core) into the exact simulator");
   common(replay);
+  replay->add_option("--format", format, "trace format: lackey (text log) | hwtrace (binary, the hwtrace tool)")
+      ->check(CLI::IsMember({"lackey", "hwtrace"}));
   replay->add_option("--system", system_path)->required();
   replay->add_flag("--modulo", modulo, "modulo-indexed LLC (as cachegrind's)");
   replay->add_flag("--operands-only", operands_only, "leave out accesses outside the operands (the stack)");
@@ -151,7 +155,8 @@ int main(int argc, char** argv) {
     d.seq = seq;
     SystemDesc sys = load_system(system_path);
     if (modulo) sys.llc.hashed_index = false;
-    if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, operands_only);
+    if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, trace_format_from_string(format),
+                                      operands_only);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
       CoreStack stack;
