@@ -1,5 +1,7 @@
 // The analytic traffic of the BWMA GEMM schedule (work.h): reuse windows of the output
 // panels across k-tiles and of the input panels across rounds of output panels.
+#include <optional>
+
 #include "hwmodel/analytic_detail.h"
 
 namespace bertlab::hw::analytic_detail {
@@ -18,30 +20,72 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     a_lines[kb] = lines_of(a_panel[kb], L);
     A += a_lines[kb];
   }
-  // Skipping windows that cannot overflow (speed only; the counts are unchanged): when the
-  // panels of A, Y and the weights start on line boundaries (no line shared by two panels)
-  // and the matrices are distinct, a window's lines are distinct lines of a few groups
-  // (below: output panels, input panels, weight tiles). If the most lines any set gets from
-  // each group adds up to at most the ways, no line of that window's reuse misses.
+  // Skipping windows that cannot overflow (speed only; the counts are unchanged). Every
+  // set-resolved window below is a sum of SetLoads of sweeps (output panels, input panels,
+  // weight tiles or panels), plus lines added row group by row group, less lines removed.
+  // Per set it holds at most what tally_sweep counts for each part (analytic_detail.h); if
+  // the fullest set of each part adds up to at most the ways, no line of that window
+  // misses. No assumption on alignment or on distinct matrices: shared lines are counted
+  // in every part, as SetLoad counts them.
   const int64_t sets = s.llc.sets();
   const SetIndex set_of(s.llc);
-  const auto extent = [&](const MatrixView& v) {
-    const uint64_t lo = v.addr(0, 0), hi = v.addr(v.rows - 1, ((v.cols - 1) / S) * S) + cw(v, ((v.cols - 1) / S) * S) * v.elem;
-    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((hi - 1) / L));
-  };
-  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
-  const bool can_skip = !SetLoad(s.llc).uniform() && a.panel_width == S && y.panel_width == S && b.panel_width == S &&
-                        a.col0 == 0 && y.col0 == 0 && b.col0 == 0 && a.panel_stride % L == 0 &&
-                        y.panel_stride % L == 0 && b.panel_stride % L == 0 && a.addr(0, 0) % L == 0 &&
-                        y.addr(0, 0) % L == 0 && b.addr(0, 0) % L == 0 && disjoint(extent(a), extent(y)) &&
-                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-  std::vector<int32_t> count(can_skip ? sets : 0, 0);
+  const bool resolved = !SetLoad(s.llc).uniform();
+  std::vector<int32_t> count(resolved ? sets : 0, 0);
   std::vector<int64_t> touched;
-  auto most_in_a_set = [&](const std::vector<Sweep>& sweeps) {
-    return most_lines_in_a_set(sweeps, L, set_of, count, touched);
+  int32_t most = 0;  // the fullest set of the running tally
+  auto tally_range = [&](uint64_t lo, uint64_t hi) {  // the lines of the bytes [lo, hi]
+    for (uint64_t l = lo / L; l <= hi / L; ++l) most = tally_line(static_cast<int64_t>(l), set_of, count, touched, most);
   };
-  std::vector<int32_t> max_a(can_skip ? KT : 0);
-  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = most_in_a_set(a_panel[kb]);
+  // Rows [r0, r0+nr) of the columns [c, c+cw) of v: inside one panel with contiguous rows
+  // the one run block_sweeps makes of them (counted without building it), else its sweeps.
+  auto one_run = [&](const MatrixView& v, int64_t c) {
+    return v.panel_width > 0 && (c + v.col0) % v.panel_width + cw(v, c) <= v.panel_width &&
+           v.row_stride == cw(v, c) * v.elem;
+  };
+  auto tally_block = [&](const MatrixView& v, int64_t r0, int64_t nr, int64_t c) {
+    if (nr <= 0 || cw(v, c) <= 0) return;
+    if (one_run(v, c)) {
+      const uint64_t lo = v.addr(r0, c);
+      tally_range(lo, lo + nr * cw(v, c) * v.elem - 1);
+      return;
+    }
+    for (const auto& sw : block_sweeps(v, r0, nr, c, cw(v, c))) most = tally_sweep(sw, L, set_of, count, touched, most);
+  };
+  auto take_most = [&] {
+    const int32_t m = most;
+    clear_tally(count, touched);
+    most = 0;
+    return m;
+  };
+  // The row groups of input panel kb (the rows whose first byte lies in one line), as the
+  // set-resolved windows walk them.
+  auto row_groups = [&](int64_t kb) {
+    std::vector<std::pair<int64_t, int64_t>> g;
+    for (int64_t m0 = 0; m0 < w.m;) {
+      const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+      int64_t m1 = m0;
+      while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == line) ++m1;
+      g.emplace_back(m0, m1);
+      m0 = m1 + 1;
+    }
+    return g;
+  };
+  // Per input panel: its fullest set, and that of the lines its row groups add one group
+  // at a time (a line shared by two groups counted twice).
+  std::vector<int32_t> max_a(resolved ? KT : 0), max_rows(resolved ? KT : 0);
+  int32_t max_a_all = 0;
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) {
+    for (const auto& sw : a_panel[kb]) most = tally_sweep(sw, L, set_of, count, touched, most);
+    max_a[kb] = take_most();
+    for (const auto& [m0, m1] : row_groups(kb))
+      tally_range(a.addr(m0, kb * S), a.addr(m1, kb * S) + cw(a, kb * S) * a.elem - 1);
+    max_rows[kb] = take_most();
+  }
+  if (resolved) {
+    for (const auto& p : a_panel)
+      for (const auto& sw : p) most = tally_sweep(sw, L, set_of, count, touched, most);
+    max_a_all = take_most();
+  }
   const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
   const int64_t Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);                 // one weight panel
   const int64_t Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                    // one output panel
@@ -108,23 +152,30 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
     };
     // Every window from round r to r+1 holds lines of A, of the weight panels and of the
-    // output panels of rounds r and r+1 only.
-    const int32_t max_a_all = can_skip ? most_in_a_set([&] {
-      std::vector<Sweep> v;
-      for (const auto& p : a_panel) v.insert(v.end(), p.begin(), p.end());
-      return v;
-    }()) : 0;
+    // output panels of rounds r and r+1 only: round r's panels as sweeps (kb < KT-1) or as
+    // the run of their rows' bytes (kb = KT-1), round r+1's as sweeps (kb > 0) or row
+    // group by row group of input panel 0 (kb = 0). With panels of one run each these are
+    // the same lines.
+    const auto groups0 = row_groups(0);
+    // A alone fills every set past the ways (A larger than the LLC): every window holds A,
+    // so every one of them overflows every set, and each round misses the same lines (all
+    // of each k-panel 1 .. KT-2, the first line of each row group of the others). That
+    // list is made once and repeated (reads: the rounds after the first open the same rows).
+    const bool saturated = a_all.min_load() > s.llc.ways + 1e-9;
     for (int64_t r = 0; r + 1 < R; ++r) {
       const int64_t act = P, next = (r + 2 == R) ? a_last : P;
-      if (can_skip) {
-        std::vector<Sweep> wv, yv;
+      if (!saturated) {
+        for (int64_t nb = r * P; nb < (r + 1) * P + next; ++nb) tally_block(b, 0, b.rows, nb * S);
+        const int32_t max_w = take_most();
         for (int64_t nb = r * P; nb < (r + 1) * P + next; ++nb) {
-          const auto bw = block_sweeps(b, 0, b.rows, nb * S, cw(b, nb * S));
-          const auto ov = block_sweeps(y, 0, w.m, nb * S, cw(y, nb * S));
-          wv.insert(wv.end(), bw.begin(), bw.end());
-          yv.insert(yv.end(), ov.begin(), ov.end());
+          const int64_t c = nb * S;
+          if (nb >= (r + 1) * P)
+            for (const auto& [m0, m1] : groups0) tally_range(y.addr(m0, c), y.addr(m1, c) + cw(y, c) * y.elem - 1);
+          else
+            tally_range(y.addr(0, c), y.addr(w.m - 1, c) + cw(y, c) * y.elem - 1);
+          if (!one_run(y, c)) tally_block(y, 0, w.m, c);
         }
-        if (max_a_all + most_in_a_set(wv) + most_in_a_set(yv) <= s.llc.ways) continue;
+        if (max_a_all + max_w + take_most() <= s.llc.ways) continue;
       }
       std::vector<Sweep> miss;
       auto keep_line = [&](int64_t l) {
@@ -186,6 +237,11 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       };
       for (int64_t kb = 0; kb < KT; ++kb) {
         if (kb > 0 && kb < KT - 1) {
+          if (saturated) {
+            const auto over = a_all.overflowing_lines(a_panel[kb]);
+            miss.insert(miss.end(), over.begin(), over.end());
+            continue;
+          }
           if (!whole_panels) {
             mid = window(kb);
           } else if (kb == 1) {
@@ -195,6 +251,10 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           }
           const auto over = mid.overflowing_lines(a_panel[kb]);
           miss.insert(miss.end(), over.begin(), over.end());
+          continue;
+        }
+        if (saturated) {
+          for (const auto& [m0, m1] : row_groups(kb)) keep_line(static_cast<int64_t>(a.addr(m0, kb * S) / L));
           continue;
         }
         SetLoad win = window(kb);
@@ -213,6 +273,10 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             for (int64_t c = 0; c < next; ++c) y_lines((r + 1) * P + c, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
           m0 = m1 + 1;
         }
+      }
+      if (saturated) {
+        dram.repeat(w.a_name, false, c0, miss, R - 1);
+        break;
       }
       dram.sweeps(w.a_name, false, c0, miss);
     }
@@ -251,24 +315,21 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // its own (the lines that miss move through the panel with kb).
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
-    SetLoad base(s.llc);
-    std::vector<Sweep> y_round, w_round;
-    for (int64_t c = 0; c < act; ++c) {
-      const auto v = block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S));
-      base.add(v);
-      y_round.insert(y_round.end(), v.begin(), v.end());
-    }
-    const int32_t max_y = can_skip ? most_in_a_set(y_round) : 0;
+    std::optional<SetLoad> base;  // built for the first window that may overflow
+    for (int64_t c = 0; c < act; ++c) tally_block(y, 0, w.m, (r * P + c) * S);
+    const int32_t max_y = take_most();
     for (int64_t kb = 1; kb < KT; ++kb) {
-      if (can_skip) {
-        w_round.clear();
-        for (int64_t c = 0; c < act; ++c) {
-          const auto v = block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S));
-          w_round.insert(w_round.end(), v.begin(), v.end());
-        }
-        if (max_y + max_a[kb - 1] + max_a[kb] + most_in_a_set(w_round) <= s.llc.ways) continue;
+      // The window's parts: the round's output panels, input panel kb-1, the lines of
+      // input panel kb added group by group, the round's weight tiles kb (input lines
+      // removed and the `extra` of the cores after c only lower it: they are lines of
+      // panel kb-1's current row group, all of which were removed just before).
+      for (int64_t c = 0; c < act; ++c) tally_block(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S);
+      if (max_y + max_a[kb - 1] + max_rows[kb] + take_most() <= s.llc.ways) continue;
+      if (!base) {
+        base.emplace(s.llc);
+        for (int64_t c = 0; c < act; ++c) base->add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
       }
-      SetLoad win = base;
+      SetLoad win = *base;
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)
         win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S)));
@@ -306,6 +367,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         dram.sweeps(w.y_name, false, c0 + c, yv);
         bool again = false;
         for (int64_t kb = 1; kb < KT; ++kb) {
+          if (miss[c][kb].empty()) continue;  // no traffic (and no write-queue step)
           dram.sweeps(w.y_name, false, c0 + c, miss[c][kb]);
           dram.sweeps(w.y_name, true, c0 + c, miss[c][kb]);
           again = again || !miss[c][kb].empty();

@@ -187,6 +187,32 @@ inline int32_t tally_line(int64_t l, const SetIndex& set_of, std::vector<int32_t
   if (count[st]++ == 0) touched.push_back(st);
   return std::max(most, count[st]);
 }
+// Counts the lines of `sw` into `count` at least as often per set as SetLoad::add counts
+// them (setload.cpp): a run (count 1, or segments that touch or overlap) each line once, a
+// strided sweep segment by segment without merging lines shared by neighbours. Returns the
+// larger of `most` and the fullest set touched. An upper bound on a window's per-set load
+// built from the same sweeps, so a window whose bound is at most the ways cannot overflow.
+inline int32_t tally_sweep(const Sweep& sw, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
+                           std::vector<int64_t>& touched, int32_t most) {
+  if (sw.count <= 0 || sw.width <= 0) return most;
+  if (sw.count == 1 || sw.stride <= sw.width) {
+    for (int64_t l = sw.start / L; l <= static_cast<int64_t>((sw.end() - 1) / L); ++l)
+      most = tally_line(l, set_of, count, touched, most);
+    return most;
+  }
+  for (int64_t i = 0; i < sw.count; ++i) {
+    const uint64_t at = sw.start + i * sw.stride;
+    for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l)
+      most = tally_line(l, set_of, count, touched, most);
+  }
+  return most;
+}
+// Clears what tally_line counted.
+inline void clear_tally(std::vector<int32_t>& count, std::vector<int64_t>& touched) {
+  for (int64_t st : touched) count[st] = 0;
+  touched.clear();
+}
+
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.

@@ -2,6 +2,7 @@
 // across column tiles, of Y and A lines across k-steps, and of the weights within and
 // across rounds of sequence blocks.
 #include <array>
+#include <bit>
 #include <optional>
 
 #include "hwmodel/analytic_detail.h"
@@ -212,11 +213,14 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
         else v.push_back({at, 1, L, L});
       };
+      // Lines are powers of two in practice: a shift instead of a division (speed only).
+      const int line_shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
       auto row_lines = [&](std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
         out.clear();
         const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
         const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-        for (uint64_t l = lo / L; l <= hi / L; ++l) out.push_back(static_cast<int64_t>(l));
+        const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
+        for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
       };
       // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
       // every row of A, Y and the weights has lines of its own (row strides of at least a
@@ -286,12 +290,14 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
           }
           for (int64_t i = 0; i < Mb; ++i) {
+            int64_t row_lines_i = 0;  // row i's lines of every core (ap, yp, ac, yc)
             for (int64_t c2 = 0; c2 < act; ++c2) {
               ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
               if (i >= rows_of(r * P + c2)) continue;
               const int64_t m = (r * P + c2) * Mb + i;
               row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
               row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
+              row_lines_i += static_cast<int64_t>(ap[c2].size() + yp[c2].size() + ac[c2].size() + yc[c2].size());
               for (int64_t l : ap[c2]) win.add_line(l, -1);
               for (int64_t l : yp[c2]) win.add_line(l, -1);
             }
@@ -299,6 +305,10 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             // cores after c touched theirs in the previous k-step after l, cores before c
             // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
             auto overflows = [&](int64_t c, int64_t l, bool a_line) {
+              // Decided without counting when even all of row i's lines cannot overflow the
+              // set, or l alone does (same_set holds l and at most row_lines_i others).
+              if (!win.overflowing(l, static_cast<double>(1 + row_lines_i))) return false;
+              if (win.overflowing(l, 1.0)) return true;
               const int64_t st = set_of(l);
               same_set.assign(1, l);
               auto take = [&](const std::vector<int64_t>& v) {

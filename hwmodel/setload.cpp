@@ -1,5 +1,6 @@
 #include "hwmodel/setload.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace bertlab::hw {
@@ -77,6 +78,12 @@ double SetLoad::total() const {
   double t = base_ * (uniform_ ? std::max<int64_t>(1, sets_) : sets_);
   for (double x : per_set_) t += x;
   return t;
+}
+
+double SetLoad::min_load() const {
+  double least = per_set_.empty() ? 0.0 : per_set_[0];
+  for (double x : per_set_) least = std::min(least, x);
+  return base_ + least;
 }
 
 double SetLoad::lines_over(const SetLoad& window) const {

@@ -38,6 +38,8 @@ class SetLoad {
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;
   double total() const;
+  // The fewest lines any set holds (set-resolved; uniform: the lines per set).
+  double min_load() const;
   // True when sets are not resolved (one set, or a large hashed index): then either every line or
   // none is in an overflowing set, as `overflowing()` says for all of them.
   bool uniform() const { return uniform_; }

@@ -57,9 +57,10 @@ struct SetIndex {
   explicit SetIndex(const CacheDesc& c)
       : sets(c.sets()),
         bits(sets > 0 ? std::countr_zero(static_cast<uint64_t>(sets)) : 0),
-        hashed(c.hashed_index && sets > 1) {}
+        hashed(c.hashed_index && sets > 1),
+        mask(sets > 0 && std::has_single_bit(static_cast<uint64_t>(sets)) ? sets - 1 : -1) {}
   int64_t operator()(int64_t line) const {
-    if (!hashed) return line % sets;
+    if (!hashed) return mask >= 0 ? (line & mask) : line % sets;  // lines are >= 0
     uint64_t h = 0;  // XOR-fold (CacheDesc::set_of)
     for (uint64_t x = static_cast<uint64_t>(line); x != 0; x >>= bits) h ^= x;
     return static_cast<int64_t>(h & static_cast<uint64_t>(sets - 1));
@@ -67,6 +68,7 @@ struct SetIndex {
   int64_t sets;
   int bits;
   bool hashed;
+  int64_t mask;  // sets - 1 when sets is a power of two (the modulo as a mask), else -1
 };
 
 inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "hwmodel/analytic_detail.h"
 #include "hwmodel/setload.h"
 #include "hwmodel/writequeue.h"
 
@@ -145,10 +146,65 @@ TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
     SetLoad window = load;
     window.add(other);
     REQUIRE(load.total() == Approx(total));
+    REQUIRE(load.min_load() == Approx(*std::min_element(per_set.begin(), per_set.end())));
     REQUIRE(load.lines_over(window) == Approx(over));
     std::vector<Sweep> v{Sweep{static_cast<uint64_t>(rng() % 5000), 1 + int64_t(rng() % 30), 64 + int64_t(rng() % 300), 1 + int64_t(rng() % 64)}};
     int64_t n_over = 0;
     for (int64_t l : sweep_lines(v[0], L)) n_over += per_set[c.set_of(l)] + other_set[c.set_of(l)] > c.ways;
     REQUIRE(lines_of(window.overflowing_lines(v), L) == n_over);
+  }
+}
+
+// The skip test of the set-resolved BWMA windows (analytic_bwma.cpp) rests on tally_sweep
+// counting every set at least as often as SetLoad does, whatever the sweeps: lines shared
+// by segments or by sweeps, misaligned starts, whole-line strides, hashed indexes. With
+// `ways` equal to the fullest tallied set no line of the window may overflow; and the
+// tally is no bound at all if it undercounts one set, so each set is checked against a
+// line-by-line enumeration too.
+TEST_CASE("tally_sweep bounds SetLoad's per-set load", "[hwmodel]") {
+  using namespace bertlab::hw::analytic_detail;
+  std::mt19937 rng(11);
+  for (int it = 0; it < 400; ++it) {
+    const int64_t L = 64, sets = int64_t{1} << (2 + rng() % 6);
+    const bool hashed = it % 2 == 1;
+    std::vector<Sweep> v;
+    const int n = 1 + rng() % 4;
+    for (int k = 0; k < n; ++k) {
+      Sweep s = random_sweep(rng);
+      if (rng() % 2) s.stride = s.width + L * (rng() % 5);
+      if (rng() % 3 == 0) s.stride = L * (1 + rng() % 4);  // whole-line strides, misaligned starts
+      s.stride = std::max(s.stride, int64_t{1});
+      if (s.stride < s.width && rng() % 2) s.stride = s.width;  // else overlapping segments: a run
+      if (k > 0 && rng() % 2) s.start = v.back().start + rng() % 200;  // lines shared between sweeps
+      v.push_back(s);
+    }
+    const CacheDesc probe{sets * L, 1, L, 1, hashed};
+    const SetIndex set_of(probe);
+    std::vector<int32_t> count(sets, 0);
+    std::vector<int64_t> touched;
+    int32_t most = 0;
+    for (const auto& s : v) most = tally_sweep(s, L, set_of, count, touched, most);
+    std::vector<int32_t> tallied = count;
+    clear_tally(count, touched);
+    REQUIRE(std::all_of(count.begin(), count.end(), [](int32_t x) { return x == 0; }));
+    // The fullest set is what the tally says.
+    REQUIRE(most == *std::max_element(tallied.begin(), tallied.end()));
+    // Every set: at least the distinct lines of each sweep (what SetLoad counts at least).
+    std::vector<int32_t> distinct(sets, 0);
+    for (const auto& s : v) {
+      auto lines = sweep_lines(s, L);
+      std::sort(lines.begin(), lines.end());
+      lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+      for (int64_t l : lines) distinct[set_of(l)] += 1;
+    }
+    for (int64_t i = 0; i < sets; ++i) REQUIRE(tallied[i] >= distinct[i]);
+    // A cache of the same sets and `most` ways: SetLoad finds no overflowing set.
+    const CacheDesc c{sets * most * L, most, L, 1, hashed};
+    REQUIRE(c.sets() == sets);
+    if (hashed && sets > kMaxResolvedHashedSets) continue;
+    SetLoad load(c);
+    load.add(v);
+    for (const auto& s : v)
+      for (int64_t l : sweep_lines(s, L)) REQUIRE_FALSE(load.overflowing(l));
   }
 }
