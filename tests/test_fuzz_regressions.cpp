@@ -16,6 +16,7 @@
 #include "runtime/data/shard.h"
 #include "runtime/data/task_data.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/graph.h"
 #include "runtime/safetensors.h"
 #include "test_util.h"
 
@@ -253,4 +254,35 @@ TEST_CASE("Special tokens in the text: the linear search splits as the per-match
   const auto got = tok.tokenize(many);
   CHECK(got == tokenize_by_naive_specials(tok, many, specials));
   CHECK(std::count(got.begin(), got.end(), "[SEP]") == 2000 - 2000 / 7);
+}
+
+TEST_CASE("Graph JSON: integers that are floats, out of range or not numbers are named errors", "[reliability][fuzz][graph]") {
+  using Catch::Matchers::Contains;
+  // fuzz_graph crash-ccbe1a62: a tensor shape of 2e+119 reached nlohmann's get<int64_t>, a
+  // float-to-integer conversion out of range (undefined behaviour, UBSan); ids and node inputs
+  // went through get<int> the same way, and a 'format' or 'version' of another JSON type threw
+  // nlohmann's type_error past the reader.
+  Graph g;
+  const int x = g.add_tensor("x", {2, 3}, DType::f32, Role::input);
+  g.apply(OpKind::add, "sum", {x, x});
+  const nlohmann::json good = graph_to_json(g);
+  REQUIRE(graph_to_json(graph_from_json(good)) == good);
+  auto with = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = good;
+    change(j);
+    return outcome([&] { return std::to_string(graph_from_json(j).nodes().size()); });
+  };
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"][0] = 2e119; }),
+             Contains("error: malformed graph JSON: a tensor's 'shape' must be an integer") && Contains("2e+119"));
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"][1] = 3.5; }), Contains("'shape' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"][1] = uint64_t{1} << 63; }), Contains("'shape' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"] = "2x3"; }), Contains("'shape' must be an array of integers"));
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["id"] = 1e10; }), Contains("a tensor's 'id' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["nodes"][0]["inputs"][0] = int64_t{1} << 40; }),
+             Contains("a node's 'inputs' must be an integer in [-2147483648, 2147483647], got 1099511627776"));
+  CHECK_THAT(with([](auto& j) { j["nodes"][0]["outputs"][0] = -1e300; }), Contains("a node's 'outputs' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["outputs"]["sum"] = 7e20; }), Contains("an output's tensor id must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["version"] = 1e300; }), Contains("'version' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["version"] = "1"; }), Contains("'version' must be an integer"));
+  CHECK_THAT(with([](auto& j) { j["format"] = 1; }), Contains("field 'format' must be \"bertlab-graph\""));
 }
