@@ -19,7 +19,9 @@ if [ "$mode" = tsan ]; then
   exec scripts/tsan_run.sh "$@"
 fi
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBERTLAB_SANITIZE=ON "${launcher[@]}" >/dev/null
-cmake --build build-asan -j"$jobs" 2>&1 | grep -E "error" || true
+if ! cmake --build build-asan -j"$jobs" >build-asan/build.log 2>&1; then
+  grep -E "error" build-asan/build.log | head -20; echo "sanitize: the build failed (build-asan/build.log)" >&2; exit 2
+fi
 # ASan returns null for impossible allocations (as in the fuzz harnesses), so the tests of
 # huge sizes see bertlab's own "out of memory" error; leaks inside OpenMPI are suppressed by
 # library name (tests/sanitizer/lsan.supp).

@@ -17,7 +17,9 @@ cd "$root"
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DBERTLAB_TSAN=ON \
   -DBERTLAB_NATIVE=OFF -DBERTLAB_BUILD_TESTS=OFF "${launcher[@]}" >/dev/null || exit 2
-cmake --build build-tsan -j"${JOBS:-$(nproc)}" --target bertlab 2>&1 | grep -E "error" && exit 2
+if ! cmake --build build-tsan -j"${JOBS:-$(nproc)}" --target bertlab >build-tsan/build.log 2>&1; then
+  grep -E "error" build-tsan/build.log | head -20; echo "tsan: the build failed (build-tsan/build.log)" >&2; exit 2
+fi
 bin=$root/build-tsan/bertlab
 logs=$root/build-tsan/tsan-logs
 rm -rf "$logs" && mkdir -p "$logs"
