@@ -154,7 +154,8 @@ CoreWork other_work(LayerOp op, Arrangement arr, const LayerDims& d, int64_t S, 
     case LayerOp::k_transpose: {
       const uint64_t out = kRegionBase + ops[1].offset;
       if (arr == Arrangement::rwma) {  // per 4-row block of K: 4 words read per column word, 4 written
-        const auto [i0, i1] = core_rows(s / 4, P, core, 1);
+        const auto i01 = core_rows(s / 4, P, core, 1);  // no structured binding: clang 14 cannot capture one
+        const int64_t i0 = i01.first, i1 = i01.second;
         const int64_t n = i1 - i0;
         CoreWork w = indexed(d.heads * n, [=](int64_t k, std::vector<Seg>& o) {
           const int64_t head = k / n, i = i0 + k % n;
@@ -166,7 +167,8 @@ CoreWork other_work(LayerOp op, Arrangement arr, const LayerDims& d, int64_t S, 
         w.units = d.heads * n * hd, w.groups = d.heads * n;
         return w;
       }
-      const auto [i0, i1] = core_rows(s / S, P, core, 1);
+      const auto i01 = core_rows(s / S, P, core, 1);  // no structured binding: clang 14 cannot capture one
+      const int64_t i0 = i01.first, i1 = i01.second;
       const int64_t n = (i1 - i0) * (hd / S);
       CoreWork w = indexed(d.heads * n, [=](int64_t k, std::vector<Seg>& o) {
         const int64_t head = k / n, i = i0 + (k % n) / (hd / S), j = (k % n) % (hd / S);
@@ -177,7 +179,8 @@ CoreWork other_work(LayerOp op, Arrangement arr, const LayerDims& d, int64_t S, 
       return w;
     }
     case LayerOp::softmax: {
-      const auto [r0, r1] = core_rows(s, P, core, align);
+      const auto r01 = core_rows(s, P, core, align);  // no structured binding: clang 14 cannot capture one
+      const int64_t r0 = r01.first, r1 = r01.second;
       const int64_t n = r1 - r0;
       CoreWork w = indexed(d.heads * n * 2, [=](int64_t k, std::vector<Seg>& o) {
         const int64_t head = k / (2 * n), r = r0 + (k % (2 * n)) / 2;
@@ -187,7 +190,8 @@ CoreWork other_work(LayerOp op, Arrangement arr, const LayerDims& d, int64_t S, 
       return w;
     }
     case LayerOp::layernorm: {
-      const auto [r0, r1] = core_rows(s, P, core, align);
+      const auto r01 = core_rows(s, P, core, align);  // no structured binding: clang 14 cannot capture one
+      const int64_t r0 = r01.first, r1 = r01.second;
       const int64_t n = r1 - r0;
       CoreWork w = indexed(n * 3, [=](int64_t k, std::vector<Seg>& o) {
         row_segs(arr, ids[0], base0, r0 + k / 3, h, S, s * S, k % 3 == 2, o);
@@ -199,7 +203,8 @@ CoreWork other_work(LayerOp op, Arrangement arr, const LayerDims& d, int64_t S, 
     case LayerOp::gelu: {
       const bool add = op == LayerOp::residual_add;
       const int64_t bytes = ops[0].bytes;
-      const auto [l0, l1] = core_rows((bytes + 63) / 64, P, core, 1);
+      const auto l01 = core_rows((bytes + 63) / 64, P, core, 1);  // no structured binding: clang 14 cannot capture one
+      const int64_t l0 = l01.first, l1 = l01.second;
       const uint64_t y = add ? kRegionBase + ops[1].offset : base0;
       CoreWork w = indexed(l1 - l0, [=](int64_t k, std::vector<Seg>& o) {
         const int64_t off = (l0 + k) * 64, len = std::min<int64_t>(64, bytes - off);

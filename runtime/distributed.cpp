@@ -183,8 +183,13 @@ void World::wait_all() {
   }
 }
 
+// The blocking collectives below first wait for the sums the communication thread has in flight:
+// under MPI_THREAD_SERIALIZED the caller may call MPI only when that thread does not, and every
+// rank must issue its collectives in the same order. (TSan found the training step's statistics
+// allreduce running in the main thread while the gradient buckets were still being summed.)
 void World::allreduce_sum(float* data, int64_t count) {
   if (!distributed()) return;
+  wait_all();
   chunked(count, [&](int64_t at, int n) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "allreduce");
   });
@@ -192,6 +197,7 @@ void World::allreduce_sum(float* data, int64_t count) {
 
 void World::allreduce_sum(double* data, int64_t count) {
   if (!distributed()) return;
+  wait_all();
   chunked(count, [&](int64_t at, int n) {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + at, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "allreduce");
   });
@@ -199,6 +205,7 @@ void World::allreduce_sum(double* data, int64_t count) {
 
 void World::broadcast(float* data, int64_t count, int root) {
   if (!distributed()) return;
+  wait_all();
   chunked(count, [&](int64_t at, int n) {
     mpi_check(MPI_Bcast(data + at, n, MPI_FLOAT, root, MPI_COMM_WORLD), "broadcast");
   });
@@ -206,6 +213,7 @@ void World::broadcast(float* data, int64_t count, int root) {
 
 std::string World::broadcast_text(const std::string& text, int root) {
   if (!distributed()) return text;
+  wait_all();
   int64_t size = static_cast<int64_t>(text.size());
   mpi_check(MPI_Bcast(&size, 1, MPI_INT64_T, root, MPI_COMM_WORLD), "broadcast");
   std::string out = rank_ == root ? text : std::string(static_cast<size_t>(size), '\0');

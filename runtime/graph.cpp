@@ -1,6 +1,7 @@
 #include "runtime/graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "base/error.h"
@@ -20,6 +21,30 @@ template <typename E, size_t N>
 const char* name_of(E e, const std::array<const char*, N>& names) {
   auto i = static_cast<size_t>(e);
   return i < N ? names[i] : "?";
+}
+
+// The integers of graph JSON (shapes, ids): nlohmann's get<> of a float, or of an integer out
+// of the target's range, converts with undefined behaviour (fuzz_graph: a shape of 2e+119), so
+// the kind and the range are checked first.
+int64_t graph_integer(const nlohmann::json& v, std::string_view what, int64_t lo, int64_t hi) {
+  check(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(hi)) &&
+            v.get<int64_t>() >= lo && v.get<int64_t>() <= hi,
+        "malformed graph JSON: {} must be an integer in [{}, {}], got {}", what, lo, hi, v.dump().substr(0, 80));
+  return v.get<int64_t>();
+}
+
+int graph_id(const nlohmann::json& v, std::string_view what) {
+  return static_cast<int>(graph_integer(v, what, std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
+}
+
+template <typename T>
+std::vector<T> graph_integers(const nlohmann::json& v, std::string_view what) {
+  check(v.is_array(), "malformed graph JSON: {} must be an array of integers, got {}", what, v.dump().substr(0, 80));
+  std::vector<T> out;
+  out.reserve(v.size());
+  for (const auto& x : v)
+    out.push_back(static_cast<T>(graph_integer(x, what, std::numeric_limits<T>::min(), std::numeric_limits<T>::max())));
+  return out;
 }
 
 constexpr std::array<const char*, 4> kDTypeNames{"f32", "bf16", "i32", "i8"};
@@ -225,9 +250,9 @@ nlohmann::json graph_to_json(const Graph& g) {
 }
 
 Graph graph_from_json(const nlohmann::json& j) {
-  check(j.is_object() && j.value("format", "") == "bertlab-graph",
+  check(j.is_object() && j.contains("format") && j["format"] == "bertlab-graph",
         "not a bertlab graph: field 'format' must be \"bertlab-graph\"");
-  int version = j.value("version", -1);
+  const int version = j.contains("version") ? graph_id(j["version"], "'version'") : -1;
   check(version == kGraphFormatVersion, "graph format version {} is not supported (expected {})",
         version, kGraphFormatVersion);
   Graph g;
@@ -236,11 +261,11 @@ Graph graph_from_json(const nlohmann::json& j) {
     for (const auto& t : j.at("tensors")) {
       std::string role = t.at("role");
       std::string layout = t.value("layout", "plain");
-      int id = g.add_tensor(t.at("name"), t.at("shape").get<Shape>(),
+      int id = g.add_tensor(t.at("name"), graph_integers<int64_t>(t.at("shape"), "a tensor's 'shape'"),
                             dtype_from_string(t.at("dtype")),
                             parse_enum<Role>(role, kRoleNames, "tensor role"),
                             parse_enum<Layout>(layout, kLayoutNames, "layout"));
-      check(id == t.at("id").get<int>(), "graph tensors must be listed in id order (tensor '{}')",
+      check(id == graph_id(t.at("id"), "a tensor's 'id'"), "graph tensors must be listed in id order (tensor '{}')",
             t.at("name").get<std::string>());
       g.tensor(id).attrs = t.value("attrs", nlohmann::json::object());
     }
@@ -249,8 +274,8 @@ Graph graph_from_json(const nlohmann::json& j) {
       n.id = static_cast<int>(g.nodes().size());
       n.name = jn.at("name");
       n.kind = op_kind_from_string(jn.at("op"));
-      n.inputs = jn.at("inputs").get<std::vector<int>>();
-      n.outputs = jn.at("outputs").get<std::vector<int>>();
+      n.inputs = graph_integers<int>(jn.at("inputs"), "a node's 'inputs'");
+      n.outputs = graph_integers<int>(jn.at("outputs"), "a node's 'outputs'");
       n.attrs = jn.value("attrs", nlohmann::json::object());
       if (auto legacy = legacy_activation_op(jn.at("op")); legacy && !n.attrs.contains("activation"))
         n.attrs["activation"] = legacy->second;
@@ -260,7 +285,7 @@ Graph graph_from_json(const nlohmann::json& j) {
     }
     const auto outputs = j.value("outputs", nlohmann::json::object());
     for (auto it = outputs.begin(); it != outputs.end(); ++it)
-      g.mark_output(it.value().get<int>(), it.key());
+      g.mark_output(graph_id(it.value(), "an output's tensor id"), it.key());
   } catch (const nlohmann::json::exception& e) {
     fail("malformed graph JSON: {}", e.what());
   }

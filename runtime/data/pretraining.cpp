@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "base/file_util.h"
+#include "base/tsan.h"
 #include "runtime/data/shard.h"
 #include "base/error.h"
 
@@ -22,10 +23,14 @@ void parallel_with_progress(std::size_t n, std::string_view stage, const Progres
   const std::size_t chunk = std::max<std::size_t>(64, n / 50);
   for (std::size_t from = 0; from < n; from += chunk) {
     std::size_t to = std::min(n, from + chunk);
+    TsanJoin join;
     tbb::parallel_for(tbb::blocked_range<std::size_t>(from, to, 1),
                       [&](const tbb::blocked_range<std::size_t>& r) {
+                        join.enter();
                         for (auto i = r.begin(); i != r.end(); ++i) fn(i);
+                        join.leave();
                       });
+    join.joined();
     if (progress) progress(stage, to, n);
   }
 }

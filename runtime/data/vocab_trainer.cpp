@@ -9,6 +9,7 @@
 
 #include "runtime/data/utf8.h"
 #include "base/error.h"
+#include "base/tsan.h"
 
 namespace bertlab::data {
 namespace {
@@ -20,7 +21,9 @@ WordCounts count_words(const std::vector<Document>& docs, const TokenizerConfig&
   BasicTokenizer basic(config);
   const std::size_t chunks = std::min<std::size_t>(docs.size(), 64);
   std::vector<WordCounts> partial(chunks);
+  TsanJoin join;
   tbb::parallel_for(std::size_t{0}, chunks, [&](std::size_t c) {
+    join.enter();
     Words words;
     std::string w;
     for (std::size_t d = c; d < docs.size(); d += chunks) {
@@ -38,7 +41,9 @@ WordCounts count_words(const std::vector<Document>& docs, const TokenizerConfig&
         }
       }
     }
+    join.leave();
   });
+  join.joined();
   WordCounts total;
   for (auto& p : partial)
     for (auto& [w, n] : p) total[w] += n;
