@@ -107,6 +107,11 @@ int64_t dtype_size(DType t) {
 
 int Graph::add_tensor(std::string name, Shape shape, DType dtype, Role role, Layout layout) {
   for (auto d : shape) check(d > 0, "tensor '{}': dimensions must be positive, got {}", name, shape_str(shape));
+  // The element count and the byte size (8 bytes at most per element) must be int64_t values.
+  int64_t elements = 1;
+  for (auto d : shape)
+    check(!__builtin_mul_overflow(elements, d, &elements) && elements <= (int64_t{1} << 60),
+          "tensor '{}': shape {} has more than 2^60 elements", name, shape_str(shape));
   TensorDesc t;
   t.id = static_cast<int>(tensors_.size());
   t.name = std::move(name);

@@ -277,6 +277,11 @@ TEST_CASE("Graph JSON: integers that are floats, out of range or not numbers are
   CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"][1] = 3.5; }), Contains("'shape' must be an integer"));
   CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"][1] = uint64_t{1} << 63; }), Contains("'shape' must be an integer"));
   CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"] = "2x3"; }), Contains("'shape' must be an array of integers"));
+  // Each dimension valid, their product past int64_t (numel() and bytes() would overflow).
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"] = {int64_t{1} << 40, int64_t{1} << 40}; }),
+             Contains("tensor 'x': shape [1099511627776, 1099511627776] has more than 2^60 elements"));
+  CHECK_THAT(with([](auto& j) { j["tensors"][0]["shape"] = {int64_t{1} << 30, int64_t{1} << 31}; }),
+             Contains("has more than 2^60 elements"));
   CHECK_THAT(with([](auto& j) { j["tensors"][0]["id"] = 1e10; }), Contains("a tensor's 'id' must be an integer"));
   CHECK_THAT(with([](auto& j) { j["nodes"][0]["inputs"][0] = int64_t{1} << 40; }),
              Contains("a node's 'inputs' must be an integer in [-2147483648, 2147483647], got 1099511627776"));
