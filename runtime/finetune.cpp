@@ -195,12 +195,15 @@ std::vector<double> softmax(const float* x, int64_t L) {
   return p;
 }
 
+// Grouping by length pads a batch to a multiple of S/4 (rounded up to 8), so that at most four
+// graphs of one run exist and padding stays under a quarter of S.
+int64_t length_quantum(int64_t S) { return std::max<int64_t>(8, (S / 4 + 7) / 8 * 8); }
+
 // The padded length of a batch whose longest example has `longest` tokens: `S` itself, or with
-// grouping by length the next multiple of S/4 (rounded up to 8), so that at most four graphs
-// of one run exist and padding stays under a quarter of S.
+// grouping the next multiple of the quantum.
 int64_t padded_length(int64_t longest, int64_t S, bool group) {
   if (!group) return S;
-  const int64_t quantum = std::max<int64_t>(8, (S / 4 + 7) / 8 * 8);
+  const int64_t quantum = length_quantum(S);
   return std::min(S, std::max<int64_t>(1, (longest + quantum - 1) / quantum) * quantum);
 }
 
@@ -224,6 +227,7 @@ class LengthExecutors {
     return {ex.get(), S};
   }
   int64_t count() const { return static_cast<int64_t>(executors_.size()); }
+  bool grouped() const { return group_; }
   void repack_weights() {
     for (auto& [S, ex] : executors_) ex->repack_weights();
   }
@@ -240,11 +244,11 @@ class LengthExecutors {
 // sub-word / sequence when predicting).
 template <typename Fn>
 void run_inference(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
-                   const data::BertTokenizer& tok, bool group, Fn&& fn) {
+                   const data::BertTokenizer& tok, Fn&& fn) {
   const int64_t N = static_cast<int64_t>(set.items.size());
   std::vector<int64_t> order(static_cast<size_t>(N));
   for (int64_t i = 0; i < N; ++i) order[i] = i;
-  if (group)
+  if (executors.grouped())
     std::stable_sort(order.begin(), order.end(),
                      [&](int64_t a, int64_t b) { return set.items[a].ids.size() > set.items[b].ids.size(); });
   for (int64_t first = 0; first < N; first += B) {
@@ -270,10 +274,10 @@ void run_inference(LengthExecutors& executors, const EncodedSet& set, int64_t B,
 }
 
 EvalResult evaluate_set(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
-                        const data::BertTokenizer& tok, const LabelSet& labels, bool group) {
+                        const data::BertTokenizer& tok, const LabelSet& labels) {
   std::vector<int32_t> gold, pred;
   double loss = 0;
-  run_inference(executors, set, B, heads, L, tok, group, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+  run_inference(executors, set, B, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
     const int32_t g = set.items[i].labels[s < 0 ? 0 : s];
     if (g == -100) return;
     gold.push_back(g);
@@ -430,7 +434,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}", L,
                   train.items.size(), eval.items.size(), S, S_eval,
                   o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}",
-                                                  padded_length(1, S, true))
+                                                  length_quantum(S))
                                     : ""));
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
@@ -491,7 +495,7 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     FinetuneEvent e;
     e.kind = FinetuneEvent::evaluation;
     e.step_index = step, e.max_steps = max_steps;
-    e.eval = evaluate_set(eval_ex, eval, B, heads, L, tok, labels, group);
+    e.eval = evaluate_set(eval_ex, eval, B, heads, L, tok, labels);
     e.eval.majority_accuracy = majority_accuracy;
     e.best = e.eval.metric(o.metric) > best_metric;
     if (e.best) {
@@ -637,7 +641,7 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
                  {"probabilities", std::vector<nlohmann::json>(sentences[i].words.size())}};
     }
   }
-  run_inference(ex, set, B, heads, L, tok, false, [&](int64_t i, int64_t s, const std::vector<double>& p) {
+  run_inference(ex, set, B, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
     const auto best = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
     if (s < 0) {
       nlohmann::json all = nlohmann::json::object();
