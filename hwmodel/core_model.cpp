@@ -327,11 +327,11 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
         for (const auto& g : buf)
           if (g.bytes > 0) accesses += static_cast<int64_t>((g.addr + g.bytes - 1) / line - g.addr / line + 1);
         for (const auto& g : buf)
-          for (uint64_t a = g.addr; a < g.addr + g.bytes;) {
-            const uint64_t end = std::min(g.addr + g.bytes, (a / line + 1) * line);
-            sim.access(core, g.op, a, static_cast<int64_t>(end - a), g.write);
+          for (uint64_t at = g.addr; at < g.addr + g.bytes;) {
+            const uint64_t end = std::min(g.addr + g.bytes, (at / line + 1) * line);
+            sim.access(core, g.op, at, static_cast<int64_t>(end - at), g.write);
             stack_between(core, accesses);
-            a = end;
+            at = end;
           }
       }
       if (!live[core]) continue;
