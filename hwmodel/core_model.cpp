@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <future>
 
@@ -256,8 +257,8 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
   for (const StackLine& l : stack.lines) {
     check(l.l1_set >= 0 && l.l1_set < sys.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
           l.l1_set, sys.l1.sets() - 1);
-    check(l.per_step > 0 && l.per_step <= 1, "core model: stack line in L1 set {}: {} touches per step, expected (0, 1]",
-          l.l1_set, l.per_step);
+    check(l.per_step > 0 && std::isfinite(l.per_step),
+          "core model: stack line in L1 set {}: {} touches per step, expected a positive number", l.l1_set, l.per_step);
   }
   TraceSim sim(sys, P);
   const auto ops = op_operands(op, d);
@@ -266,25 +267,44 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
   // The stack stream: core c's stack lines lie in its private address range (c + 1) << 44
   // (as the lackey replay maps each process's non-operand addresses), one in each given L1
   // set; they are warm and dirty when the op starts (the kernel's frames were written by its
-  // caller), so they are touched once before the counts restart. Then line i is touched at
-  // the steps where the running sum of its per_step rate passes a whole number (the measured
-  // touches per step, spread evenly).
+  // caller), so they are touched once before the counts restart. Then a line of at most one
+  // touch per step is touched after the steps where the running sum of its rate passes a
+  // whole number; a line of more than one touch per step (the kernel's locals between the
+  // step's operand accesses: K transpose's 4 x 4 blocks, a layernorm pass) after the step's
+  // line accesses where the running sum of rate / accesses passes a whole number, at most
+  // once after each (the measured touches per step, spread evenly over the step's accesses).
   const int64_t nstack = static_cast<int64_t>(stack.lines.size());
   const int stack_id = nstack > 0 ? sim.operand("stack") : -1;
   const int64_t line = sys.l1.line_bytes;
+  const bool within = std::any_of(stack.lines.begin(), stack.lines.end(), [](const StackLine& l) { return l.per_step > 1; });
   std::vector<double> due(P * nstack, 0.0);  // per core and line: touches owed
-  auto stack_touch = [&](int64_t core, bool all) {
-    const uint64_t base = static_cast<uint64_t>(core + 1) << 44;
+  auto touch_line = [&](int64_t core, int64_t i) {
+    sim.access(core, stack_id, (static_cast<uint64_t>(core + 1) << 44) + stack.lines[i].l1_set * line, line, true);
+  };
+  // After a step (rates <= 1; all: every line, the warm start).
+  auto stack_step = [&](int64_t core, bool all) {
     for (int64_t i = 0; i < nstack; ++i) {
+      if (!all && stack.lines[i].per_step > 1) continue;
       double& d = due[core * nstack + i];
       d += stack.lines[i].per_step;
       if (!all && d < 1) continue;
       d = all ? 0 : d - 1;
-      sim.access(core, stack_id, base + stack.lines[i].l1_set * line, line, true);
+      touch_line(core, i);
+    }
+  };
+  // After one of a step's `accesses` line accesses (rates > 1).
+  auto stack_between = [&](int64_t core, int64_t accesses) {
+    for (int64_t i = 0; i < nstack; ++i) {
+      if (stack.lines[i].per_step <= 1) continue;
+      double& d = due[core * nstack + i];
+      d += std::min(1.0, stack.lines[i].per_step / static_cast<double>(accesses));
+      if (d < 1) continue;
+      d -= 1;
+      touch_line(core, i);
     }
   };
   if (nstack > 0) {
-    for (int64_t core = 0; core < P; ++core) stack_touch(core, true);
+    for (int64_t core = 0; core < P; ++core) stack_step(core, true);
     sim.reset_counts();
   }
   std::vector<CoreWork> work;
@@ -300,10 +320,23 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
       if (!live[core]) continue;
       buf.clear();
       live[core] = work[core].steps(buf);
-      for (const auto& g : buf) sim.access(core, g.op, g.addr, g.bytes, g.write);
+      if (!within) {
+        for (const auto& g : buf) sim.access(core, g.op, g.addr, g.bytes, g.write);
+      } else {  // line by line, the locals of rates above one touch per step between them
+        int64_t accesses = 0;
+        for (const auto& g : buf)
+          if (g.bytes > 0) accesses += static_cast<int64_t>((g.addr + g.bytes - 1) / line - g.addr / line + 1);
+        for (const auto& g : buf)
+          for (uint64_t at = g.addr; at < g.addr + g.bytes;) {
+            const uint64_t end = std::min(g.addr + g.bytes, (at / line + 1) * line);
+            sim.access(core, g.op, at, static_cast<int64_t>(end - at), g.write);
+            stack_between(core, accesses);
+            at = end;
+          }
+      }
       if (!live[core]) continue;
       ++steps[core];
-      if (nstack > 0) stack_touch(core, false);  // the kernel's locals, at their measured rates
+      if (nstack > 0) stack_step(core, false);  // the kernel's locals, at their measured rates
       n += live[core] ? 1 : 0;
     }
   }

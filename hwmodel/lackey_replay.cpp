@@ -1,6 +1,17 @@
 #include "hwmodel/lackey_replay.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -11,6 +22,78 @@
 #include "base/error.h"
 
 namespace bertlab::hw {
+
+bool process_running(int64_t pid) {
+  // /proc/PID/stat: "PID (COMM) STATE ..."; COMM may hold spaces and parentheses.
+  std::ifstream f(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return false;
+  const char state = stat[close + 2];
+  return state != 'Z' && state != 'X' && state != 'x';
+}
+
+TraceReader::TraceReader(const std::string& path, int64_t writer, double timeout_s)
+    : path_(path), buf_(size_t{1} << 20) {
+  struct stat st {};
+  check(::stat(path.c_str(), &st) == 0, "replay: cannot open trace '{}': {}", path, std::strerror(errno));
+  fifo_ = S_ISFIFO(st.st_mode);
+  fd_ = ::open(path.c_str(), fifo_ ? O_RDONLY | O_NONBLOCK : O_RDONLY);
+  check(fd_ >= 0, "replay: cannot open trace '{}': {}", path, std::strerror(errno));
+  if (!fifo_) return;
+  ::fcntl(fd_, F_SETPIPE_SZ, static_cast<int>(buf_.size()));  // best effort (pipe-max-size)
+  try {
+    wait_for_writer(writer, timeout_s);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // from here on, read() waits for data
+}
+
+TraceReader::~TraceReader() { ::close(fd_); }
+
+void TraceReader::wait_for_writer(int64_t writer, double timeout_s) {
+  // Until the FIFO has data or a writer that closed it (POLLHUP: Linux reports it only once a
+  // writer has come and gone, not while none has opened the FIFO yet).
+  const auto start = std::chrono::steady_clock::now();
+  auto ready = [&](int wait_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    int n;
+    do n = ::poll(&p, 1, wait_ms);
+    while (n < 0 && errno == EINTR);
+    check(n >= 0, "replay: cannot wait for trace FIFO '{}': {}", path_, std::strerror(errno));
+    return n > 0 && (p.revents & (POLLIN | POLLHUP)) != 0;
+  };
+  while (!ready(50)) {
+    // Exited between two polls: what it wrote before is in the FIFO (poll once more).
+    if (writer > 0 && !process_running(writer) && !ready(0))
+      fail("replay: the writer of trace FIFO '{}' (process {}) exited without opening it (did the tracer fail to "
+           "start? see its log)",
+           path_, writer);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    check(waited < timeout_s, "replay: no writer opened trace FIFO '{}' within {} s (did the tracer fail to start?)",
+          path_, timeout_s);
+  }
+}
+
+TraceReader::int_type TraceReader::underflow() {
+  if (fifo_) {
+    for (int waited = 0; waited < 100; ++waited) {  // at most 0.1 s, then block in read()
+      int avail = 0;
+      if (::ioctl(fd_, FIONREAD, &avail) != 0 || avail >= static_cast<int>(buf_.size() / 4)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ssize_t n;
+  do n = ::read(fd_, buf_.data(), buf_.size());
+  while (n < 0 && errno == EINTR);
+  check(n >= 0, "replay: cannot read trace '{}': {}", path_, std::strerror(errno));
+  if (n == 0) return traits_type::eof();
+  setg(buf_.data(), buf_.data(), buf_.data() + n);
+  return traits_type::to_int_type(buf_[0]);
+}
 
 TraceFormat trace_format_from_string(const std::string& s) {
   if (s == "lackey") return TraceFormat::lackey;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <istream>
 #include <map>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,39 @@ struct ReplayResult {
   // measured from.
   std::vector<std::map<uint64_t, int64_t>> other_lines;
 };
+
+// A trace file or FIFO, read in 1 MB blocks (an std::streambuf for replay_traces). lackey
+// writes its trace one line per write() (hwtrace in 1 MB blocks, for which the wait below costs
+// nothing); a reader that wakes for each line spends more CPU time in the kernel than lackey
+// itself (measured: docs/hwmodel.md, "Agreement"). So a FIFO's buffer is enlarged to 1 MB
+// and, while less than a quarter of it is filled, the reader sleeps 1 ms instead of blocking
+// in read(): lackey's writes then land in the pipe without waking anyone.
+//
+// A FIFO is opened without blocking (a blocking open waits for a writer forever, so a tracer
+// that fails to start would hang the replay), then waits until its writer has written or
+// closed it; it fails, naming the FIFO, when the writer process `writer` (0: not known) has
+// exited first, or after `timeout_s` seconds without a writer.
+class TraceReader : public std::streambuf {
+ public:
+  explicit TraceReader(const std::string& path, int64_t writer = 0, double timeout_s = 120);
+  ~TraceReader() override;
+  TraceReader(const TraceReader&) = delete;
+  TraceReader& operator=(const TraceReader&) = delete;
+
+ protected:
+  int_type underflow() override;
+
+ private:
+  void wait_for_writer(int64_t writer, double timeout_s);
+  std::string path_;
+  std::vector<char> buf_;
+  int fd_ = -1;
+  bool fifo_ = false;
+};
+
+// Whether process `pid` runs (exists and is not a zombie: a writer that exited but was not yet
+// reaped by its parent counts as exited).
+bool process_running(int64_t pid);
 
 enum class TraceFormat { lackey, hwtrace };
 TraceFormat trace_format_from_string(const std::string& s);  // "lackey" | "hwtrace"

@@ -88,8 +88,8 @@ def stack_sets(replay_line, tool, system):
     """One line of D/stack.txt from a lackey replay of one core ("OP ARR SEQ S {json}"): the
     non-operand lines the kernel touched at least once per group of its schedule (per tile,
     row or block: the core model's groups; for the streams, whose one group is the call, per
-    step: per line), each as L1SET:TOUCHES_PER_STEP (the model's steps of the same run, at
-    most 1). Rarer lines (touched per call or per head) are left out. GEMM kernels are one
+    step: per line), each as L1SET:TOUCHES_PER_STEP (the model's steps of the same run; above
+    1 the model places the touches between the step's accesses). Rarer lines (touched per call or per head) are left out. GEMM kernels are one
     template per arrangement and S (hwmodel/reference/kernels.h), so the attention-output GEMM
     (one instance of (768 / S)^2 tiles at seq 32, so that lines touched once per call or per
     head stay below the threshold) stands for every GEMM op. Prints "OP ARR S LINES" (LINES
@@ -104,7 +104,7 @@ def stack_sets(replay_line, tool, system):
     for st, n in lines:  # two lines in one set: the more touched one
         if n >= per and n > touched.get(st, 0):
             touched[st] = n
-    spec = ["%d:%.4g" % (st, min(1.0, n / steps)) for st, n in sorted(touched.items())]
+    spec = ["%d:%.4g" % (st, n / steps) for st, n in sorted(touched.items())]
     for o in (GEMMS if op in GEMMS else (op,)):
         print("%s %s %d %s" % (o, arr, S, ",".join(spec) or "-"))
 

@@ -14,6 +14,9 @@
 #                                                  sets), from memory traces at seq 32, one
 #                                                  core -> OUT/stack.txt (compare passes them
 #                                                  to the model)
+#   scripts/hwmodel_reference.sh restack OUT       OUT/stack.txt again from the traces' counts
+#                                                  that stack keeps (OUT/stack_raw.txt), without
+#                                                  tracing (after a change of the rate rule)
 #   scripts/hwmodel_reference.sh speed [OP SEQ S]  the replay of one op (both arrangements, one
 #                                                  core; default attn_out 32 32) under lackey and
 #                                                  hwtrace: kernel instructions per CPU second
@@ -158,15 +161,16 @@ case "${1:-}" in
       [ -z "${seen[$op $arr $S]:-}" ] || continue
       seen[$op $arr $S]=1
       grep -q "^$op $arr $seq $S $P " "$dir/replay.txt" 2>/dev/null && continue  # already replayed
-      fifos=()
+      fifos=() writers=()
       tmpd=$(mktemp -d)
       for ((c = 0; c < P; ++c)); do
         mkfifo "$tmpd/core$c"
         fifos+=("$tmpd/core$c")
         trace_core "$tmpd/core$c" "$cpu" "$op" "$arr" "$seq" "$S" "$P" "$c" &
+        writers+=(--writer-pid "$!")  # the replay fails at once if a tracer exits without opening its FIFO
       done
       line=$(/usr/bin/time -f "%U %S" -a -o "$cpu" "$TOOL" replay --format "$TRACER" --op "$op" --seq "$seq" \
-        --system "$SYSTEM" "${fifos[@]}")
+        --system "$SYSTEM" "${writers[@]}" "${fifos[@]}") || { cat "$tmpd"/*.log >&2 2>/dev/null; rm -rf "$tmpd"; exit 1; }
       wait
       echo "$op $arr $seq $S $P $line" >> "$dir/replay.txt"
       rm -rf "$tmpd"
@@ -192,7 +196,8 @@ case "${1:-}" in
       tmpd=$(mktemp -d)
       mkfifo "$tmpd/core0"
       trace_core "$tmpd/core0" /dev/null "$op" "$arr" 32 "$S" 1 0 &
-      line=$("$TOOL" replay --format "$TRACER" --op "$op" --seq 32 --system "$SYSTEM" "$tmpd/core0")
+      line=$("$TOOL" replay --format "$TRACER" --op "$op" --seq 32 --system "$SYSTEM" --writer-pid "$!" "$tmpd/core0") ||
+        { cat "$tmpd"/*.log >&2 2>/dev/null; rm -rf "$tmpd"; exit 1; }
       wait
       rm -rf "$tmpd"
       echo "$op $arr 32 $S $line" >> "$dir/stack_raw.txt"
@@ -200,6 +205,15 @@ case "${1:-}" in
     done; done; done
     mv "$dir/stack.txt.tmp" "$dir/stack.txt"
     echo "stack: $(( $(date +%s) - start )) s wall" | tee -a "$dir/timing.txt"
+    ;;
+  restack)
+    dir=$2
+    rm -f "$dir/stack.txt.tmp"
+    while read -r line; do
+      echo "$line" | /usr/bin/python3 "$here/hwmodel_reference.py" stacksets "$TOOL" "$SYSTEM" >> "$dir/stack.txt.tmp"
+    done < "$dir/stack_raw.txt"
+    mv "$dir/stack.txt.tmp" "$dir/stack.txt"
+    echo "restack: $dir/stack.txt from $dir/stack_raw.txt"
     ;;
   speed)
     op=${2:-attn_out} seq=${3:-32} S=${4:-32}
@@ -230,7 +244,8 @@ PY
       echo "(fitted at seq 32 and 64). The model's stack stream (hwmodel/core_model.h, CoreStack): the reference"
       echo "binary's stack lines touched at least once per tile, row or block (per line for residual add and GELU),"
       echo "with their touches per schedule step, measured by \`scripts/hwmodel_reference.sh stack\` from memory"
-      echo "traces at seq 32 (listed at the end as L1 set:touches per step)."
+      echo "traces at seq 32 (listed at the end as L1 set:touches per step; above one per step, the model places"
+      echo "the touches between the step's line accesses)."
       echo "A '-' in a ref column: not measured (see the run times at the end)."
       echo "The summary per seq and metric follows the table; why the worst cases differ and what closing"
       echo "them would take: docs/hwmodel.md, \"Agreement of the core model with the reference\"."

@@ -320,7 +320,8 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   // set leaves one way. The synthetic trace walks TiC-SAT's loop nest (kernels.h), written
   // out here independently of the model: per (head, 4-row block): per column word j, four
   // loads down K's rows, four stores to K^T's rows; then the kernel's stack lines, once per
-  // block (one model step).
+  // block (one model step). Lines of more than one touch per block are touched between the
+  // block's 128 accesses: 64 per block after every second access, 128 (or more) after each.
   LayerDims d;
   d.seq = 512;
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
@@ -329,17 +330,26 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   const auto ops = op_operands(LayerOp::k_transpose, d);
   const uint64_t base = 0x40000000, marker = 0x9000, warm = 0xa000;
   const uint64_t stack = 0x7ff000000;  // a multiple of 16 KB (the L1's way) and of the LLC's way
-  // Four stack lines: three touched once per step (block), one every other step.
-  const CoreStack st{{{0, 1.0}, {8, 1.0}, {9, 1.0}, {200, 0.5}}};
+  // Six stack lines: two touched once per step (block), one every other step, three between
+  // the block's accesses (after every second one; after each, at 128 and at 300 per block).
+  const CoreStack st{{{0, 1.0}, {8, 1.0}, {9, 64.0}, {16, 128.0}, {24, 300.0}, {200, 0.5}}};
   auto trace = [&](bool with_stack) {
     std::string t = fmt::format("#hwref region={:#x} bytes={} marker={:#x} warm={:#x}\n", base, region_bytes(ops),
                                 marker, warm);
-    int64_t step = 0;
+    int64_t step = 0, access = 0;
     auto touch_stack = [&](bool all) {
       ++step;
       if (with_stack)
         for (const StackLine& l : st.lines)
-          if (all || l.per_step == 1.0 || step % 2 == 0) t += fmt::format(" M {:x},8\n", stack + l.l1_set * 64);
+          if (all || l.per_step == 1.0 || (l.per_step == 0.5 && step % 2 == 0))
+            t += fmt::format(" M {:x},8\n", stack + l.l1_set * 64);
+    };
+    auto between = [&]() {  // after one of the block's 128 accesses
+      ++access;
+      if (with_stack)
+        for (const StackLine& l : st.lines)
+          if (l.per_step > 64.0 || (l.per_step == 64.0 && access % 2 == 0))
+            t += fmt::format(" M {:x},8\n", stack + l.l1_set * 64);
     };
     t += fmt::format(" S {:x},8\n", warm);
     touch_stack(true);
@@ -351,9 +361,14 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
       for (int64_t i = 0; i < s_ / 4; ++i) {
         for (int64_t j = 0; j < hd / 4; ++j) {
           t += "I  0400000,4\n";
-          for (int64_t k = 0; k < 4; ++k) t += fmt::format(" L {:x},4\n", in + head * hd + (4 * i + k) * 3 * h + 4 * j);
-          for (int64_t k = 0; k < 4; ++k)
+          for (int64_t k = 0; k < 4; ++k) {
+            t += fmt::format(" L {:x},4\n", in + head * hd + (4 * i + k) * 3 * h + 4 * j);
+            between();
+          }
+          for (int64_t k = 0; k < 4; ++k) {
             t += fmt::format(" S {:x},4\n", out + head * hd * s_ + (4 * j + k) * s_ + 4 * i);
+            between();
+          }
         }
         touch_stack(false);
       }
@@ -374,9 +389,16 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   CHECK(m0.traffic.l1_misses == without.traffic.l1_misses);
   CHECK(m.traffic.llc_misses == with.traffic.llc_misses);
   CHECK(m.steps[0] == d.heads * d.seq / 4);
+  // Where the touches fall matters: the same lines touched once per block, after it, give
+  // other counts.
+  CoreStack once = st;
+  for (StackLine& l : once.lines) l.per_step = std::min(l.per_step, 1.0);
+  const OpModel m1 = model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, once);
+  INFO(fmt::format("model with every line at most once per block: {}", m1.traffic.l1_misses[0]));
+  CHECK(m1.traffic.l1_misses != with.traffic.l1_misses);
   // A set outside the L1 is an error naming it.
   CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{256, 1.0}}}),
                     Catch::Contains("L1 set 256"));
-  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{3, 1.5}}}),
-                    Catch::Contains("expected (0, 1]"));
+  CHECK_THROWS_WITH(model_op(LayerOp::k_transpose, Arrangement::rwma, d, s, {}, CoreStack{{{3, -1.0}}}),
+                    Catch::Contains("expected a positive number"));
 }

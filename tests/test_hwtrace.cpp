@@ -2,14 +2,18 @@
 // hw_main.c), against valgrind's lackey: the same events, so the same ReplayResult
 // (hwmodel/lackey_replay.h), and the same instruction count as cachegrind's Ir.
 #include <fmt/core.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "hwmodel/lackey_replay.h"
@@ -50,6 +54,24 @@ void check_same(const ReplayResult& a, const ReplayResult& b) {
     CHECK(o.row_misses == p.row_misses);
   }
   CHECK(a.other_lines == b.other_lines);
+}
+
+extern "C" char** environ;
+
+// Starts `/bin/sh -c cmd` in the background; its process id.
+pid_t spawn_shell(const std::string& cmd) {
+  pid_t pid = 0;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  REQUIRE(::posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  return pid;
+}
+int reap(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
 SystemDesc hand_system() {
@@ -117,6 +139,64 @@ TEST_CASE("hwtrace replay: a file that is not an hwtrace trace is refused, namin
                     Catch::Contains("ends inside a record"));
 }
 
+// A tracer that fails to start never opens its FIFO; a blocking open() of the FIFO would wait
+// for it forever. The replay's reader (TraceReader) fails instead, naming the FIFO.
+TEST_CASE("replay: a trace FIFO whose writer exits without opening it is a clear error, not a hang",
+          "[hwmodel-reference]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("bertlab_fifo_{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "core0").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  SECTION("the writer dies at once (not reaped yet: a zombie counts as exited)") {
+    const pid_t writer = spawn_shell("exit 3");
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      TraceReader r(fifo, writer, 60);
+      std::istream in(&r);
+      replay_traces({&in}, TraceFormat::hwtrace, hand_system(), {});
+      FAIL("the replay ran without a writer");
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      INFO(what);
+      CHECK_THAT(what, Catch::Contains(fifo) && Catch::Contains(fmt::format("process {}", writer)) &&
+                           Catch::Contains("exited without opening it"));
+    }
+    CHECK(seconds_since(start) < 10);  // detected, not the 60 s timeout
+    CHECK(WEXITSTATUS(reap(writer)) == 3);
+  }
+  SECTION("no writer known: the timeout") {
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(TraceReader(fifo, 0, 0.3), Catch::Contains(fifo) && Catch::Contains("within 0.3 s"));
+    const double waited = seconds_since(start);
+    CHECK(waited >= 0.3);
+    CHECK(waited < 10);
+  }
+  SECTION("a writer that opens the FIFO late is waited for, and its trace replays as from memory") {
+    const std::string hwref = "#hwref region=0x1000 bytes=4096 marker=0x9000 warm=0xa000\n";
+    const std::string text = hwref + " S a000,8\n L 30040,4\nI  0400000,4\n S 9000,8\nI  0400004,4\n L 1000,4\n"
+                                     "I  0400008,4\n S 1080,8\nI  040000c,4\n S 9000,8\nI  0400010,4\n";
+    std::ofstream((dir / "trace.txt").string()) << text;
+    const pid_t writer = spawn_shell(fmt::format("sleep 0.3; cat {} > {}", (dir / "trace.txt").string(), fifo));
+    const std::vector<Operand> ops{{"a", 64, 0}, {"b", 64, 64}, {"c", 64, 128}};
+    ReplayResult fed;
+    {
+      TraceReader r(fifo, writer, 60);
+      std::istream in(&r);
+      fed = replay_traces({&in}, TraceFormat::lackey, hand_system(), ops);
+    }
+    CHECK(WEXITSTATUS(reap(writer)) == 0);
+    std::istringstream mem(text);
+    const auto direct = replay_traces({&mem}, TraceFormat::lackey, hand_system(), ops);
+    CHECK(fed.instructions == std::vector<int64_t>{3});
+    check_same(fed, direct);
+  }
+  SECTION("a missing trace file names the path") {
+    CHECK_THROWS_WITH(TraceReader((dir / "none").string()), Catch::Contains((dir / "none").string()));
+  }
+  fs::remove_all(dir);
+}
+
 #ifdef BERTLAB_HWTRACE_LIB
 
 namespace {
@@ -132,30 +212,35 @@ ReplayResult traced_replay(TraceFormat format, const std::string& op, const std:
                            int64_t cores) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("bertlab_hwtrace_{}", ::getpid());
   fs::create_directories(dir);
-  std::string cmd;
+  std::vector<pid_t> tracers;  // run on in the background; the readers fail if one exits without opening its FIFO
   for (int64_t c = 0; c < cores; ++c) {
     const std::string fifo = (dir / fmt::format("core{}", c)).string();
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
     const std::string args = fmt::format("{} {} {} {} {} {} {}", kernel_binary().string(), op, arr, seq, S, cores, c);
-    cmd += format == TraceFormat::hwtrace
-               ? fmt::format("VALGRIND_LIB={} valgrind -q --tool=hwtrace --trace-file={} {} >/dev/null 2>&1 & ",
-                             BERTLAB_HWTRACE_LIB, fifo, args)
-               : fmt::format("VALGRIND_LIB={} valgrind --tool=lackey --trace-mem=yes --log-fd=2 {} 2>{} >/dev/null & ",
-                             BERTLAB_HWTRACE_LIB, args, fifo);
-  }
-  REQUIRE(std::system(cmd.c_str()) == 0);  // the tracers run on in the background
-  std::vector<std::unique_ptr<std::ifstream>> files;
-  std::vector<std::istream*> in;
-  for (int64_t c = 0; c < cores; ++c) {
-    files.push_back(std::make_unique<std::ifstream>(dir / fmt::format("core{}", c), std::ios::binary));
-    in.push_back(files.back().get());
+    tracers.push_back(spawn_shell(
+        format == TraceFormat::hwtrace
+            ? fmt::format("VALGRIND_LIB={} exec valgrind -q --tool=hwtrace --trace-file={} {} >/dev/null 2>&1",
+                          BERTLAB_HWTRACE_LIB, fifo, args)
+            : fmt::format("VALGRIND_LIB={} exec valgrind --tool=lackey --trace-mem=yes --log-fd=2 {} 2>{} >/dev/null",
+                          BERTLAB_HWTRACE_LIB, args, fifo)));
   }
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
   s.cores = cores, s.array.kernel = S;
   LayerDims d;
   d.seq = seq;
-  auto r = replay_traces(in, format, s, op_operands(layer_op_from_string(op), d));
-  files.clear();
+  ReplayResult r;
+  {
+    std::vector<std::unique_ptr<TraceReader>> readers;
+    std::vector<std::unique_ptr<std::istream>> streams;
+    std::vector<std::istream*> in;
+    for (int64_t c = 0; c < cores; ++c) {
+      readers.push_back(std::make_unique<TraceReader>((dir / fmt::format("core{}", c)).string(), tracers[c], 120));
+      streams.push_back(std::make_unique<std::istream>(readers.back().get()));
+      in.push_back(streams.back().get());
+    }
+    r = replay_traces(in, format, s, op_operands(layer_op_from_string(op), d));
+  }
+  for (const pid_t t : tracers) CHECK(WEXITSTATUS(reap(t)) == 0);
   fs::remove_all(dir);
   return r;
 }

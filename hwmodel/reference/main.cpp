@@ -6,17 +6,9 @@
 //   model   the in-order core model's counts for the same op (core_model.h)
 //   table   the paper table with the time broken down per region (core model, seq 512)
 #include <CLI/CLI.hpp>
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <streambuf>
-#include <thread>
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,57 +33,17 @@ nlohmann::json traffic_json(const Traffic& t) {
   return {{"l1_misses", t.l1_misses}, {"llc_misses", t.llc_misses}, {"dram_bytes", t.dram_bytes()}};
 }
 
-// A trace file or FIFO read in 1 MB blocks. lackey writes its trace one line per write()
-// (hwtrace in 1 MB blocks, for which the wait below costs nothing);
-// a reader that wakes for each line spends more CPU time in the kernel than lackey itself
-// (measured: docs/hwmodel.md, "Agreement"). So the FIFO's buffer is enlarged to 1 MB and,
-// while less than a quarter of it is filled, the reader sleeps 1 ms instead of blocking in
-// read(): lackey's writes then land in the pipe without waking anyone.
-class TraceBuf : public std::streambuf {
- public:
-  explicit TraceBuf(const std::string& path) : path_(path), buf_(size_t{1} << 20) {
-    fd_ = ::open(path.c_str(), O_RDONLY);
-    check(fd_ >= 0, "replay: cannot open trace '{}'", path);
-    struct stat st {};
-    fifo_ = ::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode);
-    if (fifo_) ::fcntl(fd_, F_SETPIPE_SZ, static_cast<int>(buf_.size()));  // best effort (pipe-max-size)
-  }
-  ~TraceBuf() override { ::close(fd_); }
-  TraceBuf(const TraceBuf&) = delete;
-  TraceBuf& operator=(const TraceBuf&) = delete;
-
- protected:
-  int_type underflow() override {
-    if (fifo_) {
-      for (int waited = 0; waited < 100; ++waited) {  // at most 0.1 s, then block in read()
-        int avail = 0;
-        if (::ioctl(fd_, FIONREAD, &avail) != 0 || avail >= static_cast<int>(buf_.size() / 4)) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    ssize_t n;
-    do n = ::read(fd_, buf_.data(), buf_.size());
-    while (n < 0 && errno == EINTR);
-    check(n >= 0, "replay: cannot read trace '{}'", path_);
-    if (n == 0) return traits_type::eof();
-    setg(buf_.data(), buf_.data(), buf_.data() + n);
-    return traits_type::to_int_type(buf_[0]);
-  }
-
- private:
-  std::string path_;
-  std::vector<char> buf_;
-  int fd_ = -1;
-  bool fifo_ = false;
-};
-
 int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files,
-               TraceFormat format, bool operands_only) {
-  std::vector<std::unique_ptr<TraceBuf>> bufs;
+               TraceFormat format, bool operands_only, const std::vector<int64_t>& writers, double open_timeout) {
+  check(writers.empty() || writers.size() == files.size(), "--writer-pid: expected one per trace ({}), got {}",
+        files.size(), writers.size());
+  for (const int64_t w : writers) check(w > 0, "--writer-pid: expected a process id (a positive integer), got {}", w);
+  check(open_timeout > 0, "--open-timeout: expected a positive number of seconds, got {}", open_timeout);
+  std::vector<std::unique_ptr<TraceReader>> bufs;
   std::vector<std::unique_ptr<std::istream>> in;
   std::vector<std::istream*> ptrs;
   for (const auto& f : files) {
-    bufs.push_back(std::make_unique<TraceBuf>(f));
+    bufs.push_back(std::make_unique<TraceReader>(f, writers.empty() ? 0 : writers[bufs.size()], open_timeout));
     in.push_back(std::make_unique<std::istream>(bufs.back().get()));
     ptrs.push_back(in.back().get());
   }
@@ -132,6 +84,15 @@ int main(int argc, char** argv) {
   replay->add_option("--system", system_path)->required();
   replay->add_flag("--modulo", modulo, "modulo-indexed LLC (as cachegrind's)");
   replay->add_flag("--operands-only", operands_only, "leave out accesses outside the operands (the stack)");
+  std::vector<int64_t> writers;
+  double open_timeout = 120;
+  replay
+      ->add_option("--writer-pid", writers,
+                   "per trace FIFO, in order, the id of the process that writes it (the tracer; once per trace): "
+                   "the replay fails at once when it exits without opening its FIFO")
+      ->allow_extra_args(false);
+  replay->add_option("--open-timeout", open_timeout,
+                     "seconds to wait for a writer to open a trace FIFO before failing (default 120)");
   replay->add_option("traces", traces)->required();
   auto* model = app.add_subcommand("model", "the in-order core model's counts of an op");
   common(model);
@@ -155,8 +116,9 @@ int main(int argc, char** argv) {
     d.seq = seq;
     SystemDesc sys = load_system(system_path);
     if (modulo) sys.llc.hashed_index = false;
-    if (*replay) return cmd_replay(layer_op_from_string(op_name), d, sys, traces, trace_format_from_string(format),
-                                      operands_only);
+    if (*replay)
+      return cmd_replay(layer_op_from_string(op_name), d, sys, traces, trace_format_from_string(format), operands_only,
+                        writers, open_timeout);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
       CoreStack stack;
