@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "hwmodel/setload.h"
@@ -18,6 +20,61 @@
 #include "hwmodel/writequeue.h"
 
 namespace bertlab::hw::analytic_detail {
+
+// A list of line sweeps (each one run of consecutive lines, count 1) kept as segments, each
+// a stored body repeated `times` times: the set-resolved RWMA k-step windows (analytic_rwma.cpp)
+// append the same window's missing lines many times over, and storing every copy cost
+// memory and time. `add` appends as if each copy were appended sweep by sweep with the
+// merge rule of those lists: a run that starts where the list's last sweep ends joins it.
+class SweepRuns {
+ public:
+  struct Seg {
+    size_t begin = 0, end = 0;  // the body: pool()[begin, end)
+    int64_t times = 0;
+  };
+  // Stores a body (consecutive sweeps that do not touch) and returns where it is.
+  std::pair<size_t, size_t> put(const std::vector<Sweep>& body) {
+    const size_t b = pool_.size();
+    pool_.insert(pool_.end(), body.begin(), body.end());
+    return {b, pool_.size()};
+  }
+  // Appends `times` copies of a stored body.
+  void add(size_t begin, size_t end, int64_t times) {
+    if (begin >= end) return;
+    while (times > 0) {
+      if (!segs_.empty() && pool_[segs_.back().end - 1].end() == pool_[begin].start) {
+        // The body's first run continues the list's last sweep: one copy with that sweep
+        // widened (on a copy of the last segment's body: bodies may be shared).
+        const Seg last = segs_.back();
+        segs_.pop_back();
+        if (last.times > 1) segs_.push_back({last.begin, last.end, last.times - 1});
+        std::vector<Sweep> copy(pool_.begin() + static_cast<std::ptrdiff_t>(last.begin),
+                                pool_.begin() + static_cast<std::ptrdiff_t>(last.end));
+        copy.back().width += pool_[begin].width;
+        copy.back().stride = copy.back().width;
+        copy.insert(copy.end(), pool_.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
+                    pool_.begin() + static_cast<std::ptrdiff_t>(end));
+        const auto [b, e] = put(copy);
+        segs_.push_back({b, e, 1});
+        --times;
+        continue;
+      }
+      const bool self_joins = pool_[end - 1].end() == pool_[begin].start;  // copy i+1 joins copy i
+      if (!segs_.empty() && segs_.back().begin == begin && segs_.back().end == end && !self_joins) {
+        segs_.back().times += times;
+        return;
+      }
+      segs_.push_back({begin, end, self_joins ? 1 : times});
+      times = self_joins ? times - 1 : 0;
+    }
+  }
+  const std::vector<Sweep>& pool() const { return pool_; }
+  const std::vector<Seg>& segs() const { return segs_; }
+
+ private:
+  std::vector<Sweep> pool_;
+  std::vector<Seg> segs_;
+};
 
 // Row-buffer bookkeeping of the DRAM request streams (operand x direction x core): each
 // stream keeps the last row it touched (its own bank, see tracesim.h).
@@ -83,6 +140,36 @@ class DramStreams {
     for (const auto& s : v) lines += distinct_blocks(s, L_);
     st.traffic->write_lines += lines;
     st.queue.push(v, lines, 256);
+    sync(st);
+  }
+  // The sweeps of `runs` in order, as `sweeps` would take them expanded. Reads: each
+  // repeated segment through `repeat`, exact for reads (every copy after the first starts
+  // with the row the previous one left open). Write-backs: the queue follows at most
+  // max(256, 4 x its depth) runs, each sweep at least one, so it gets the expanded list up
+  // to that many sweeps and the total line count (WriteQueue::push).
+  void sweeps(const std::string& op, bool write, int64_t core, const SweepRuns& runs) {
+    const auto& pool = runs.pool();
+    auto body = [&](const SweepRuns::Seg& g) {
+      return std::vector<Sweep>(pool.begin() + static_cast<std::ptrdiff_t>(g.begin),
+                                pool.begin() + static_cast<std::ptrdiff_t>(g.end));
+    };
+    if (!write) {
+      for (const auto& g : runs.segs()) repeat(op, false, core, body(g), g.times);
+      return;
+    }
+    const size_t follow = static_cast<size_t>(std::max<int64_t>(256, 4 * kWriteQueueLines)) + 1;
+    std::vector<Sweep> head;
+    int64_t lines = 0;
+    for (const auto& g : runs.segs()) {
+      int64_t per_copy = 0;
+      for (size_t i = g.begin; i < g.end; ++i) per_copy += distinct_blocks(pool[i], L_);
+      lines += per_copy * g.times;
+      for (int64_t k = 0; k < g.times && head.size() < follow; ++k)
+        for (size_t i = g.begin; i < g.end && head.size() < follow; ++i) head.push_back(pool[i]);
+    }
+    Stream& st = stream(op, core);  // as `sweeps` does, also when there is nothing to write
+    st.traffic->write_lines += lines;
+    st.queue.push(head, lines, 256);
     sync(st);
   }
   // The same list of sweeps `times` times: done once to reach the steady state, once more
