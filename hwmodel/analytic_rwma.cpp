@@ -60,6 +60,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   auto group_c1 = [&](int64_t g) { return std::min(b.cols, (g + 1) * tpg * S); };
   SetLoad b_all(s.llc);
   b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
+  const bool by_lines = rows_apart(a, L) && rows_apart(y, L);
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
@@ -101,14 +102,25 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         // The window depends on kb only through the column bounds across() takes from it,
         // which stay the same over the k-steps after the first of a group that is neither
         // the first nor the last: a window is rebuilt only when its bounds change (speed
-        // only; the counts are unchanged).
+        // only; the counts are unchanged). When every row of A and Y sits alike in lines of
+        // its own (rows_apart), a column range adds the lines of its row 0's line range in
+        // every row, so the bounds are compared as line ranges: for the first and the last
+        // group the window then changes once per A line, not per k-step.
         const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+        auto line_range = [&](const MatrixView& v, int64_t c0, int64_t c1) {
+          c1 = std::min(c1, v.cols);
+          if (!by_lines || c0 >= c1) return std::array<int64_t, 2>{c0 >= c1 ? -1 : c0, c0 >= c1 ? -1 : c1};
+          return std::array<int64_t, 2>{static_cast<int64_t>(v.addr(0, c0) / L),
+                                        static_cast<int64_t>((v.addr(0, c1 - 1) + v.elem - 1) / L)};
+        };
         auto bounds = [&](int64_t kb) {
-          return std::array<int64_t, 3>{nb_last < NT - 1 ? 0 : kb * S, nb_first > 0 ? a.cols : kb * S,
-                                        (nb_first + (kb > 0 ? 1 : 0)) * S};
+          const auto x = line_range(a, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+          const auto z = line_range(a, 0, nb_first > 0 ? a.cols : kb * S);
+          const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+          return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
         };
         std::optional<SetLoad> win;
-        std::array<int64_t, 3> win_bounds{};
+        std::array<int64_t, 6> win_bounds{};
         for (int64_t kb = 0; kb < KT; ++kb) {
           if (!win || bounds(kb) != win_bounds) win = across(g, kb), win_bounds = bounds(kb);
           dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, *win);
@@ -196,6 +208,22 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
   const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
                         y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
+  // Shortcuts (speed only; every list is the one the walk below would give). They need
+  // `fast`: rows of A, Y and the weights on lines of their own (row strides of whole lines,
+  // a row's last line before the next row's first), distinct matrices, row-major data, a
+  // modulo index and tile rows shorter than the sets, so that every line of a window is
+  // distinct, lies in its own row, and the consecutive lines of one tile row are in
+  // distinct sets. Every row then sits alike in its lines: row m's lines of a tile are row
+  // 0's moved by m row strides, so whether two tiles of a matrix have the same lines is
+  // seen on row 0.
+  const bool fast = can_skip && !s.llc.hashed_index && rows_apart(a, L) && rows_apart(y, L) && rows_apart(b, L) &&
+                    (S * e + L - 1) / L + 1 <= sets;
+  auto tile0 = [&](const MatrixView& v, int64_t t) {  // row 0's lines of tile t: the first, how many
+    const int64_t c0 = t * S, n = std::min(S, v.cols - c0);
+    const uint64_t lo = v.addr(0, c0);
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((lo + n * v.elem - 1) / L - lo / L + 1));
+  };
+  const int64_t ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   std::vector<int32_t> count(can_skip ? sets : 0, 0);
   std::vector<int64_t> touched, lines_p, lines_c;
   // The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
@@ -203,6 +231,20 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   auto max_union = [&](const MatrixView& v, int64_t t1, int64_t t2) {
     int32_t most = 0;
     touched.clear();
+    if (fast) {  // the same lines, by row 0's moved (speed only)
+      const auto [f1, n1] = tile0(v, t1);
+      const auto [f2, n2] = tile0(v, t2);
+      const int64_t rs = v.row_stride / L;
+      for (int64_t c2 = 0; c2 < act; ++c2)
+        for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+          const int64_t at = ((r * P + c2) * Mb + i) * rs;
+          for (int64_t q = 0; q < n1; ++q) most = tally_line(f1 + at + q, set_of, count, touched, most);
+          for (int64_t q = 0; q < n2; ++q)
+            if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
+        }
+      for (int64_t st : touched) count[st] = 0;
+      return most;
+    }
     for (int64_t c2 = 0; c2 < act; ++c2)
       for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
         const int64_t m = (r * P + c2) * Mb + i;
@@ -228,18 +270,6 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   std::vector<int32_t> max_a(can_skip ? KT : 0);
   for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
 
-  // Shortcuts (speed only; every list is the one the walk below would give). They need
-  // `fast`: rows of A, Y and the weights on lines of their own (row strides of whole lines,
-  // a row's last line before the next row's first), distinct matrices, row-major data, a
-  // modulo index and tile rows shorter than the sets, so that every line of a window is
-  // distinct, lies in its own row, and the consecutive lines of one tile row are in
-  // distinct sets. Every row then sits alike in its lines, so whether two tiles of a matrix
-  // have the same lines is seen on row 0.
-  auto rows_apart = [&](const MatrixView& v) {
-    return v.row_stride % L == 0 && (v.rows < 2 || v.addr(0, v.cols - 1) / L < v.addr(1, 0) / L);
-  };
-  const bool fast = can_skip && !s.llc.hashed_index && rows_apart(a) && rows_apart(y) && rows_apart(b) &&
-                    (S * e + L - 1) / L + 1 <= sets;
   std::vector<int64_t> lines_t1, lines_t2;
   auto same_lines = [&](const MatrixView& v, int64_t t1, int64_t t2) {  // tiles t1, t2 in every row
     if (t1 == t2) return true;
@@ -337,6 +367,64 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     for (size_t j = 0; j < lists; ++j) emit_out(j);
   };
 
+  auto weight_lines = [&](std::vector<int64_t>& into, int64_t kb, int64_t nb) {
+    into.clear();
+    for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
+      row_lines(lines_p, b, kb * S + kr, nb);
+      into.insert(into.end(), lines_p.begin(), lines_p.end());
+    }
+  };
+  // The walk when `fast` (the same lists): every line of the window is distinct and in its
+  // own row, so with positions p = (row i, core c) in the walk's order, the load of the set
+  // of core c's line l at row i, row i's lines counted back in as the walk takes them, is
+  //   Y line: W + Yp(after p) + Yc(up to p) + Ap(after p) + Ac(up to p),
+  //   A line: W + Yp(from p) + Yc(before p) + Ap(after p) + Ac(up to p),
+  // where W is the weight tile, Ap/Yp the rows' lines of the previous k-step's tiles and
+  // Ac/Yc the next's: rows after i are still in as the previous k-step left them, rows
+  // before i as the next one, and of row i the cores after c count their previous lines,
+  // those before c their next ones, and core c its next A lines and, for an A line, its
+  // previous Y lines (its own other lines of the same matrix lie in other sets). One pass
+  // over the positions with per-set counts, from W + Yp + Ap, gives every decision.
+  std::vector<int32_t> scan_cnt(fast ? sets : 0, 0);
+  std::vector<int64_t> wl_scan;
+  auto scan = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
+    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+    const auto [ap0, apn] = tile0(a, kbp);
+    const auto [ac0, acn] = tile0(a, kb);
+    const auto [yp0, ypn] = tile0(y, nbp);
+    const auto [yc0, ycn] = tile0(y, nb);
+    auto bump = [&](int64_t first, int64_t n, int32_t d) {
+      for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+    };
+    weight_lines(wl_scan, kb, nb);
+    for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
+      }
+    for (int64_t i = 0; i < Mb; ++i)
+      for (int64_t c = 0; c < act; ++c) {
+        if (i >= rows_of(r * P + c)) continue;
+        const int64_t m = (r * P + c) * Mb + i;
+        const int64_t al = ac0 + m * ra, yl = yc0 + m * ry;
+        bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
+        if (a_again)
+          for (int64_t q = 0; q < acn; ++q)
+            if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
+        bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
+        if (y_again)
+          for (int64_t q = 0; q < ycn; ++q)
+            if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
+      }
+    for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;  // back to all zeros
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
+      }
+  };
+
   // Steady windows (fast only): when k-tiles kbp and kb of A have the same lines and so do
   // column tiles nbp and nb of Y, every row's lines leave the window and join it again
   // unchanged, so the window of row i's line l holds the weight tile and every other row's
@@ -365,13 +453,6 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
         for (int64_t l : lines_p) cur.add_line(l, 1);
       }
   };
-  auto weight_lines = [&](std::vector<int64_t>& into, int64_t kb, int64_t nb) {
-    into.clear();
-    for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
-      row_lines(lines_p, b, kb * S + kr, nb);
-      into.insert(into.end(), lines_p.begin(), lines_p.end());
-    }
-  };
   auto steady = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
     bool same_t = true;
     if (cur_a < 0 || !same_lines(a, cur_a, kb)) move_tile(a, cur_a, kb), same_t = false;
@@ -393,21 +474,7 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
       for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
       return;
     }
-    for (int64_t i = 0; i < Mb; ++i)
-      for (int64_t c = 0; c < act; ++c) {
-        if (i >= rows_of(r * P + c)) continue;
-        const int64_t m = (r * P + c) * Mb + i;
-        if (y_again) {
-          row_lines(lines_c, y, m, nb);
-          for (int64_t l : lines_c)
-            if (cur.overflowing(l)) keep(out[2 * c], l);
-        }
-        if (a_again) {
-          row_lines(lines_c, a, m, kb);
-          for (int64_t l : lines_c)
-            if (cur.overflowing(l)) keep(out[2 * c + 1], l);
-        }
-      }
+    scan(nb, kb, y_again, a_again);
     for (size_t j = 0; j < lists; ++j) last_range[j] = emit_out(j);
     have_last = true, last_ya = y_again, last_aa = a_again;
   };
@@ -431,7 +498,9 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     }
     const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
     if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
-    walk(nb, kb, y_again, a_again);
+    if (!fast) return walk(nb, kb, y_again, a_again);
+    scan(nb, kb, y_again, a_again);
+    for (size_t j = 0; j < lists; ++j) emit_out(j);
   };
 
   // Repeated column tiles (fast only): the windows of column tile nb at k-steps 1..KT-1
@@ -450,10 +519,22 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     for (auto& v : lg) v.clear();
     log = &lg;
   };
+  // A column tile whose windows are all those of the previous one appends the previous
+  // one's lists again: as a repetition of the unit (SweepRuns) when it can, else from the logs.
   for (int64_t nb = 0; nb < NT; ++nb) {
     const bool like_prev = fast && nb >= 1 && same_lines(y, nb - 1, nb) && same_lines(b, nb - 1, nb);
     const bool x_same = like_prev && have_x && nb >= 2 && same_lines(y, nb - 2, nb - 1) &&
                         ((nb * S * e) % L != 0) == (((nb - 1) * S * e) % L != 0);
+    if (x_same && have_b) {
+      for (size_t j = 0; j < lists; ++j) {
+        if (runs(j).repeat_unit()) continue;
+        runs(j).begin_unit();
+        for (const auto& x : x_log[j]) runs(j).add(x.begin, x.end, x.times);
+        for (const auto& x : b_log[j]) runs(j).add(x.begin, x.end, x.times);
+      }
+      continue;
+    }
+    for (size_t j = 0; j < lists; ++j) runs(j).begin_unit();
     if (x_same) {
       replay(x_log);
     } else {
