@@ -60,7 +60,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   auto group_c1 = [&](int64_t g) { return std::min(b.cols, (g + 1) * tpg * S); };
   SetLoad b_all(s.llc);
   b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
-  const bool by_lines = rows_apart(a, L) && rows_apart(y, L);
+  const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
@@ -121,10 +121,21 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         };
         std::optional<SetLoad> win;
         std::array<int64_t, 6> win_bounds{};
+        // The k-tiles of a run of k-steps with one window are decided in one call when the
+        // weight rows have lines of their own: the lines that miss, in the same order, and
+        // reads count the same however a run of lines is split into sweeps (speed only).
+        int64_t run0 = 0;
+        auto decide = [&](int64_t kb0, int64_t kb1) {
+          if (kb0 < kb1) dram.missing(w.b_name, false, 0, tile_rows(g, kb0, kb1), 1, *win);
+        };
         for (int64_t kb = 0; kb < KT; ++kb) {
-          if (!win || bounds(kb) != win_bounds) win = across(g, kb), win_bounds = bounds(kb);
-          dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, *win);
+          if (!win || bounds(kb) != win_bounds) {
+            if (win) decide(run0, kb);
+            win = across(g, kb), win_bounds = bounds(kb), run0 = kb;
+          }
+          if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
         }
+        decide(run0, KT);
         continue;
       }
       // Uniform: the class of kb (0, starting an A line, inside one) decides; the groups
@@ -503,12 +514,15 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     for (size_t j = 0; j < lists; ++j) emit_out(j);
   };
 
-  // Repeated column tiles (fast only): the windows of column tile nb at k-steps 1..KT-1
-  // hold the lines of Y tile nb (as nbp and nb), of A's k-tiles and of the weight tiles of
+  // Repeated column tiles (row-major Y and weights whose rows sit alike in lines of their
+  // own, rows_apart; A may be any): the windows of column tile nb at k-steps 1..KT-1 hold
+  // the lines of Y tile nb (as nbp and nb), of A's k-tiles and of the weight tiles of
   // column tile nb, and append Y tile nb's and A's lines; when tile nb-1 has the same Y
-  // and weight lines (tiles narrower than a line), those lists are the same and are
-  // appended again from the log. So is k-step 0's window (Y tiles nbp = nb-1 and nb) when
-  // tiles nb-2, nb-1 and nb share their lines and nb starts inside a line as nb-1 does.
+  // and weight lines in every row (tiles narrower than a line), the walks and their skip
+  // bounds see the same lines, so the lists are the same and are appended again. So is
+  // k-step 0's window (Y tiles nbp = nb-1 and nb) when tiles nb-2, nb-1 and nb share
+  // their lines and nb starts inside a line as nb-1 does.
+  const bool alike_ok = rows_apart(y, L) && rows_apart(b, L);
   std::vector<std::vector<Added>> x_log(lists), b_log(lists);
   bool have_x = false, have_b = false;
   auto replay = [&](const std::vector<std::vector<Added>>& lg) {
@@ -522,7 +536,7 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   // A column tile whose windows are all those of the previous one appends the previous
   // one's lists again: as a repetition of the unit (SweepRuns) when it can, else from the logs.
   for (int64_t nb = 0; nb < NT; ++nb) {
-    const bool like_prev = fast && nb >= 1 && same_lines(y, nb - 1, nb) && same_lines(b, nb - 1, nb);
+    const bool like_prev = alike_ok && nb >= 1 && same_lines(y, nb - 1, nb) && same_lines(b, nb - 1, nb);
     const bool x_same = like_prev && have_x && nb >= 2 && same_lines(y, nb - 2, nb - 1) &&
                         ((nb * S * e) % L != 0) == (((nb - 1) * S * e) % L != 0);
     if (x_same && have_b) {
@@ -540,14 +554,14 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     } else {
       record(x_log);
       window(nb, 0);
-      have_x = fast;
+      have_x = alike_ok;
     }
     if (like_prev && have_b) {
       replay(b_log);
     } else {
       record(b_log);
       for (int64_t kb = 1; kb < KT; ++kb) window(nb, kb);
-      have_b = fast;
+      have_b = alike_ok;
     }
     log = nullptr;
   }
