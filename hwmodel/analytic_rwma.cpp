@@ -604,6 +604,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
+  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
@@ -661,7 +662,15 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
                             y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
                             disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      if (can_skip) {
+      // A full round's rows are round 0's moved by a whole number of lines (row strides of
+      // whole lines): under a modulo index its per-set counts are round 0's rotated, so the
+      // most lines in a set, hence these tests, are those of the first full round (speed
+      // only).
+      const bool moved = !s.llc.hashed_index && a.row_stride % L == 0 && y.row_stride % L == 0 && act == P &&
+                         (r + 1) * P * Mb <= w.m;
+      if (can_skip && moved && !fits_full_round.empty()) {
+        a_window_fits = fits_full_round;
+      } else if (can_skip) {
         const int64_t sets = s.llc.sets();
         const SetIndex set_of(s.llc);
         std::vector<int32_t> count(sets, 0);
@@ -689,6 +698,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                                   most_lines_in_a_set(wv, L, set_of, count, touched) <=
                               s.llc.ways;
         }
+        if (moved) fits_full_round = a_window_fits;
       }
     }
     // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
@@ -701,6 +711,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       int64_t times = 1;
     };
     std::vector<std::vector<TileRun>> a_tile_miss(act);
+    const bool b_apart = rows_apart(b, L);
     if (!win_a.uniform()) {
       const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
       for (int64_t nb = 0; nb + 1 < NT; ++nb) {
@@ -709,19 +720,38 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           continue;
         }
         for (auto& runs : a_tile_miss) runs.emplace_back();
+        // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
+        // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
+        // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
+        // window is moved row by row instead of rebuilt (speed only).
+        std::optional<SetLoad> win;
+        int64_t win_after = 0, win_upto = 0;
+        auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
+          const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
+          for (int64_t q = q0; q < q1; ++q) {
+            const uint64_t lo = b.addr(q, c0);
+            for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
+          }
+        };
         for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
           const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
-          SetLoad win = a_round;
           const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
-          win.add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
-          win.add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-            win.add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+          if (win && b_apart) {
+            move_rows(win_after, after, nb, -1.0);
+            move_rows(win_upto, upto, nb + 1, 1.0);
+          } else {
+            win = a_round;
+            win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
+            win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+              win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+            }
           }
+          win_after = after, win_upto = upto;
           const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
           for (int64_t c2 = 0; c2 < act; ++c2) {
-            const auto miss = win.overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
+            const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
             auto& into = a_tile_miss[c2].back().lines;
             into.insert(into.end(), miss.begin(), miss.end());
           }
