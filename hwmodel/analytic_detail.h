@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -218,9 +219,38 @@ class DramStreams {
     if (!write) {
       if (segs.empty()) return;
       Stream& st = stream(op, core);
+      // A body read from any open row: its lines, its row misses when it does not start
+      // in the open row (one less when it does: open_rows charges only a sweep's first row
+      // to the row left open), its first row and the row it leaves open (open_rows' +1
+      // convention). Summed once per body, then each copy costs O(1) (speed only).
+      struct Summary {
+        int64_t lines = 0, rows = 0, first = 0, last = 0;
+      };
+      std::unordered_map<size_t, Summary> summaries;
+      auto summary = [&](const SweepRuns::Seg& g) -> const Summary& {
+        auto [it, fresh] = summaries.try_emplace(g.begin);
+        if (!fresh) return it->second;
+        Summary& sm = it->second;
+        for (size_t x = g.begin; x < g.end; ++x) {
+          const Sweep& sw = pool[x];
+          if (sw.count <= 0 || sw.width <= 0) continue;
+          sm.lines += distinct_blocks(sw, L_);
+          int64_t rows = distinct_blocks(sw, R_);
+          if (sm.last == 0) sm.first = first_block(sw, R_) + 1;
+          else if (sm.last == first_block(sw, R_) + 1) rows -= 1;
+          sm.rows += rows;
+          sm.last = last_block(sw, R_) + 1;
+        }
+        return sm;
+      };
       auto seg = [&](const SweepRuns::Seg& g) {
+        const Summary& sm = summary(g);
+        if (sm.last == 0) return;  // no lines
         repeat_on(st, core, g.times, [&] {
-          for (size_t x = g.begin; x < g.end; ++x) read(st, core, pool[x]);
+          st.traffic->read_lines += sm.lines;
+          if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += sm.lines;
+          st.traffic->row_misses += sm.rows - (st.last_row == sm.first ? 1 : 0);
+          st.last_row = sm.last;
         });
       };
       size_t i = 0, gi = 0;
@@ -296,14 +326,6 @@ class DramStreams {
     WriteQueue queue;
     int64_t queue_misses = 0;  // the queue's row misses already in `traffic`
   };
-  // One read sweep of stream `st` (as `sweep`, the stream already found).
-  void read(Stream& st, int64_t core, const Sweep& sw) {
-    if (sw.count <= 0 || sw.width <= 0) return;
-    const int64_t lines = distinct_blocks(sw, L_);
-    st.traffic->read_lines += lines;
-    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-    open_rows(st, sw);
-  }
   // repeat_pass on a stream already found.
   template <class F>
   void repeat_on(Stream& st, int64_t core, int64_t times, F&& pass) {
