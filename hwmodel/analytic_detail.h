@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <deque>
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hwmodel/setload.h"
@@ -18,6 +21,125 @@
 #include "hwmodel/writequeue.h"
 
 namespace bertlab::hw::analytic_detail {
+
+// A list of line sweeps (each one run of consecutive lines, count 1) kept as segments, each
+// a stored body repeated `times` times, and groups of consecutive segments repeated as a
+// whole: the set-resolved RWMA k-step windows (analytic_rwma.cpp) append the same window's
+// missing lines, and the same column tile's, many times over, and storing every copy cost
+// memory and time. The list is the one that appending each copy sweep by sweep gives with
+// the merge rule of those lists: a run that starts where the list's last sweep ends joins it.
+class SweepRuns {
+ public:
+  struct Seg {
+    size_t begin = 0, end = 0;  // the body: pool()[begin, end)
+    int64_t times = 0;
+  };
+  struct Group {
+    size_t seg_begin = 0, seg_end = 0;  // segs()[seg_begin, seg_end), repeated as a whole
+    int64_t times = 0;
+  };
+  // Stores a body (consecutive sweeps that do not touch) and returns where it is.
+  std::pair<size_t, size_t> put(const std::vector<Sweep>& body) {
+    const size_t b = pool_.size();
+    pool_.insert(pool_.end(), body.begin(), body.end());
+    return {b, pool_.size()};
+  }
+  // Appends `times` copies of a stored body.
+  void add(size_t begin, size_t end, int64_t times) {
+    if (begin >= end) return;
+    while (times > 0) {
+      if (!segs_.empty() && pool_[segs_.back().end - 1].end() == pool_[begin].start) {
+        // The body's first run continues the list's last sweep: one copy with that sweep
+        // widened (on a copy of the last segment's body: bodies may be shared).
+        if (segs_.size() == sealed_) unseal_last();
+        if (segs_.size() - 1 < unit_) unit_broken_ = true;
+        const Seg last = segs_.back();
+        segs_.pop_back();
+        if (last.times > 1) segs_.push_back({last.begin, last.end, last.times - 1});
+        std::vector<Sweep> copy(pool_.begin() + static_cast<std::ptrdiff_t>(last.begin),
+                                pool_.begin() + static_cast<std::ptrdiff_t>(last.end));
+        copy.back().width += pool_[begin].width;
+        copy.back().stride = copy.back().width;
+        copy.insert(copy.end(), pool_.begin() + static_cast<std::ptrdiff_t>(begin) + 1,
+                    pool_.begin() + static_cast<std::ptrdiff_t>(end));
+        const auto [b, e] = put(copy);
+        segs_.push_back({b, e, 1});
+        --times;
+        continue;
+      }
+      const bool self_joins = pool_[end - 1].end() == pool_[begin].start;  // copy i+1 joins copy i
+      if (segs_.size() > std::max(sealed_, unit_) && segs_.back().begin == begin && segs_.back().end == end &&
+          !self_joins) {
+        segs_.back().times += times;
+        return;
+      }
+      segs_.push_back({begin, end, self_joins ? 1 : times});
+      times = self_joins ? times - 1 : 0;
+    }
+  }
+  // Starts a unit: what is appended from here on may be appended again by `repeat_unit`.
+  void begin_unit() {
+    unit_ = segs_.size();
+    unit_broken_ = false;
+  }
+  // Appends the unit (what was appended since `begin_unit`, which may itself have been
+  // repeated) once more; false, with nothing appended, when that is not a repetition of
+  // whole segments (nothing in it, it joined what was before it, or its copies would join).
+  bool repeat_unit() {
+    if (unit_broken_ || segs_.size() <= unit_) return false;
+    if (!groups_.empty() && groups_.back().seg_begin == unit_ && groups_.back().seg_end == segs_.size()) {
+      groups_.back().times += 1;
+      return true;
+    }
+    if (unit_ < sealed_) return false;
+    if (pool_[segs_.back().end - 1].end() == pool_[segs_[unit_].begin].start) return false;
+    groups_.push_back({unit_, segs_.size(), 2});
+    sealed_ = segs_.size();
+    return true;
+  }
+  const std::vector<Sweep>& pool() const { return pool_; }
+  const std::vector<Seg>& segs() const { return segs_; }
+  const std::vector<Group>& groups() const { return groups_; }
+  // Calls f(seg) for every segment in list order, a group's segments once per copy of the
+  // group, until f returns false (for the head of the list).
+  template <class F>
+  void for_each_copy(F&& f) const {
+    size_t i = 0, gi = 0;
+    while (i < segs_.size()) {
+      if (gi < groups_.size() && groups_[gi].seg_begin == i) {
+        for (int64_t k = 0; k < groups_[gi].times; ++k)
+          for (size_t x = groups_[gi].seg_begin; x < groups_[gi].seg_end; ++x)
+            if (!f(segs_[x])) return;
+        i = groups_[gi].seg_end;
+        ++gi;
+        continue;
+      }
+      if (!f(segs_[i])) return;
+      ++i;
+    }
+  }
+
+ private:
+  // The list's last segment belongs to a group: one copy is taken out of the group and
+  // appended as plain segments, so that the list's last sweep can change.
+  void unseal_last() {
+    Group& g = groups_.back();
+    g.times -= 1;
+    const size_t b = g.seg_begin, e = g.seg_end;
+    if (g.times == 1) groups_.pop_back();
+    for (size_t x = b; x < e; ++x) {
+      const Seg copy = segs_[x];
+      segs_.push_back(copy);
+    }
+    sealed_ = e;
+  }
+  std::vector<Sweep> pool_;
+  std::vector<Seg> segs_;
+  std::vector<Group> groups_;
+  size_t sealed_ = 0;  // segs_ before this belong to groups (or precede one): never changed
+  size_t unit_ = 0;    // where the unit begins
+  bool unit_broken_ = false;
+};
 
 // Row-buffer bookkeeping of the DRAM request streams (operand x direction x core): each
 // stream keeps the last row it touched (its own bank, see tracesim.h).
@@ -85,24 +207,110 @@ class DramStreams {
     st.queue.push(v, lines, 256);
     sync(st);
   }
+  // The sweeps of `runs` in order, as `sweeps` would take them expanded. Reads: each
+  // repeated segment through `repeat`, exact for reads (every copy after the first starts
+  // with the row the previous one left open). Write-backs: the queue follows at most
+  // max(256, 4 x its depth) runs, each sweep at least one, so it gets the expanded list up
+  // to that many sweeps and the total line count (WriteQueue::push).
+  void sweeps(const std::string& op, bool write, int64_t core, const SweepRuns& runs) {
+    const auto& pool = runs.pool();
+    const auto& segs = runs.segs();
+    const auto& groups = runs.groups();
+    if (!write) {
+      if (segs.empty()) return;
+      Stream& st = stream(op, core);
+      // A body read from any open row: its lines, its row misses when it does not start
+      // in the open row (one less when it does: open_rows charges only a sweep's first row
+      // to the row left open), its first row and the row it leaves open (open_rows' +1
+      // convention). Summed once per body, then each copy costs O(1) (speed only).
+      struct Summary {
+        int64_t lines = 0, rows = 0, first = 0, last = 0;
+      };
+      std::unordered_map<size_t, Summary> summaries;
+      auto summary = [&](const SweepRuns::Seg& g) -> const Summary& {
+        auto [it, fresh] = summaries.try_emplace(g.begin);
+        if (!fresh) return it->second;
+        Summary& sm = it->second;
+        for (size_t x = g.begin; x < g.end; ++x) {
+          const Sweep& sw = pool[x];
+          if (sw.count <= 0 || sw.width <= 0) continue;
+          sm.lines += distinct_blocks(sw, L_);
+          int64_t rows = distinct_blocks(sw, R_);
+          if (sm.last == 0) sm.first = first_block(sw, R_) + 1;
+          else if (sm.last == first_block(sw, R_) + 1) rows -= 1;
+          sm.rows += rows;
+          sm.last = last_block(sw, R_) + 1;
+        }
+        return sm;
+      };
+      auto seg = [&](const SweepRuns::Seg& g) {
+        const Summary& sm = summary(g);
+        if (sm.last == 0) return;  // no lines
+        repeat_on(st, core, g.times, [&] {
+          st.traffic->read_lines += sm.lines;
+          if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += sm.lines;
+          st.traffic->row_misses += sm.rows - (st.last_row == sm.first ? 1 : 0);
+          st.last_row = sm.last;
+        });
+      };
+      size_t i = 0, gi = 0;
+      while (i < segs.size()) {
+        if (gi < groups.size() && groups[gi].seg_begin == i) {
+          // A group: once, once more measured, the rest multiplied (exact as `repeat`).
+          const auto& gr = groups[gi];
+          repeat_on(st, core, gr.times, [&] {
+            for (size_t x = gr.seg_begin; x < gr.seg_end; ++x) seg(segs[x]);
+          });
+          i = gr.seg_end;
+          ++gi;
+          continue;
+        }
+        seg(segs[i++]);
+      }
+      return;
+    }
+    const size_t follow = static_cast<size_t>(std::max<int64_t>(256, 4 * kWriteQueueLines)) + 1;
+    std::vector<Sweep> head;
+    runs.for_each_copy([&](const SweepRuns::Seg& g) {
+      for (int64_t k = 0; k < g.times && head.size() < follow; ++k)
+        for (size_t x = g.begin; x < g.end && head.size() < follow; ++x) head.push_back(pool[x]);
+      return head.size() < follow;
+    });
+    auto seg_lines = [&](const SweepRuns::Seg& g) {
+      int64_t per_copy = 0;
+      for (size_t x = g.begin; x < g.end; ++x) per_copy += distinct_blocks(pool[x], L_);
+      return per_copy * g.times;
+    };
+    int64_t lines = 0;
+    for (size_t i = 0, gi = 0; i < segs.size();) {
+      if (gi < groups.size() && groups[gi].seg_begin == i) {
+        int64_t per_copy = 0;
+        for (size_t x = groups[gi].seg_begin; x < groups[gi].seg_end; ++x) per_copy += seg_lines(segs[x]);
+        lines += per_copy * groups[gi].times;
+        i = groups[gi].seg_end;
+        ++gi;
+      } else {
+        lines += seg_lines(segs[i++]);
+      }
+    }
+    Stream& st = stream(op, core);  // as `sweeps` does, also when there is nothing to write
+    st.traffic->write_lines += lines;
+    st.queue.push(head, lines, 256);
+    sync(st);
+  }
   // The same list of sweeps `times` times: done once to reach the steady state, once more
   // to measure it, then the steady-state counts are multiplied.
   void repeat(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
               int64_t times) {
+    repeat_pass(op, core, times, [&] { sweeps(op, write, core, v); });
+  }
+  // `pass()`, which touches only the stream of `op` and `core`, `times` times: done once to
+  // reach the steady state, once more to measure it, then the steady-state counts are
+  // multiplied.
+  template <class F>
+  void repeat_pass(const std::string& op, int64_t core, int64_t times, F&& pass) {
     if (times <= 0) return;
-    Stream& st = stream(op, core);
-    sweeps(op, write, core, v);
-    if (times == 1) return;
-    auto& o = *st.traffic;
-    const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
-                                   core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
-    sweeps(op, write, core, v);
-    const int64_t k = times - 2;
-    o.read_lines += (o.read_lines - std::get<0>(before)) * k;
-    o.write_lines += (o.write_lines - std::get<1>(before)) * k;
-    o.row_misses += (o.row_misses - std::get<2>(before)) * k;
-    if (core < (int64_t)t_.llc_misses.size())
-      t_.llc_misses[core] += (t_.llc_misses[core] - std::get<3>(before)) * k;
+    repeat_on(stream(op, core), core, times, pass);
   }
 
  private:
@@ -118,6 +326,24 @@ class DramStreams {
     WriteQueue queue;
     int64_t queue_misses = 0;  // the queue's row misses already in `traffic`
   };
+  // repeat_pass on a stream already found.
+  template <class F>
+  void repeat_on(Stream& st, int64_t core, int64_t times, F&& pass) {
+    if (times <= 0) return;
+    pass();
+    if (times == 1) return;
+    auto& o = *st.traffic;
+    const auto before = std::tuple{o.read_lines, o.write_lines, o.row_misses,
+                                   core < (int64_t)t_.llc_misses.size() ? t_.llc_misses[core] : 0};
+    pass();
+    const int64_t k = times - 2;
+    o.read_lines += (o.read_lines - std::get<0>(before)) * k;
+    o.write_lines += (o.write_lines - std::get<1>(before)) * k;
+    o.row_misses += (o.row_misses - std::get<2>(before)) * k;
+    if (core < (int64_t)t_.llc_misses.size())
+      t_.llc_misses[core] += (t_.llc_misses[core] - std::get<3>(before)) * k;
+  }
+
   Stream& stream(const std::string& op, int64_t core) {
     for (auto& st : streams_)
       if (st.core == core && st.op == op) return st;

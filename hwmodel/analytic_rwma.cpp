@@ -11,6 +11,22 @@ namespace bertlab::hw::analytic_detail {
 
 namespace {
 
+// Every row of `v` (row-major) in lines of its own, at the same offset in them: row strides
+// of whole lines, row 0's last line before row 1's first. Then two column ranges have the
+// same lines in every row iff they have in row 0.
+bool rows_apart(const MatrixView& v, int64_t L) {
+  return v.panel_width == 0 && v.row_stride % L == 0 && (v.rows < 2 || v.addr(0, v.cols - 1) / L < v.addr(1, 0) / L);
+}
+// Whether column tiles t1 and t2 (S columns) of row 0 of `v` lie on the same lines.
+bool same_tile_lines(const MatrixView& v, int64_t S, int64_t L, int64_t t1, int64_t t2) {
+  auto span = [&](int64_t t) {
+    const int64_t c0 = t * S, n = std::min(S, v.cols - c0);
+    const uint64_t lo = v.addr(0, c0);
+    return std::pair<uint64_t, uint64_t>(lo / L, (lo + n * v.elem - 1) / L);
+  };
+  return t1 == t2 || span(t1) == span(t2);
+}
+
 // Weights of the RWMA GEMM: core 0 touches every tile first, the other cores of a round
 // load the same tiles right after it. Column tiles narrower than a line share its lines
 // (a group of `tpg` tiles, one weight strip): a weight line is used at k-step kb of every
@@ -44,6 +60,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   auto group_c1 = [&](int64_t g) { return std::min(b.cols, (g + 1) * tpg * S); };
   SetLoad b_all(s.llc);
   b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
+  const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
@@ -85,18 +102,40 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         // The window depends on kb only through the column bounds across() takes from it,
         // which stay the same over the k-steps after the first of a group that is neither
         // the first nor the last: a window is rebuilt only when its bounds change (speed
-        // only; the counts are unchanged).
+        // only; the counts are unchanged). When every row of A and Y sits alike in lines of
+        // its own (rows_apart), a column range adds the lines of its row 0's line range in
+        // every row, so the bounds are compared as line ranges: for the first and the last
+        // group the window then changes once per A line, not per k-step.
         const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+        auto line_range = [&](const MatrixView& v, int64_t c0, int64_t c1) {
+          c1 = std::min(c1, v.cols);
+          if (!by_lines || c0 >= c1) return std::array<int64_t, 2>{c0 >= c1 ? -1 : c0, c0 >= c1 ? -1 : c1};
+          return std::array<int64_t, 2>{static_cast<int64_t>(v.addr(0, c0) / L),
+                                        static_cast<int64_t>((v.addr(0, c1 - 1) + v.elem - 1) / L)};
+        };
         auto bounds = [&](int64_t kb) {
-          return std::array<int64_t, 3>{nb_last < NT - 1 ? 0 : kb * S, nb_first > 0 ? a.cols : kb * S,
-                                        (nb_first + (kb > 0 ? 1 : 0)) * S};
+          const auto x = line_range(a, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+          const auto z = line_range(a, 0, nb_first > 0 ? a.cols : kb * S);
+          const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+          return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
         };
         std::optional<SetLoad> win;
-        std::array<int64_t, 3> win_bounds{};
+        std::array<int64_t, 6> win_bounds{};
+        // The k-tiles of a run of k-steps with one window are decided in one call when the
+        // weight rows have lines of their own: the lines that miss, in the same order, and
+        // reads count the same however a run of lines is split into sweeps (speed only).
+        int64_t run0 = 0;
+        auto decide = [&](int64_t kb0, int64_t kb1) {
+          if (kb0 < kb1) dram.missing(w.b_name, false, 0, tile_rows(g, kb0, kb1), 1, *win);
+        };
         for (int64_t kb = 0; kb < KT; ++kb) {
-          if (!win || bounds(kb) != win_bounds) win = across(g, kb), win_bounds = bounds(kb);
-          dram.missing(w.b_name, false, 0, tile_rows(g, kb, kb + 1), 1, *win);
+          if (!win || bounds(kb) != win_bounds) {
+            if (win) decide(run0, kb);
+            win = across(g, kb), win_bounds = bounds(kb), run0 = kb;
+          }
+          if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
         }
+        decide(run0, KT);
         continue;
       }
       // Uniform: the class of kb (0, starting an A line, inside one) decides; the groups
@@ -128,6 +167,405 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   bo.why = fmt::format("{} weight lines read {:.2f} times: shared by the cores of a round, re-used across the {} "
                        "column tiles and {} round(s) of sequence blocks where their reuse windows fit their "
                        "LLC sets", all, static_cast<double>(bo.read_lines - read0) / std::max<int64_t>(1, all), NT, R);
+}
+
+// Set-resolved caches: the Y and A lines of each core's block (round r, `act` cores) that
+// miss from one k-step to the next (kb-1 to kb of a column tile; the last of tile nb-1 to
+// the first of nb when they share Y lines), per core in k-step order. The window of the line
+// of row i: the previous k-step's A and Y rows after i, the weight tile, the next k-step's A
+// and Y rows before i (all blocks of the round), and row i's lines of the other cores on the
+// side of the line's core they were touched on. Rows leave and join it one by one, so a
+// k-step walked this way costs O(sets + rows x cores); the shortcuts below (steady windows,
+// repeated column tiles) give the same lists without walking most k-steps.
+struct KStepMisses {
+  std::vector<SweepRuns> y, a;
+};
+KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+                         const SystemDesc& s, int64_t P, int64_t r, int64_t act) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = a.elem;
+  const int64_t Mb = w.block_rows;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  KStepMisses k_miss;
+  k_miss.y.resize(act);
+  k_miss.a.resize(act);
+  const int64_t sets = s.llc.sets(), ways = s.llc.ways;
+  const SetIndex set_of(s.llc);
+  auto keep = [&](std::vector<Sweep>& v, int64_t l) {
+    const uint64_t at = static_cast<uint64_t>(l) * L;
+    if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
+    else v.push_back({at, 1, L, L});
+  };
+  // Lines are powers of two in practice: a shift instead of a division (speed only).
+  const int line_shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  auto row_lines = [&](std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
+    out.clear();
+    const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
+    const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
+    const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
+    for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
+  };
+  // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
+  // every row of A, Y and the weights has lines of its own (row strides of at least a
+  // line, distinct matrices), the window of any line of a k-step, with that line's own
+  // row added, holds distinct lines of three groups only: the two A tiles' lines (k-tiles
+  // kbp and kb, every row of the round), the two Y tiles' lines (nbp and nb) and the
+  // weight tile. If the most lines any set gets from each group add up to at most the
+  // ways, no line of that k-step can miss.
+  const auto extent = [&](const MatrixView& v) {
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                       static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+  };
+  const auto ea = extent(a), ey = extent(y), eb = extent(b);
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
+  const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                        y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
+  // Shortcuts (speed only; every list is the one the walk below would give). They need
+  // `fast`: rows of A, Y and the weights on lines of their own (row strides of whole lines,
+  // a row's last line before the next row's first), distinct matrices, row-major data, a
+  // modulo index and tile rows shorter than the sets, so that every line of a window is
+  // distinct, lies in its own row, and the consecutive lines of one tile row are in
+  // distinct sets. Every row then sits alike in its lines: row m's lines of a tile are row
+  // 0's moved by m row strides, so whether two tiles of a matrix have the same lines is
+  // seen on row 0.
+  const bool fast = can_skip && !s.llc.hashed_index && rows_apart(a, L) && rows_apart(y, L) && rows_apart(b, L) &&
+                    (S * e + L - 1) / L + 1 <= sets;
+  auto tile0 = [&](const MatrixView& v, int64_t t) {  // row 0's lines of tile t: the first, how many
+    const int64_t c0 = t * S, n = std::min(S, v.cols - c0);
+    const uint64_t lo = v.addr(0, c0);
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((lo + n * v.elem - 1) / L - lo / L + 1));
+  };
+  const int64_t ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
+  std::vector<int32_t> count(can_skip ? sets : 0, 0);
+  std::vector<int64_t> touched, lines_p, lines_c;
+  // The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
+  // round's rows (t1 == t2: one tile).
+  auto max_union = [&](const MatrixView& v, int64_t t1, int64_t t2) {
+    int32_t most = 0;
+    touched.clear();
+    if (fast) {  // the same lines, by row 0's moved (speed only)
+      const auto [f1, n1] = tile0(v, t1);
+      const auto [f2, n2] = tile0(v, t2);
+      const int64_t rs = v.row_stride / L;
+      for (int64_t c2 = 0; c2 < act; ++c2)
+        for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+          const int64_t at = ((r * P + c2) * Mb + i) * rs;
+          for (int64_t q = 0; q < n1; ++q) most = tally_line(f1 + at + q, set_of, count, touched, most);
+          for (int64_t q = 0; q < n2; ++q)
+            if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
+        }
+      for (int64_t st : touched) count[st] = 0;
+      return most;
+    }
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        row_lines(lines_p, v, m, t1);
+        row_lines(lines_c, v, m, t2);
+        for (int64_t l : lines_c)
+          if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
+        for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+      }
+    for (int64_t st : touched) count[st] = 0;
+    return most;
+  };
+  auto max_weight_tile = [&](int64_t kb, int64_t nb) {
+    int32_t most = 0;
+    touched.clear();
+    for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
+      row_lines(lines_p, b, kb * S + kr, nb);
+      for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+    }
+    for (int64_t st : touched) count[st] = 0;
+    return most;
+  };
+  std::vector<int32_t> max_a(can_skip ? KT : 0);
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+
+  std::vector<int64_t> lines_t1, lines_t2;
+  auto same_lines = [&](const MatrixView& v, int64_t t1, int64_t t2) {  // tiles t1, t2 in every row
+    if (t1 == t2) return true;
+    row_lines(lines_t1, v, 0, t1);
+    row_lines(lines_t2, v, 0, t2);
+    return lines_t1 == lines_t2;
+  };
+  // Each window's list per core and operand (list j: Y of core j/2 when j is even, A when
+  // odd) is stored once (SweepRuns::put) and appended; while `log` is set the appends are
+  // also logged, so that a stretch of windows can be appended again.
+  auto runs = [&](size_t j) -> SweepRuns& { return j % 2 ? k_miss.a[j / 2] : k_miss.y[j / 2]; };
+  const size_t lists = static_cast<size_t>(2 * act);
+  struct Added {
+    size_t begin, end;
+    int64_t times;
+  };
+  std::vector<std::vector<Added>>* log = nullptr;
+  auto emit = [&](size_t j, std::pair<size_t, size_t> range) {
+    if (range.first >= range.second) return;
+    runs(j).add(range.first, range.second, 1);
+    if (!log) return;
+    auto& lg = (*log)[j];
+    if (!lg.empty() && lg.back().begin == range.first && lg.back().end == range.second) ++lg.back().times;
+    else lg.push_back({range.first, range.second, 1});
+  };
+  std::vector<std::vector<Sweep>> out(lists);
+  auto emit_out = [&](size_t j) {
+    std::pair<size_t, size_t> range{0, 0};
+    if (!out[j].empty()) range = runs(j).put(out[j]);
+    out[j].clear();
+    emit(j, range);
+    return range;
+  };
+
+  // The walk: the window of every line built row by row (exact for any layout).
+  SetLoad win(s.llc), empty(s.llc);
+  std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
+  std::vector<int64_t> same_set;
+  auto walk = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
+    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+    win = empty;
+    win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
+    for (int64_t c2 = 0; c2 < act; ++c2) {
+      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+      win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
+      win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
+    }
+    for (int64_t i = 0; i < Mb; ++i) {
+      int64_t row_lines_i = 0;  // row i's lines of every core (ap, yp, ac, yc)
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
+        if (i >= rows_of(r * P + c2)) continue;
+        const int64_t m = (r * P + c2) * Mb + i;
+        row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
+        row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
+        row_lines_i += static_cast<int64_t>(ap[c2].size() + yp[c2].size() + ac[c2].size() + yc[c2].size());
+        for (int64_t l : ap[c2]) win.add_line(l, -1);
+        for (int64_t l : yp[c2]) win.add_line(l, -1);
+      }
+      // Row i's lines in the window of core c's line l, counted in l's set once each:
+      // cores after c touched theirs in the previous k-step after l, cores before c
+      // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
+      auto overflows = [&](int64_t c, int64_t l, bool a_line) {
+        // Decided without counting when even all of row i's lines cannot overflow the
+        // set, or l alone does (same_set holds l and at most row_lines_i others).
+        if (!win.overflowing(l, static_cast<double>(1 + row_lines_i))) return false;
+        if (win.overflowing(l, 1.0)) return true;
+        const int64_t st = set_of(l);
+        same_set.assign(1, l);
+        auto take = [&](const std::vector<int64_t>& v) {
+          for (int64_t x : v)
+            if (set_of(x) == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
+        };
+        for (int64_t c2 = 0; c2 < act; ++c2) {
+          if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
+          if (c2 > c) take(ap[c2]);
+          if (c2 < c || (!a_line && c2 == c)) take(ac[c2]);
+          if (c2 < c) take(yc[c2]);
+        }
+        return win.overflowing(l, static_cast<double>(same_set.size()));
+      };
+      for (int64_t c = 0; c < act; ++c) {
+        if (y_again)
+          for (int64_t l : yc[c])
+            if (overflows(c, l, false)) keep(out[2 * c], l);
+        if (a_again)
+          for (int64_t l : ac[c])
+            if (overflows(c, l, true)) keep(out[2 * c + 1], l);
+      }
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        for (int64_t l : ac[c2]) win.add_line(l, 1);
+        for (int64_t l : yc[c2]) win.add_line(l, 1);
+      }
+    }
+    for (size_t j = 0; j < lists; ++j) emit_out(j);
+  };
+
+  auto weight_lines = [&](std::vector<int64_t>& into, int64_t kb, int64_t nb) {
+    into.clear();
+    for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
+      row_lines(lines_p, b, kb * S + kr, nb);
+      into.insert(into.end(), lines_p.begin(), lines_p.end());
+    }
+  };
+  // The walk when `fast` (the same lists): every line of the window is distinct and in its
+  // own row, so with positions p = (row i, core c) in the walk's order, the load of the set
+  // of core c's line l at row i, row i's lines counted back in as the walk takes them, is
+  //   Y line: W + Yp(after p) + Yc(up to p) + Ap(after p) + Ac(up to p),
+  //   A line: W + Yp(from p) + Yc(before p) + Ap(after p) + Ac(up to p),
+  // where W is the weight tile, Ap/Yp the rows' lines of the previous k-step's tiles and
+  // Ac/Yc the next's: rows after i are still in as the previous k-step left them, rows
+  // before i as the next one, and of row i the cores after c count their previous lines,
+  // those before c their next ones, and core c its next A lines and, for an A line, its
+  // previous Y lines (its own other lines of the same matrix lie in other sets). One pass
+  // over the positions with per-set counts, from W + Yp + Ap, gives every decision.
+  std::vector<int32_t> scan_cnt(fast ? sets : 0, 0);
+  std::vector<int64_t> wl_scan;
+  auto scan = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
+    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+    const auto [ap0, apn] = tile0(a, kbp);
+    const auto [ac0, acn] = tile0(a, kb);
+    const auto [yp0, ypn] = tile0(y, nbp);
+    const auto [yc0, ycn] = tile0(y, nb);
+    auto bump = [&](int64_t first, int64_t n, int32_t d) {
+      for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+    };
+    weight_lines(wl_scan, kb, nb);
+    for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
+      }
+    for (int64_t i = 0; i < Mb; ++i)
+      for (int64_t c = 0; c < act; ++c) {
+        if (i >= rows_of(r * P + c)) continue;
+        const int64_t m = (r * P + c) * Mb + i;
+        const int64_t al = ac0 + m * ra, yl = yc0 + m * ry;
+        bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
+        if (a_again)
+          for (int64_t q = 0; q < acn; ++q)
+            if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
+        bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
+        if (y_again)
+          for (int64_t q = 0; q < ycn; ++q)
+            if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
+      }
+    for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;  // back to all zeros
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
+      }
+  };
+
+  // Steady windows (fast only): when k-tiles kbp and kb of A have the same lines and so do
+  // column tiles nbp and nb of Y, every row's lines leave the window and join it again
+  // unchanged, so the window of row i's line l holds the weight tile and every other row's
+  // lines; with row i's own lines in l's set counted back in (all of them: the other
+  // cores' on either side, the core's own of the other matrix, and its own of the same
+  // matrix lie in other sets) the load of l's set is W + T there: the weight tile's lines
+  // and one line per row and operand, the same for every row. So l misses iff W + T
+  // overflows its set. `cur` holds W + T of the last steady window, moved line by line; a
+  // steady window with the same T and flags whose weight tile does not turn any set over or
+  // back under the ways has the last one's lists, appended again without a walk.
+  SetLoad cur(s.llc);
+  int64_t cur_a = -1, cur_y = -1, cur_wk = -1, cur_wn = -1;  // tiles whose lines `cur` holds
+  bool have_last = false, last_ya = false, last_aa = false;
+  std::vector<std::pair<size_t, size_t>> last_range(lists);
+  std::vector<int64_t> wl_old, wl_new;
+  std::vector<uint8_t> over_before;
+  auto move_tile = [&](const MatrixView& v, int64_t from, int64_t to) {  // every row of the round
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        if (from >= 0) {
+          row_lines(lines_p, v, m, from);
+          for (int64_t l : lines_p) cur.add_line(l, -1);
+        }
+        row_lines(lines_p, v, m, to);
+        for (int64_t l : lines_p) cur.add_line(l, 1);
+      }
+  };
+  auto steady = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
+    bool same_t = true;
+    if (cur_a < 0 || !same_lines(a, cur_a, kb)) move_tile(a, cur_a, kb), same_t = false;
+    if (cur_y < 0 || !same_lines(y, cur_y, nb)) move_tile(y, cur_y, nb), same_t = false;
+    cur_a = kb, cur_y = nb;
+    weight_lines(wl_old, cur_wk, cur_wn);
+    weight_lines(wl_new, kb, nb);
+    over_before.clear();
+    for (int64_t l : wl_old) over_before.push_back(cur.overflowing(l));
+    for (int64_t l : wl_new) over_before.push_back(cur.overflowing(l));
+    for (int64_t l : wl_old) cur.add_line(l, -1);
+    for (int64_t l : wl_new) cur.add_line(l, 1);
+    cur_wk = kb, cur_wn = nb;
+    bool turned = false;
+    for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur.overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
+    for (size_t x = 0; x < wl_new.size(); ++x)
+      turned |= cur.overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
+    if (have_last && same_t && !turned && last_ya == y_again && last_aa == a_again) {
+      for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
+      return;
+    }
+    scan(nb, kb, y_again, a_again);
+    for (size_t j = 0; j < lists; ++j) last_range[j] = emit_out(j);
+    have_last = true, last_ya = y_again, last_aa = a_again;
+  };
+
+  // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
+  int64_t bound_nb = -1;
+  int32_t y_tile = 0, y_pair = 0;
+  auto window = [&](int64_t nb, int64_t kb) {
+    // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
+    // previous one (S*e < line); an A line only after its first k-tile.
+    const bool y_again = kb > 0 || (nb * S * e) % L != 0;
+    const bool a_again = (kb * S * e) % L != 0;
+    if (!y_again && !a_again) return;
+    if (can_skip) {
+      if (bound_nb != nb) {
+        y_tile = max_union(y, nb, nb);
+        y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
+        bound_nb = nb;
+      }
+      if ((kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) return;
+    }
+    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+    if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
+    if (!fast) return walk(nb, kb, y_again, a_again);
+    scan(nb, kb, y_again, a_again);
+    for (size_t j = 0; j < lists; ++j) emit_out(j);
+  };
+
+  // Repeated column tiles (row-major Y and weights whose rows sit alike in lines of their
+  // own, rows_apart; A may be any): the windows of column tile nb at k-steps 1..KT-1 hold
+  // the lines of Y tile nb (as nbp and nb), of A's k-tiles and of the weight tiles of
+  // column tile nb, and append Y tile nb's and A's lines; when tile nb-1 has the same Y
+  // and weight lines in every row (tiles narrower than a line), the walks and their skip
+  // bounds see the same lines, so the lists are the same and are appended again. So is
+  // k-step 0's window (Y tiles nbp = nb-1 and nb) when tiles nb-2, nb-1 and nb share
+  // their lines and nb starts inside a line as nb-1 does.
+  const bool alike_ok = rows_apart(y, L) && rows_apart(b, L);
+  std::vector<std::vector<Added>> x_log(lists), b_log(lists);
+  bool have_x = false, have_b = false;
+  auto replay = [&](const std::vector<std::vector<Added>>& lg) {
+    for (size_t j = 0; j < lists; ++j)
+      for (const auto& x : lg[j]) runs(j).add(x.begin, x.end, x.times);
+  };
+  auto record = [&](std::vector<std::vector<Added>>& lg) {
+    for (auto& v : lg) v.clear();
+    log = &lg;
+  };
+  // A column tile whose windows are all those of the previous one appends the previous
+  // one's lists again: as a repetition of the unit (SweepRuns) when it can, else from the logs.
+  for (int64_t nb = 0; nb < NT; ++nb) {
+    const bool like_prev = alike_ok && nb >= 1 && same_lines(y, nb - 1, nb) && same_lines(b, nb - 1, nb);
+    const bool x_same = like_prev && have_x && nb >= 2 && same_lines(y, nb - 2, nb - 1) &&
+                        ((nb * S * e) % L != 0) == (((nb - 1) * S * e) % L != 0);
+    if (x_same && have_b) {
+      for (size_t j = 0; j < lists; ++j) {
+        if (runs(j).repeat_unit()) continue;
+        runs(j).begin_unit();
+        for (const auto& x : x_log[j]) runs(j).add(x.begin, x.end, x.times);
+        for (const auto& x : b_log[j]) runs(j).add(x.begin, x.end, x.times);
+      }
+      continue;
+    }
+    for (size_t j = 0; j < lists; ++j) runs(j).begin_unit();
+    if (x_same) {
+      replay(x_log);
+    } else {
+      record(x_log);
+      window(nb, 0);
+      have_x = alike_ok;
+    }
+    if (like_prev && have_b) {
+      replay(b_log);
+    } else {
+      record(b_log);
+      for (int64_t kb = 1; kb < KT; ++kb) window(nb, kb);
+      have_b = alike_ok;
+    }
+    log = nullptr;
+  }
+  return k_miss;
 }
 
 }  // namespace
@@ -166,6 +604,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
+  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
@@ -193,158 +632,25 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                               lines(y, 0, rows_of(0), 0, std::min(S, y.cols), L)) +
                        lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
     const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
-    // Set-resolved caches: the Y and A lines of each core's block that miss from one k-step
-    // to the next (kb-1 to kb of a column tile; the last of tile nb-1 to the first of nb
-    // when they share Y lines). The window of the line of row i: the previous k-step's A
-    // and Y rows after i, the weight tile, the next k-step's A and Y rows before i (all
-    // blocks of the round), and row i's lines of the other cores on the side of the line's
-    // core they were touched on. Rows leave and join it one by one, so each k-step costs
-    // O(sets + rows x cores).
-    struct KStepMisses {
-      std::vector<std::vector<Sweep>> y, a;
-    } k_miss;
-    if (!win_y.uniform()) {
-      k_miss.y.resize(act);
-      k_miss.a.resize(act);
-      const int64_t sets = s.llc.sets(), ways = s.llc.ways;
-      const SetIndex set_of(s.llc);
-      auto keep = [&](std::vector<Sweep>& v, int64_t l) {
-        const uint64_t at = static_cast<uint64_t>(l) * L;
-        if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
-        else v.push_back({at, 1, L, L});
-      };
-      // Lines are powers of two in practice: a shift instead of a division (speed only).
-      const int line_shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
-      auto row_lines = [&](std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
-        out.clear();
-        const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
-        const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-        const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
-        for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
-      };
-      // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
-      // every row of A, Y and the weights has lines of its own (row strides of at least a
-      // line, distinct matrices), the window of any line of a k-step, with that line's own
-      // row added, holds distinct lines of three groups only: the two A tiles' lines (k-tiles
-      // kbp and kb, every row of the round), the two Y tiles' lines (nbp and nb) and the
-      // weight tile. If the most lines any set gets from each group add up to at most the
-      // ways, no line of that k-step can miss.
-      const auto extent = [&](const MatrixView& v) {
-        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
-                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
-      };
-      const auto ea = extent(a), ey = extent(y), eb = extent(b);
-      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
-      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
-                            y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
-      std::vector<int32_t> count(can_skip ? sets : 0, 0);
-      std::vector<int64_t> touched, lines_p, lines_c;
-      // The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
-      // round's rows (t1 == t2: one tile).
-      auto max_union = [&](const MatrixView& v, int64_t t1, int64_t t2) {
-        int32_t most = 0;
-        touched.clear();
-        for (int64_t c2 = 0; c2 < act; ++c2)
-          for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-            const int64_t m = (r * P + c2) * Mb + i;
-            row_lines(lines_p, v, m, t1);
-            row_lines(lines_c, v, m, t2);
-            for (int64_t l : lines_c)
-              if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
-            for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
-          }
-        for (int64_t st : touched) count[st] = 0;
-        return most;
-      };
-      auto max_weight_tile = [&](int64_t kb, int64_t nb) {
-        int32_t most = 0;
-        touched.clear();
-        for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
-          row_lines(lines_p, b, kb * S + kr, nb);
-          for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
-        }
-        for (int64_t st : touched) count[st] = 0;
-        return most;
-      };
-      std::vector<int32_t> max_a(can_skip ? KT : 0);
-      for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
-      SetLoad win(s.llc), empty(s.llc);
-      std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
-      std::vector<int64_t> same_set;
-      for (int64_t nb = 0; nb < NT; ++nb) {
-        const int32_t y_tile = can_skip ? max_union(y, nb, nb) : 0;
-        const int32_t y_pair = can_skip && nb > 0 ? max_union(y, nb - 1, nb) : 0;
-        for (int64_t kb = 0; kb < KT; ++kb) {
-          // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
-          // previous one (S*e < line); an A line only after its first k-tile.
-          const bool y_again = kb > 0 || (nb * S * e) % L != 0;
-          const bool a_again = (kb * S * e) % L != 0;
-          if (!y_again && !a_again) continue;
-          if (can_skip && (kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) continue;
-          const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-          win = empty;
-          win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-            win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
-            win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
-          }
-          for (int64_t i = 0; i < Mb; ++i) {
-            int64_t row_lines_i = 0;  // row i's lines of every core (ap, yp, ac, yc)
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
-              if (i >= rows_of(r * P + c2)) continue;
-              const int64_t m = (r * P + c2) * Mb + i;
-              row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
-              row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
-              row_lines_i += static_cast<int64_t>(ap[c2].size() + yp[c2].size() + ac[c2].size() + yc[c2].size());
-              for (int64_t l : ap[c2]) win.add_line(l, -1);
-              for (int64_t l : yp[c2]) win.add_line(l, -1);
-            }
-            // Row i's lines in the window of core c's line l, counted in l's set once each:
-            // cores after c touched theirs in the previous k-step after l, cores before c
-            // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
-            auto overflows = [&](int64_t c, int64_t l, bool a_line) {
-              // Decided without counting when even all of row i's lines cannot overflow the
-              // set, or l alone does (same_set holds l and at most row_lines_i others).
-              if (!win.overflowing(l, static_cast<double>(1 + row_lines_i))) return false;
-              if (win.overflowing(l, 1.0)) return true;
-              const int64_t st = set_of(l);
-              same_set.assign(1, l);
-              auto take = [&](const std::vector<int64_t>& v) {
-                for (int64_t x : v)
-                  if (set_of(x) == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
-              };
-              for (int64_t c2 = 0; c2 < act; ++c2) {
-                if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
-                if (c2 > c) take(ap[c2]);
-                if (c2 < c || (!a_line && c2 == c)) take(ac[c2]);
-                if (c2 < c) take(yc[c2]);
-              }
-              return win.overflowing(l, static_cast<double>(same_set.size()));
-            };
-            for (int64_t c = 0; c < act; ++c) {
-              if (y_again)
-                for (int64_t l : yc[c])
-                  if (overflows(c, l, false)) keep(k_miss.y[c], l);
-              if (a_again)
-                for (int64_t l : ac[c])
-                  if (overflows(c, l, true)) keep(k_miss.a[c], l);
-            }
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              for (int64_t l : ac[c2]) win.add_line(l, 1);
-              for (int64_t l : yc[c2]) win.add_line(l, 1);
-            }
-          }
-        }
-      }
-    }
+    // Set-resolved caches: the Y and A lines that miss from one k-step to the next.
+    const KStepMisses k_miss = win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act);
     // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
     // A, Y and the weights on lines of their own and distinct matrices, the window from
     // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
     // nb and nb+1 and of the round's Y strip of those tiles only; if the most lines any set
     // gets from each adds up to at most the ways, no A line misses there (speed only).
     std::vector<uint8_t> a_window_fits(NT, 0);
+    // Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
+    // lines of tiles nb and nb+1 and the Y lines of both (with A's, the same for every nb);
+    // when tiles nb-1, nb and nb+1 of the weights and of Y have the same lines (tiles
+    // narrower than a line; seen on row 0 when every row sits alike in lines of its own),
+    // the windows of nb are those of nb-1 and so are the lines that miss in them.
+    const bool alike_ok = b.panel_width == 0 && y.panel_width == 0 && rows_apart(b, L) && rows_apart(y, L);
+    auto alike = [&](int64_t nb) {
+      return alike_ok && nb >= 1 && nb + 1 < NT && same_tile_lines(b, S, L, nb - 1, nb) &&
+             same_tile_lines(b, S, L, nb, nb + 1) && same_tile_lines(y, S, L, nb - 1, nb) &&
+             same_tile_lines(y, S, L, nb, nb + 1);
+    };
     if (!win_a.uniform()) {
       const auto extent = [&](const MatrixView& v) {
         return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
@@ -356,7 +662,15 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
                             y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
                             disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      if (can_skip) {
+      // A full round's rows are round 0's moved by a whole number of lines (row strides of
+      // whole lines): under a modulo index its per-set counts are round 0's rotated, so the
+      // most lines in a set, hence these tests, are those of the first full round (speed
+      // only).
+      const bool moved = !s.llc.hashed_index && a.row_stride % L == 0 && y.row_stride % L == 0 && act == P &&
+                         (r + 1) * P * Mb <= w.m;
+      if (can_skip && moved && !fits_full_round.empty()) {
+        a_window_fits = fits_full_round;
+      } else if (can_skip) {
         const int64_t sets = s.llc.sets();
         const SetIndex set_of(s.llc);
         std::vector<int32_t> count(sets, 0);
@@ -369,6 +683,10 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         }
         const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
         for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+          if (alike(nb)) {
+            a_window_fits[nb] = a_window_fits[nb - 1];
+            continue;
+          }
           yv.clear();
           for (int64_t c2 = 0; c2 < act; ++c2) {
             const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
@@ -379,6 +697,64 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, set_of, count, touched) +
                                   most_lines_in_a_set(wv, L, set_of, count, touched) <=
                               s.llc.ways;
+        }
+        if (moved) fits_full_round = a_window_fits;
+      }
+    }
+    // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
+    // to nb+1 holds the round's A, the weight rows of tile nb after kb1 and of tile nb+1 up
+    // to kb0, and the round's Y of both tiles; its sets shift with j and nb. The window is
+    // the same for every core; per core, the lines of each run of alike column tiles (the
+    // same lines every time, re-read `times` times in a row).
+    struct TileRun {
+      std::vector<Sweep> lines;
+      int64_t times = 1;
+    };
+    std::vector<std::vector<TileRun>> a_tile_miss(act);
+    const bool b_apart = rows_apart(b, L);
+    if (!win_a.uniform()) {
+      const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
+      for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+        if (alike(nb)) {
+          for (auto& runs : a_tile_miss) runs.back().times += 1;
+          continue;
+        }
+        for (auto& runs : a_tile_miss) runs.emplace_back();
+        // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
+        // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
+        // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
+        // window is moved row by row instead of rebuilt (speed only).
+        std::optional<SetLoad> win;
+        int64_t win_after = 0, win_upto = 0;
+        auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
+          const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
+          for (int64_t q = q0; q < q1; ++q) {
+            const uint64_t lo = b.addr(q, c0);
+            for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
+          }
+        };
+        for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
+          const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
+          const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
+          if (win && b_apart) {
+            move_rows(win_after, after, nb, -1.0);
+            move_rows(win_upto, upto, nb + 1, 1.0);
+          } else {
+            win = a_round;
+            win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
+            win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
+            for (int64_t c2 = 0; c2 < act; ++c2) {
+              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+              win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+            }
+          }
+          win_after = after, win_upto = upto;
+          const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
+          for (int64_t c2 = 0; c2 < act; ++c2) {
+            const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
+            auto& into = a_tile_miss[c2].back().lines;
+            into.insert(into.end(), miss.begin(), miss.end());
+          }
         }
       }
     }
@@ -393,24 +769,10 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       if (win_a.uniform()) {
         dram.missing(w.a_name, false, c, astrips, NT - 1, win_a);
       } else {
-        // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile
-        // nb to nb+1 holds the round's A, the weight rows of tile nb after kb1 and of tile
-        // nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb.
-        const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
-        for (int64_t nb = 0; nb + 1 < NT; ++nb)
-          for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
-            const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
-            SetLoad win = a_round;
-            const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
-            win.add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
-            win.add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-              win.add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
-            }
-            const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
-            dram.missing(w.a_name, false, c, strip_sweeps(a, r0, nr, c0, nc, L), 1, win);
-          }
+        // Set-resolved (a_tile_miss above): each run's lines, in column tile order. Reads
+        // only, so a run repeated is exact (DramStreams::repeat).
+        for (const auto& run : a_tile_miss[c])
+          if (!run.lines.empty()) dram.repeat(w.a_name, false, c, run.lines, run.times);
       }
       // An A line spans `tpl` k-steps of one column tile: between two of them one k-step
       // of every core runs (the Y window); its lines in sets that overflows miss again.

@@ -208,3 +208,90 @@ TEST_CASE("tally_sweep bounds SetLoad's per-set load", "[hwmodel]") {
       for (int64_t l : sweep_lines(s, L)) REQUIRE_FALSE(load.overflowing(l));
   }
 }
+
+// SweepRuns (analytic_detail.h) keeps the set-resolved RWMA k-step miss lists as stored
+// bodies repeated, and units repeated as groups. Random bodies (runs of lines that may
+// touch the list's last sweep, so the merge rule applies), appended any number of times,
+// with units begun and repeated: the list must be the one that appending every copy run by
+// run gives, and DramStreams must count it (reads and write-backs) as the expanded list.
+TEST_CASE("SweepRuns: repeated bodies and units give the list and DRAM counts of every copy", "[hwmodel]") {
+  using namespace bertlab::hw::analytic_detail;
+  std::mt19937 rng(29);
+  const int64_t L = 64;
+  SystemDesc s;
+  s.llc.line_bytes = L;
+  s.dram.row_bytes = 8 * L;
+  for (int it = 0; it < 400; ++it) {
+    SweepRuns runs;
+    std::vector<Sweep> expect;  // every copy appended run by run
+    auto append_ref = [&](const std::vector<Sweep>& body) {
+      for (const auto& sw : body) {
+        if (!expect.empty() && expect.back().end() == sw.start) {
+          expect.back().width += sw.width;
+          expect.back().stride = expect.back().width;
+        } else {
+          expect.push_back(sw);
+        }
+      }
+    };
+    std::vector<std::pair<size_t, size_t>> stored;
+    std::vector<std::vector<Sweep>> bodies;
+    std::vector<size_t> unit;  // the bodies appended since begin_unit (not its repetitions)
+    bool repeated = false, added_after = false;
+    const int ops = 1 + static_cast<int>(rng() % 40);
+    for (int k = 0; k < ops; ++k) {
+      const uint32_t what = rng() % 8;
+      if (what == 0 || stored.empty()) {
+        std::vector<Sweep> body;
+        const int n = 1 + static_cast<int>(rng() % 4);
+        for (int q = 0; q < n; ++q) {
+          const int64_t first = static_cast<int64_t>(rng() % 48), w = 1 + static_cast<int64_t>(rng() % 3);
+          const Sweep sw{static_cast<uint64_t>(first * L), 1, w * L, w * L};
+          if (!body.empty() && body.back().end() == sw.start) continue;  // runs of a body do not touch
+          body.push_back(sw);
+        }
+        stored.push_back(runs.put(body));
+        bodies.push_back(body);
+      } else if (what <= 4) {
+        const size_t x = rng() % stored.size();
+        const int64_t times = rng() % 5 == 0 ? 20 + static_cast<int64_t>(rng() % 200) : 1 + static_cast<int64_t>(rng() % 3);
+        runs.add(stored[x].first, stored[x].second, times);
+        for (int64_t t = 0; t < times; ++t) append_ref(bodies[x]), unit.push_back(x);
+        added_after = repeated;
+      } else if (what == 5) {
+        runs.begin_unit();
+        unit.clear();
+        repeated = added_after = false;
+      } else if (runs.repeat_unit()) {
+        REQUIRE(!added_after);  // a unit added to after its repetition is no unit any more
+        REQUIRE(!unit.empty());
+        for (size_t x : unit) append_ref(bodies[x]);
+        repeated = true;
+      }
+    }
+    std::vector<Sweep> got;
+    runs.for_each_copy([&](const SweepRuns::Seg& g) {
+      for (int64_t t = 0; t < g.times; ++t)
+        for (size_t x = g.begin; x < g.end; ++x) got.push_back(runs.pool()[x]);
+      return true;
+    });
+    REQUIRE(got.size() == expect.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      REQUIRE(got[i].start == expect[i].start);
+      REQUIRE(got[i].width == expect[i].width);
+    }
+    // DRAM counts: the runs as DramStreams takes them, against the expanded list.
+    Traffic t1 = empty_traffic(s, 1), t2 = empty_traffic(s, 1);
+    DramStreams d1(s, t1), d2(s, t2);
+    d1.sweeps("y", false, 0, expect);
+    d1.sweeps("y", true, 0, expect);
+    d2.sweeps("y", false, 0, runs);
+    d2.sweeps("y", true, 0, runs);
+    d1.flush_all();
+    d2.flush_all();
+    REQUIRE(t1.operands["y"].read_lines == t2.operands["y"].read_lines);
+    REQUIRE(t1.operands["y"].write_lines == t2.operands["y"].write_lines);
+    REQUIRE(t1.operands["y"].row_misses == t2.operands["y"].row_misses);
+    REQUIRE(t1.llc_misses[0] == t2.llc_misses[0]);
+  }
+}
