@@ -578,12 +578,15 @@ def breakdown(d, system, seq, model_md=None, ops=OPS):
         join = lambda f: " / ".join(f(x) for x in xs)
         l1 = lambda x: (sum(x["regions"]["rwma"][r]["l1"] for r in REGIONS) /
                         max(1.0, sum(x["regions"]["bwma"][r]["l1"] for r in REGIONS)))
-        print("- S = %d, %s cores: layer %s; %.1fx needs an L1-miss latency of %s cycles (system file: llc.hit_cycles "
-              "= %g; a DRAM row miss is %g cycles at %g GHz) or %s cycles per instruction (%g here); the layer's "
-              "L1-miss stalls RWMA / BWMA (the speedup's limit at a large L1-miss latency): %s." % (
-                  S, join(lambda x: str(x["cores"])), join(lambda x: "%.2fx" % lay(x)), target,
-                  join(lambda x: fmt_need(x["need_llc_hit"])), c["llc_hit"], c["row_miss"], c["clock_ghz"],
-                  join(lambda x: fmt_need(x["need_cpi"])), c["cpi"], join(lambda x: "%.2f" % l1(x))))
+        need = lambda v: "-" if isinstance(v, str) else "%.3g" % v
+        print("- S = %d, %s core%s: layer %s; %.1fx needs an L1-miss latency of %s cycles (system file: "
+              "llc.hit_cycles = %g; a DRAM row miss is %g cycles at %g GHz) or %s cycles per instruction (%g here; "
+              "'-': no value in the range searched); the layer's L1-miss stalls RWMA / BWMA (the speedup's limit "
+              "at a large L1-miss latency): %s." % (
+                  S, join(lambda x: str(x["cores"])), "" if [x["cores"] for x in xs] == [1] else "s",
+                  join(lambda x: "%.2fx" % lay(x)), target, join(lambda x: need(x["need_llc_hit"])), c["llc_hit"],
+                  c["row_miss"], c["clock_ghz"], join(lambda x: need(x["need_cpi"])), c["cpi"],
+                  join(lambda x: "%.2f" % l1(x))))
     free = max(b["configs"], key=lambda x: x["speedup_free_instructions"])
     print("- With instructions free (no per-word work on the core), the largest layer speedup is %.2fx (%s)."
           % (free["speedup_free_instructions"], at(free)))
