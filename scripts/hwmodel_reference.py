@@ -299,8 +299,11 @@ class DataError(Exception):
 
 def system_costs(path):
     """The paper system's costs, as hwmodel/core_model.cpp (op_time) charges them."""
-    with open(path) as f:
-        j = json.load(f)
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError("%s: cannot read the system file (%s)" % (path, e))
     try:
         clock = float(j["clock_ghz"])
         return {"clock_ghz": clock, "cpi": 1.0,  # in-order: one cycle per instruction
@@ -326,19 +329,22 @@ def measured_counts(d, seq, ops):
         if not os.path.exists(os.path.join(d, name)):
             raise DataError("%s: missing (expected the output of scripts/hwmodel_reference.sh measure, "
                             "replay and compare)" % os.path.join(d, name))
-    cg = {}
-    for r in read_rows(os.path.join(d, "cachegrind.txt")):
-        if len(r) != 9:
-            raise DataError("%s: expected 9 fields (op arr seq S cores core Ir D1 LL), got %r"
-                            % (os.path.join(d, "cachegrind.txt"), " ".join(r)))
-        if int(r[2]) == seq and r[0] in ops:
-            cg.setdefault((r[0], r[1], int(r[3]), int(r[4])), {})[int(r[5])] = [int(x) for x in r[6:9]]
-    rp = {}
-    for r in read_rows(os.path.join(d, "replay.txt")):
-        if int(r[2]) == seq and r[0] in ops:
-            rp[(r[0], r[1], int(r[3]), int(r[4]))] = json.loads(" ".join(r[5:]))
-    with open(os.path.join(d, "models.json")) as f:
-        models = json.load(f)
+    cg, rp, path = {}, {}, os.path.join(d, "cachegrind.txt")
+    try:
+        for r in read_rows(path):
+            if len(r) != 9:
+                raise ValueError("expected 9 fields (op arr seq S cores core Ir D1 LL)")
+            if int(r[2]) == seq and r[0] in ops:
+                cg.setdefault((r[0], r[1], int(r[3]), int(r[4])), {})[int(r[5])] = [int(x) for x in r[6:9]]
+        path = os.path.join(d, "replay.txt")
+        for r in read_rows(path):
+            if int(r[2]) == seq and r[0] in ops:
+                rp[(r[0], r[1], int(r[3]), int(r[4]))] = json.loads(" ".join(r[5:]))
+        path = os.path.join(d, "models.json")
+        with open(path) as f:
+            models = json.load(f)
+    except (ValueError, IndexError) as e:
+        raise DataError("%s: %s, in line %r" % (path, e, " ".join(r)) if path.endswith(".txt") else "%s: %s" % (path, e))
     out = {}
     for k, per in cg.items():
         op, arr, S, P = k
@@ -400,11 +406,14 @@ def region_breakdown(meas, S, P, costs, ops):
 
 
 def speedups(r):
+    def ratio(rw, bw):  # a region without measured ops (--ops): nan
+        return rw / bw if bw else float("nan")
+
     def layer(a):
         return r[a]["attention"]["time"] + r[a]["FFN"]["time"]
-    return {"attention": r["rwma"]["attention"]["time"] / r["bwma"]["attention"]["time"],
-            "FFN": r["rwma"]["FFN"]["time"] / r["bwma"]["FFN"]["time"],
-            "layer": layer("rwma") / layer("bwma")}
+    return {"attention": ratio(r["rwma"]["attention"]["time"], r["bwma"]["attention"]["time"]),
+            "FFN": ratio(r["rwma"]["FFN"]["time"], r["bwma"]["FFN"]["time"]),
+            "layer": ratio(layer("rwma"), layer("bwma"))}
 
 
 def solve(meas, S, P, costs, ops, param, lo, hi, target):

@@ -114,9 +114,9 @@ double layer_speedup(int P, double llc_hit, double row_ns) {
   return t("rwma") / t("bwma");
 }
 
-std::string breakdown_cmd(const TempDir& dir, const std::string& extra) {
+std::string breakdown_cmd(const TempDir& dir, const std::string& extra, const std::string& system = "system.json") {
   return fmt::format("/usr/bin/python3 {} breakdown {} {} 64 {}", quote(source_dir() / "scripts/hwmodel_reference.py"),
-                     quote(dir.path()), quote(dir / "system.json"), extra);
+                     quote(dir.path()), quote(dir / system), extra);
 }
 
 }  // namespace
@@ -173,6 +173,9 @@ TEST_CASE("paper table breakdown: an incomplete data directory is an error namin
   auto r = run_shell(breakdown_cmd(dir, "--ops qkv,gelu"));
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("cachegrind.txt: expected 9 fields") != std::string::npos);
+  r = run_shell(breakdown_cmd(dir, "--ops qkv,gelu", "nosuch.json"));
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("nosuch.json: cannot read the system file") != std::string::npos);
   fs::remove(dir / "models.json");
   r = run_shell(breakdown_cmd(dir, "--ops qkv,gelu"));
   CHECK(r.exit_code != 0);
