@@ -3,6 +3,7 @@
 and the per-op comparison of the in-order core model with the reference."""
 import json
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -283,6 +284,323 @@ def ratios(d, seq):
                   S, seq, t[2] / max(1, t[3]), t[4] / max(1, t[5]), t[0] / max(1, t[1]), c))
 
 
+# --- The paper table from the measured counts (scripts/hwmodel_paper_table.sh, REFERENCE=D) ---
+# Regions of the layer (hwmodel/encoder_layer.h, kLayerOpTable): residual add and layernorm
+# run once after each sub-layer, so they count in both.
+REGIONS = {"attention": ("qkv", "k_transpose", "scores", "softmax", "context", "attn_out",
+                         "residual_add", "layernorm"),
+           "FFN": ("residual_add", "layernorm", "ffn_in", "gelu", "ffn_out")}
+PARTS = ("instructions", "array", "l1", "llc", "excess")  # excess: DRAM floor above the core time
+
+
+class DataError(Exception):
+    pass
+
+
+def system_costs(path):
+    """The paper system's costs, as hwmodel/core_model.cpp (op_time) charges them."""
+    try:
+        with open(path) as f:
+            j = json.load(f)
+    except (OSError, ValueError) as e:
+        raise DataError("%s: cannot read the system file (%s)" % (path, e))
+    try:
+        clock = float(j["clock_ghz"])
+        return {"clock_ghz": clock, "cpi": 1.0,  # in-order: one cycle per instruction
+                "cycles_per_issue": float(j["array"]["cycles_per_issue"]),
+                "llc_hit": float(j["llc"]["hit_cycles"]),
+                "row_miss": float(j["dram"]["row_miss_ns"]) * clock,
+                "row_hit": float(j["dram"]["row_hit_ns"]) * clock,
+                "memory_parallelism": float(j.get("core", {}).get("memory_parallelism", 1)),
+                "bytes_per_cycle": float(j["dram"]["peak_gbps"]) / clock,
+                "line_bytes": int(j["llc"]["line_bytes"])}
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError("%s: missing or bad field %s" % (path, e))
+
+
+def measured_counts(d, seq, ops):
+    """Per (op, arr, S, cores): per-core measured counts of D at one seq: instructions and L1
+    misses from cachegrind (one process per core), LLC misses and DRAM bytes from the
+    shared-LLC replay at 2 and 4 cores; at 1 core (no replay) cachegrind's LL misses, and as
+    DRAM bytes its LL misses x the line size (line fills only: no write-backs). Array issues
+    from D/models.json (the schedule's count, as the core model counts them: cachegrind
+    cannot count the inlined array stand-in)."""
+    for name in ("cachegrind.txt", "replay.txt", "models.json"):
+        if not os.path.exists(os.path.join(d, name)):
+            raise DataError("%s: missing (expected the output of scripts/hwmodel_reference.sh measure, "
+                            "replay and compare)" % os.path.join(d, name))
+    cg, rp, path = {}, {}, os.path.join(d, "cachegrind.txt")
+    try:
+        for r in read_rows(path):
+            if len(r) != 9:
+                raise ValueError("expected 9 fields (op arr seq S cores core Ir D1 LL)")
+            if int(r[2]) == seq and r[0] in ops:
+                cg.setdefault((r[0], r[1], int(r[3]), int(r[4])), {})[int(r[5])] = [int(x) for x in r[6:9]]
+        path = os.path.join(d, "replay.txt")
+        for r in read_rows(path):
+            if int(r[2]) == seq and r[0] in ops:
+                rp[(r[0], r[1], int(r[3]), int(r[4]))] = json.loads(" ".join(r[5:]))
+        path = os.path.join(d, "models.json")
+        with open(path) as f:
+            models = json.load(f)
+    except (ValueError, IndexError) as e:
+        raise DataError("%s: %s, in line %r" % (path, e, " ".join(r)) if path.endswith(".txt") else "%s: %s" % (path, e))
+    out = {}
+    for k, per in cg.items():
+        op, arr, S, P = k
+        mk = "%s %s %d %d %d" % (op, arr, seq, S, P)
+        if len(per) != P or mk not in models or (P > 1 and k not in rp):
+            continue  # not completely measured: the configuration is left out
+        cores = []
+        for c in range(P):
+            ir, d1, ll = per[c]
+            cores.append({"instructions": ir, "l1": d1, "issues": models[mk]["issues"][c],
+                          "llc": rp[k]["llc_misses"][c] if P > 1 else ll})
+        out[k] = {"cores": cores, "dram_bytes": rp[k]["dram_bytes"] if P > 1 else None,
+                  "ll_fills": per[0][2] if P == 1 else None}
+    return out
+
+
+def op_breakdown(m, costs):
+    """One op's cycles by component on its busiest core (by core time), the DRAM floor and
+    the op's time (the larger of the two), as hwmodel/core_model.cpp op_time."""
+    lat = costs["dram_latency"] / costs["memory_parallelism"]
+    best, times = None, []
+    for c in m["cores"]:
+        t = {"instructions": c["instructions"] * costs["cpi"],
+             "array": c["issues"] * costs["cycles_per_issue"],
+             "l1": c["l1"] * costs["llc_hit"],
+             "llc": c["llc"] * lat}
+        t["core"] = t["instructions"] + t["array"] + t["l1"] + t["llc"]
+        if best is None or t["core"] > best["core"]:
+            best = t
+        times.append(t["core"])
+    nbytes = m["dram_bytes"] if m["dram_bytes"] is not None else m["ll_fills"] * costs["line_bytes"]
+    best["bytes"] = nbytes
+    best["floor"] = nbytes / costs["bytes_per_cycle"]
+    best["excess"] = max(0.0, best["floor"] - best["core"])
+    best["time"] = best["core"] + best["excess"]
+    best["busy_cores"] = sum(t >= 0.1 * best["core"] for t in times)  # cores with work (>= 10% of the busiest)
+    return best
+
+
+def region_breakdown(meas, S, P, costs, ops):
+    """{arr: {region: sums over the region's ops}}, or None when an op is not measured."""
+    res = {}
+    for arr in ("rwma", "bwma"):
+        for region, members in REGIONS.items():
+            x = dict.fromkeys(PARTS + ("floor", "time", "bytes"), 0.0)
+            for op in members:
+                if op not in ops:
+                    continue
+                if (op, arr, S, P) not in meas:
+                    return None
+                t = op_breakdown(meas[(op, arr, S, P)], costs)
+                for f in x:
+                    x[f] += t[f]
+                if op in GEMMS:
+                    g = res.setdefault(arr, {}).setdefault("gemm_cores", [P, 0])
+                    g[0], g[1] = min(g[0], t["busy_cores"]), max(g[1], t["busy_cores"])
+            res.setdefault(arr, {})[region] = x
+    return res
+
+
+def speedups(r):
+    def ratio(rw, bw):  # a region without measured ops (--ops): nan
+        return rw / bw if bw else float("nan")
+
+    def layer(a):
+        return r[a]["attention"]["time"] + r[a]["FFN"]["time"]
+    return {"attention": ratio(r["rwma"]["attention"]["time"], r["bwma"]["attention"]["time"]),
+            "FFN": ratio(r["rwma"]["FFN"]["time"], r["bwma"]["FFN"]["time"]),
+            "layer": ratio(layer("rwma"), layer("bwma"))}
+
+
+def solve(meas, S, P, costs, ops, param, lo, hi, target):
+    """The value of costs[param] in [lo, hi] at which the measured counts give a layer speedup
+    of `target` (bisection; the speedup is monotone in each cost while the busiest cores stay
+    the same). "above" or "below" when the speedup stays above or below the target over all
+    of [lo, hi]."""
+    def f(v):
+        c = dict(costs)
+        c[param] = v
+        return speedups(region_breakdown(meas, S, P, c, ops))["layer"] - target
+    flo, fhi = f(lo), f(hi)
+    if flo * fhi > 0:
+        return "above" if flo > 0 else "below"
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        fm = f(mid)
+        if fm * flo > 0:
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def model_speedups(path):
+    """The summary table of `bertlab_hwref table` (core model): {(S, cores): (attn, FFN, layer)}."""
+    out = {}
+    if path:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"^\| (\d+) \| (\d+) \| ([\d.]+)x \| ([\d.]+)x \| ([\d.]+)x \|", line)
+                if m:
+                    out[(int(m.group(1)), int(m.group(2)))] = tuple(float(m.group(i)) for i in (3, 4, 5))
+    return out
+
+
+def breakdown_data(d, system, seq, ops=OPS, target=2.7):
+    costs = system_costs(system)
+    costs["dram_latency"] = costs["row_miss"]
+    meas = measured_counts(d, seq, ops)
+    configs, missing = [], []
+    for S in (4, 8, 16, 32):
+        for P in (1, 2, 4):
+            r = region_breakdown(meas, S, P, costs, ops)
+            if r is None:
+                missing.append((S, P))
+                continue
+            hit = dict(costs, dram_latency=costs["row_hit"])
+            no_instr = dict(costs, cpi=0.0)
+            configs.append({
+                "S": S, "cores": P, "regions": r, "speedup": speedups(r),
+                "speedup_row_hit": speedups(region_breakdown(meas, S, P, hit, ops))["layer"],
+                "speedup_free_instructions": speedups(region_breakdown(meas, S, P, no_instr, ops))["layer"],
+                "need_llc_hit": solve(meas, S, P, costs, ops, "llc_hit", 0.0, 5000.0, target),
+                "need_cpi": solve(meas, S, P, costs, ops, "cpi", 0.0, 10.0, target),
+                "need_cycles_per_issue": solve(meas, S, P, costs, ops, "cycles_per_issue", 0.0, 10.0, target)})
+    return {"seq": seq, "costs": costs, "target": target, "configs": configs, "missing": missing}
+
+
+def fmt_need(v):
+    return {"above": "none (above)", "below": "none (below)"}.get(v) if isinstance(v, str) else "%.3g" % v
+
+
+def cores(P):
+    return "%d core%s" % (P, "" if P == 1 else "s")
+
+
+def breakdown(d, system, seq, model_md=None, ops=OPS):
+    """Markdown: the paper table built from D's measured counts at one seq, and the explanation
+    of the BWMA-over-RWMA speedups from those counts (docs/hwmodel-paper-table.md)."""
+    b = breakdown_data(d, system, seq, ops)
+    c, target = b["costs"], b["target"]
+    model = model_speedups(model_md)
+    print("Counts: instructions and L1 misses measured by cachegrind per core process; LLC misses and DRAM bytes "
+          "from the shared-LLC replay at 2 and 4 cores; at 1 core cachegrind's LL misses (its LL is modulo-indexed) "
+          "and, for the DRAM floor, LL misses x %d bytes (line fills; write-backs are not counted at 1 core). "
+          "Array instructions: the schedule's issue count as the core model counts it (weight rows, stream rows "
+          "and drain rows; `issues` of %s/models.json), x cycles_per_issue = %g. Costs of %s: %g cycle per "
+          "instruction, L1 miss = llc.hit_cycles = %g cycles, LLC miss = dram.row_miss_ns x clock = %g cycles "
+          "(the replay records no row-hit/miss mix, so every LLC miss is charged a row miss: an upper bound; "
+          "'layer, row hits' charges dram.row_hit_ns = %g cycles instead) / memory_parallelism %g, DRAM floor = "
+          "bytes / %g bytes per cycle. Per op, the busiest core (by core time) and the larger of its time and "
+          "the floor, summed per region, as the core model does (hwmodel/core_model.cpp, op_time)."
+          % (c["line_bytes"], d, c["cycles_per_issue"], system, c["cpi"], c["llc_hit"], c["row_miss"],
+             c["row_hit"], c["memory_parallelism"], c["bytes_per_cycle"]))
+    print()
+    if b["missing"]:
+        print("Not completely measured (left out): %s." % ", ".join("S = %d, %d cores" % m for m in b["missing"]))
+        print()
+    print("#### Layer speedup (BWMA over RWMA) from the measured counts, and the core model's (`bertlab_hwref table "
+          "--seq %d`, no stack lines, hashed LLC at every core count)" % seq)
+    print()
+    print("| S | cores | attention | FFN | layer | layer, row hits | model attention | model FFN | model layer |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for x in b["configs"]:
+        s = x["speedup"]
+        m = model.get((x["S"], x["cores"]))
+        mc = ["%.2fx" % v for v in m] if m else ["-"] * 3
+        print("| %d | %d | %.2fx | %.2fx | %.2fx | %.2fx | %s |" % (
+            x["S"], x["cores"], s["attention"], s["FFN"], s["layer"], x["speedup_row_hit"], " | ".join(mc)))
+    print()
+    print("#### Time per region from the measured counts, millions of cycles of the busiest core (summed over the region's ops)")
+    print()
+    print("| S | cores | region | arrangement | instructions | array | L1-miss stalls | LLC-miss stalls | DRAM floor | "
+          "time | DRAM bytes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for x in b["configs"]:
+        for region in REGIONS:
+            for arr in ("rwma", "bwma"):
+                v = x["regions"][arr][region]
+                print("| %d | %d | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" % (
+                    x["S"], x["cores"], region, arr.upper(), v["instructions"] / 1e6, v["array"] / 1e6,
+                    v["l1"] / 1e6, v["llc"] / 1e6, v["floor"] / 1e6, v["time"] / 1e6, v["bytes"]))
+    print()
+    print("#### Where BWMA's advantage comes from: share of the RWMA - BWMA time difference per component")
+    print()
+    print("Difference = RWMA time - BWMA time (millions of cycles); each share = (RWMA - BWMA) of the component / "
+          "the difference ('DRAM' is the floor's excess over the core time; negative: BWMA pays more there).")
+    print()
+    print("| S | cores | region | difference | instructions | array | L1-miss stalls | LLC-miss stalls | DRAM | "
+          "L1-miss stalls RWMA / BWMA |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    l1_share = []
+    for x in b["configs"]:
+        for region in REGIONS:
+            rw, bw = x["regions"]["rwma"][region], x["regions"]["bwma"][region]
+            diff = rw["time"] - bw["time"]
+            sh = ["%.0f%%" % (100.0 * (rw[p] - bw[p]) / diff) if diff else "-" for p in PARTS]
+            if diff:
+                l1_share.append((100.0 * (rw["l1"] - bw["l1"]) / diff, x["S"], x["cores"], region))
+            print("| %d | %d | %s | %.2f | %s | %.2f |" % (x["S"], x["cores"], region, diff / 1e6, " | ".join(sh),
+                                                        rw["l1"] / bw["l1"] if bw["l1"] else float("inf")))
+    print()
+    print("#### What the paper's %.1fx would need, solved from the measured counts" % target)
+    print()
+    print("Each column changes one cost of %s, the others as above, until the measured counts give a layer "
+          "speedup of %.1fx ('none (above)' or '(below)': the speedup stays above or below it over the whole range "
+          "searched: L1-miss latency 0-5000 cycles, cycles per instruction 0-10, cycles per array issue 0-10). 'free instructions': the layer "
+          "speedup if instructions cost nothing." % (system, target))
+    print()
+    print("| S | cores | layer speedup | L1-miss latency (cycles) | cycles per instruction | cycles per array issue | "
+          "free instructions |")
+    print("|---|---|---|---|---|---|---|")
+    for x in b["configs"]:
+        print("| %d | %d | %.2fx | %s | %s | %s | %.2fx |" % (
+            x["S"], x["cores"], x["speedup"]["layer"], fmt_need(x["need_llc_hit"]), fmt_need(x["need_cpi"]),
+            fmt_need(x["need_cycles_per_issue"]), x["speedup_free_instructions"]))
+    print()
+    if not b["configs"]:
+        return
+    at = lambda x: "S = %d, %s" % (x["S"], cores(x["cores"]))
+    lay = lambda x: x["speedup"]["layer"]
+    lo, hi = min(b["configs"], key=lay), max(b["configs"], key=lay)
+    print("- Measured layer speedup at seq %d: %.2fx (%s) to %.2fx (%s); with every LLC miss a row hit: "
+          "%.2fx to %.2fx." % (seq, lay(lo), at(lo), lay(hi), at(hi), min(x["speedup_row_hit"] for x in b["configs"]),
+                               max(x["speedup_row_hit"] for x in b["configs"])))
+    if l1_share:
+        a, z = min(l1_share), max(l1_share)
+        print("- L1-miss stalls give %.0f%% (S = %d, %s, %s) to %.0f%% (S = %d, %s, %s) of the RWMA - BWMA "
+              "difference; instructions most of the rest." % (a[0], a[1], cores(a[2]), a[3], z[0], z[1], cores(z[2]), z[3]))
+    below = [x for x in b["configs"] if lay(x) < target]
+    above = [x for x in b["configs"] if lay(x) >= target]
+    if above:
+        span = lambda g: "%d" % g[0] if g[0] == g[1] else "%d-%d" % tuple(g)
+        print("- At or above %.1fx with the system's costs: %s (cores with work in the GEMMs, at least 10%% of "
+              "the busiest core's time: RWMA / BWMA)." % (target, ", ".join(
+                  "%s: %.2fx (%s / %s)" % (at(x), lay(x), span(x["regions"]["rwma"].get("gemm_cores", [0, 0])),
+                                           span(x["regions"]["bwma"].get("gemm_cores", [0, 0]))) for x in above)))
+    for S in sorted(set(x["S"] for x in below)):
+        xs = [x for x in below if x["S"] == S]
+        join = lambda f: " / ".join(f(x) for x in xs)
+        l1 = lambda x: (sum(x["regions"]["rwma"][r]["l1"] for r in REGIONS) /
+                        max(1.0, sum(x["regions"]["bwma"][r]["l1"] for r in REGIONS)))
+        need = lambda v: "-" if isinstance(v, str) else "%.3g" % v
+        print("- S = %d, %s core%s: layer %s; %.1fx needs an L1-miss latency of %s cycles (system file: "
+              "llc.hit_cycles = %g; a DRAM row miss is %g cycles at %g GHz) or %s cycles per instruction (%g here; "
+              "'-': no value in the range searched); the layer's L1-miss stalls RWMA / BWMA (the speedup's limit "
+              "at a large L1-miss latency): %s." % (
+                  S, join(lambda x: str(x["cores"])), "" if [x["cores"] for x in xs] == [1] else "s",
+                  join(lambda x: "%.2fx" % lay(x)), target, join(lambda x: need(x["need_llc_hit"])), c["llc_hit"],
+                  c["row_miss"], c["clock_ghz"], join(lambda x: need(x["need_cpi"])), c["cpi"],
+                  join(lambda x: "%.2f" % l1(x))))
+    free = max(b["configs"], key=lambda x: x["speedup_free_instructions"])
+    print("- With instructions free (no per-word work on the core), the largest layer speedup is %.2fx (%s)."
+          % (free["speedup_free_instructions"], at(free)))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "cgsum":
@@ -297,6 +615,28 @@ if __name__ == "__main__":
         ratios(sys.argv[2], int(sys.argv[3]))
     elif cmd == "stacksets":
         stack_sets(sys.stdin.read(), sys.argv[2], sys.argv[3])
+    elif cmd == "breakdown":
+        # breakdown D SYSTEM SEQ [MODEL_TABLE] [--ops a,b,..] [--json]
+        args = sys.argv[2:]
+        as_json = "--json" in args
+        ops = OPS
+        if "--ops" in args:
+            i = args.index("--ops")
+            ops = args[i + 1].split(",")
+            bad = [o for o in ops if o not in OPS]
+            if bad:
+                sys.exit("breakdown: --ops: unknown op %s (expected some of %s)" % (",".join(bad), ",".join(OPS)))
+            del args[i:i + 2]
+        args = [a for a in args if a != "--json"]
+        if len(args) not in (3, 4):
+            sys.exit("usage: hwmodel_reference.py breakdown D SYSTEM SEQ [MODEL_TABLE] [--ops a,b] [--json]")
+        try:
+            if as_json:
+                print(json.dumps(breakdown_data(args[0], args[1], int(args[2]), ops), indent=1))
+            else:
+                breakdown(args[0], args[1], int(args[2]), args[3] if len(args) > 3 else None, ops)
+        except DataError as e:
+            sys.exit("breakdown: %s" % e)
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:
