@@ -73,8 +73,8 @@ fi
       echo
       echo "## The same breakdown from the reference's measured counts, seq $seq (hwmodel_reference.py breakdown)"
       echo
-      echo "Data: $REFERENCE (the reference run of one encoder layer, scripts/hwmodel_reference.sh; kept outside the"
-      echo "repository). The arrangement paper's gem5-X system as /work/shared/docs/papers.md describes it: 1 GHz"
+      echo "Data: $REFERENCE (the reference run of one encoder layer, scripts/hwmodel_reference.sh)."
+      echo "The arrangement paper's gem5-X system as /work/shared/docs/papers.md describes it: 1 GHz"
       echo "in-order cores, 32 KB L1D per core, 1 MB shared L2, 64-byte lines, DDR4-2400, an S x S array fed through"
       echo "the core's registers; it gives no L2 hit latency and no per-instruction costs. Those are the system file's"
       echo "(llc.hit_cycles, one cycle per instruction), and they are what the last table below varies."
