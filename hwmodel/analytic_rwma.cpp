@@ -61,9 +61,37 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   SetLoad b_all(s.llc);
   b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
   const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);
+  // Full rounds alike (speed only; the counts are unchanged). Under a modulo index, when
+  // each round's rows of A and Y start a whole number of turns of the set index (sets x L
+  // bytes) after the previous round's (row-major, P x Mb rows x the row stride), a window
+  // of a full round (every block Mb rows), within it or across from the previous round,
+  // holds its lines at the same sets as the same window of the first full round: the same
+  // per-set loads, so the same weight lines miss. The first such round's lists (the lines
+  // `DramStreams::missing` reads, with their repeat counts) are read again in the same order.
+  struct Missed {
+    std::vector<Sweep> lines;
+    int64_t times;
+  };
+  const int64_t turn = s.llc.sets() * L;
+  auto turns = [&](const MatrixView& v) { return v.panel_width == 0 && (P * Mb * v.row_stride) % turn == 0; };
+  const bool rounds_alike = !uniform && !s.llc.hashed_index && turns(a) && turns(y);
+  std::optional<std::vector<Missed>> within_lists, across_lists;  // of the first full round
+  std::vector<Missed>* listing = nullptr;  // where `missing` records, if anywhere
+  auto missing = [&](const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
+    if (!listing) return dram.missing(w.b_name, false, 0, v, times, win);
+    if (times <= 0) return;
+    auto lines = win.overflowing_lines(v);  // as DramStreams::missing
+    if (lines.empty()) return;
+    dram.repeat(w.b_name, false, 0, lines, times);
+    listing->push_back({std::move(lines), times});
+  };
+  auto read_again = [&](const std::vector<Missed>& lists) {
+    for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
+  };
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
+    const bool alike = rounds_alike && (r + 1) * P * Mb <= w.m;  // round r (and r-1) full
     // Within the round: the tiles of a group after its first.
     auto within = [&](int64_t g) {
       SetLoad win(s.llc);
@@ -72,16 +100,25 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
       add_round(win, y, r, group_c0(g), group_c1(g));
       return win;
     };
-    if (tpg > 1) {
+    if (tpg > 1 && alike && within_lists) {
+      read_again(*within_lists);
+    } else if (tpg > 1) {
+      if (alike) listing = &within_lists.emplace();
       const SetLoad first = uniform ? within(0) : SetLoad(s.llc), last = uniform ? within(NG - 1) : SetLoad(s.llc);
       for (int64_t g = 0; g < NG; ++g) {
         const int64_t tiles = std::min(tpg, NT - g * tpg);
         if (tiles <= 1 || group_c0(g) >= b.cols) continue;
         const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
-        dram.missing(w.b_name, false, 0, strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
+        missing(strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
       }
+      listing = nullptr;
     }
     if (r == 0) continue;
+    if (alike && across_lists) {
+      read_again(*across_lists);
+      continue;
+    }
+    if (alike) listing = &across_lists.emplace();
     // Across rounds: the first tile of each group at every k-step.
     auto across = [&](int64_t g, int64_t kb) {
       const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
@@ -126,7 +163,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         // reads count the same however a run of lines is split into sweeps (speed only).
         int64_t run0 = 0;
         auto decide = [&](int64_t kb0, int64_t kb1) {
-          if (kb0 < kb1) dram.missing(w.b_name, false, 0, tile_rows(g, kb0, kb1), 1, *win);
+          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, *win);
         };
         for (int64_t kb = 0; kb < KT; ++kb) {
           if (!win || bounds(kb) != win_bounds) {
@@ -161,6 +198,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         }
       }
     }
+    listing = nullptr;
   }
   const int64_t all = lines_of(block_sweeps(b, 0, b.rows, 0, b.cols), L);
   bo.refetch = std::max<int64_t>(bo.refetch, (bo.read_lines - read0 + all - 1) / std::max<int64_t>(1, all));
