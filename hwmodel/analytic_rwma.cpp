@@ -61,9 +61,37 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   SetLoad b_all(s.llc);
   b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
   const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);
+  // Full rounds alike (speed only; the counts are unchanged). Under a modulo index, when
+  // each round's rows of A and Y start a whole number of turns of the set index (sets x L
+  // bytes) after the previous round's (row-major, P x Mb rows x the row stride), a window
+  // of a full round (every block Mb rows), within it or across from the previous round,
+  // holds its lines at the same sets as the same window of the first full round: the same
+  // per-set loads, so the same weight lines miss. The first such round's lists (the lines
+  // `DramStreams::missing` reads, with their repeat counts) are read again in the same order.
+  struct Missed {
+    std::vector<Sweep> lines;
+    int64_t times;
+  };
+  const int64_t turn = s.llc.sets() * L;
+  auto turns = [&](const MatrixView& v) { return v.panel_width == 0 && (P * Mb * v.row_stride) % turn == 0; };
+  const bool rounds_alike = !uniform && !s.llc.hashed_index && turns(a) && turns(y);
+  std::optional<std::vector<Missed>> within_lists, across_lists;  // of the first full round
+  std::vector<Missed>* listing = nullptr;  // where `missing` records, if anywhere
+  auto missing = [&](const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
+    if (!listing) return dram.missing(w.b_name, false, 0, v, times, win);
+    if (times <= 0) return;
+    auto lines = win.overflowing_lines(v);  // as DramStreams::missing
+    if (lines.empty()) return;
+    dram.repeat(w.b_name, false, 0, lines, times);
+    listing->push_back({std::move(lines), times});
+  };
+  auto read_again = [&](const std::vector<Missed>& lists) {
+    for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
+  };
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
+    const bool alike = rounds_alike && (r + 1) * P * Mb <= w.m;  // round r (and r-1) full
     // Within the round: the tiles of a group after its first.
     auto within = [&](int64_t g) {
       SetLoad win(s.llc);
@@ -72,16 +100,25 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
       add_round(win, y, r, group_c0(g), group_c1(g));
       return win;
     };
-    if (tpg > 1) {
+    if (tpg > 1 && alike && within_lists) {
+      read_again(*within_lists);
+    } else if (tpg > 1) {
+      if (alike) listing = &within_lists.emplace();
       const SetLoad first = uniform ? within(0) : SetLoad(s.llc), last = uniform ? within(NG - 1) : SetLoad(s.llc);
       for (int64_t g = 0; g < NG; ++g) {
         const int64_t tiles = std::min(tpg, NT - g * tpg);
         if (tiles <= 1 || group_c0(g) >= b.cols) continue;
         const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
-        dram.missing(w.b_name, false, 0, strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
+        missing(strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
       }
+      listing = nullptr;
     }
     if (r == 0) continue;
+    if (alike && across_lists) {
+      read_again(*across_lists);
+      continue;
+    }
+    if (alike) listing = &across_lists.emplace();
     // Across rounds: the first tile of each group at every k-step.
     auto across = [&](int64_t g, int64_t kb) {
       const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
@@ -126,7 +163,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         // reads count the same however a run of lines is split into sweeps (speed only).
         int64_t run0 = 0;
         auto decide = [&](int64_t kb0, int64_t kb1) {
-          if (kb0 < kb1) dram.missing(w.b_name, false, 0, tile_rows(g, kb0, kb1), 1, *win);
+          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, *win);
         };
         for (int64_t kb = 0; kb < KT; ++kb) {
           if (!win || bounds(kb) != win_bounds) {
@@ -161,6 +198,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         }
       }
     }
+    listing = nullptr;
   }
   const int64_t all = lines_of(block_sweeps(b, 0, b.rows, 0, b.cols), L);
   bo.refetch = std::max<int64_t>(bo.refetch, (bo.read_lines - read0 + all - 1) / std::max<int64_t>(1, all));
@@ -180,30 +218,99 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
 struct KStepMisses {
   std::vector<SweepRuns> y, a;
 };
-KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-                         const SystemDesc& s, int64_t P, int64_t r, int64_t act) {
+
+// The k-step windows of one round of the RWMA GEMM, decided per LLC set: the walk (any
+// layout), its skip bounds and its shortcuts (scan, steady windows, repeated column tiles)
+// share the round's shapes and scratch counts here. The members keep the names of the
+// formulas (S, KT, L, ...). run() goes over the column tiles once.
+class KStepWindows {
+ public:
+  KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view, const MatrixView& y_view,
+               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active);
+  KStepMisses run();
+
+ private:
+  struct Added {  // `times` appends of the stored body [begin, end) of one list
+    size_t begin, end;
+    int64_t times;
+  };
+  int64_t rows_of(int64_t blk) const { return std::min(Mb, w.m - blk * Mb); }
+  void keep(std::vector<Sweep>& v, int64_t l) const;
+  void row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const;
+  std::pair<int64_t, int64_t> tile0(const MatrixView& v, int64_t t) const;
+  int32_t max_union(const MatrixView& v, int64_t t1, int64_t t2);
+  int32_t max_weight_tile(int64_t kb, int64_t nb);
+  bool same_lines(const MatrixView& v, int64_t t1, int64_t t2);
+  SweepRuns& runs(size_t j) { return j % 2 ? k_miss.a[j / 2] : k_miss.y[j / 2]; }
+  void emit(size_t j, std::pair<size_t, size_t> range);
+  std::pair<size_t, size_t> emit_out(size_t j);
+  void walk(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb);
+  void scan(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void move_tile(const MatrixView& v, int64_t from, int64_t to);
+  void steady(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void window(int64_t nb, int64_t kb);
+  void replay(const std::vector<std::vector<Added>>& lg);
+  void record(std::vector<std::vector<Added>>& lg);
+
+  const GemmWork& w;
+  const MatrixView &a, &b, &y;
+  const SystemDesc& s;
+  const int64_t P, r, act;
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = a.elem;
   const int64_t Mb = w.block_rows;
-  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  const int64_t sets = s.llc.sets(), ways = s.llc.ways;
+  const SetIndex set_of{s.llc};
+  // Lines are powers of two in practice: a shift instead of a division (speed only).
+  const int line_shift =
+      std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  const size_t lists = static_cast<size_t>(2 * act);
+  bool can_skip = false, fast = false;  // set by the constructor (see there)
+  int64_t ra = 0, ry = 0;               // lines per row of A and Y (fast)
   KStepMisses k_miss;
+
+  // Skip bounds: per-set counts and scratch lists, and max_union of A's k-tiles kb-1 and kb.
+  std::vector<int32_t> count;
+  std::vector<int64_t> touched, lines_p, lines_c, lines_t1, lines_t2;
+  std::vector<int32_t> max_a;
+  // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
+  int64_t bound_nb = -1;
+  int32_t y_tile = 0, y_pair = 0;
+
+  // Each window's list per core and operand (list j: Y of core j/2 when j is even, A when
+  // odd) is stored once (SweepRuns::put) and appended; while `log` is set the appends are
+  // also logged, so that a stretch of windows can be appended again.
+  std::vector<std::vector<Added>>* log = nullptr;
+  std::vector<std::vector<Sweep>> out;
+
+  // The walk's window and the rows' lines of every core at the current row.
+  SetLoad win{s.llc}, empty{s.llc};
+  std::vector<std::vector<int64_t>> ap, yp, ac, yc;
+  std::vector<int64_t> same_set;
+
+  // The scan's per-set counts (all zeros between scans) and weight lines.
+  std::vector<int32_t> scan_cnt;
+  std::vector<int64_t> wl_scan;
+
+  // Steady windows: `cur` holds W + T of the last one (see steady()).
+  SetLoad cur{s.llc};
+  int64_t cur_a = -1, cur_y = -1, cur_wk = -1, cur_wn = -1;  // tiles whose lines `cur` holds
+  bool have_last = false, last_ya = false, last_aa = false;
+  std::vector<std::pair<size_t, size_t>> last_range;
+  std::vector<int64_t> wl_old, wl_new;
+  std::vector<uint8_t> over_before;
+
+  // Repeated column tiles: the logs of k-step 0's window (x) and of k-steps 1..KT-1 (b).
+  std::vector<std::vector<Added>> x_log, b_log;
+  bool have_x = false, have_b = false;
+};
+
+KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view,
+                           const MatrixView& y_view, const SystemDesc& sys, int64_t cores_per_round, int64_t round,
+                           int64_t active)
+    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active) {
   k_miss.y.resize(act);
   k_miss.a.resize(act);
-  const int64_t sets = s.llc.sets(), ways = s.llc.ways;
-  const SetIndex set_of(s.llc);
-  auto keep = [&](std::vector<Sweep>& v, int64_t l) {
-    const uint64_t at = static_cast<uint64_t>(l) * L;
-    if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
-    else v.push_back({at, 1, L, L});
-  };
-  // Lines are powers of two in practice: a shift instead of a division (speed only).
-  const int line_shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
-  auto row_lines = [&](std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) {  // lines of row m of a tile
-    out.clear();
-    const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
-    const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-    const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
-    for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
-  };
   // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
   // every row of A, Y and the weights has lines of its own (row strides of at least a
   // line, distinct matrices), the window of any line of a k-step, with that line's own
@@ -217,8 +324,8 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   };
   const auto ea = extent(a), ey = extent(y), eb = extent(b);
   auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) { return x.second < z.first || z.second < x.first; };
-  const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
-                        y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
+  can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+             y.row_stride >= L && b.row_stride >= L && disjoint(ea, ey) && disjoint(ea, eb) && disjoint(ey, eb);
   // Shortcuts (speed only; every list is the one the walk below would give). They need
   // `fast`: rows of A, Y and the weights on lines of their own (row strides of whole lines,
   // a row's last line before the next row's first), distinct matrices, row-major data, a
@@ -227,312 +334,327 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   // distinct sets. Every row then sits alike in its lines: row m's lines of a tile are row
   // 0's moved by m row strides, so whether two tiles of a matrix have the same lines is
   // seen on row 0.
-  const bool fast = can_skip && !s.llc.hashed_index && rows_apart(a, L) && rows_apart(y, L) && rows_apart(b, L) &&
-                    (S * e + L - 1) / L + 1 <= sets;
-  auto tile0 = [&](const MatrixView& v, int64_t t) {  // row 0's lines of tile t: the first, how many
-    const int64_t c0 = t * S, n = std::min(S, v.cols - c0);
-    const uint64_t lo = v.addr(0, c0);
-    return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((lo + n * v.elem - 1) / L - lo / L + 1));
-  };
-  const int64_t ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
-  std::vector<int32_t> count(can_skip ? sets : 0, 0);
-  std::vector<int64_t> touched, lines_p, lines_c;
-  // The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
-  // round's rows (t1 == t2: one tile).
-  auto max_union = [&](const MatrixView& v, int64_t t1, int64_t t2) {
-    int32_t most = 0;
-    touched.clear();
-    if (fast) {  // the same lines, by row 0's moved (speed only)
-      const auto [f1, n1] = tile0(v, t1);
-      const auto [f2, n2] = tile0(v, t2);
-      const int64_t rs = v.row_stride / L;
-      for (int64_t c2 = 0; c2 < act; ++c2)
-        for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-          const int64_t at = ((r * P + c2) * Mb + i) * rs;
-          for (int64_t q = 0; q < n1; ++q) most = tally_line(f1 + at + q, set_of, count, touched, most);
-          for (int64_t q = 0; q < n2; ++q)
-            if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
-        }
-      for (int64_t st : touched) count[st] = 0;
-      return most;
-    }
+  fast = can_skip && !s.llc.hashed_index && rows_apart(a, L) && rows_apart(y, L) && rows_apart(b, L) &&
+         (S * e + L - 1) / L + 1 <= sets;
+  ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
+  count.assign(can_skip ? sets : 0, 0);
+  max_a.resize(can_skip ? KT : 0);
+  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+  out.resize(lists);
+  ap.resize(act), yp.resize(act), ac.resize(act), yc.resize(act);
+  scan_cnt.assign(fast ? sets : 0, 0);
+  last_range.resize(lists);
+  x_log.resize(lists), b_log.resize(lists);
+}
+
+// Appends line l to a list of sweeps, joining the last sweep when it ends at l.
+void KStepWindows::keep(std::vector<Sweep>& v, int64_t l) const {
+  const uint64_t at = static_cast<uint64_t>(l) * L;
+  if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
+  else v.push_back({at, 1, L, L});
+}
+
+// The lines of row m of column tile `tile` of `v`.
+void KStepWindows::row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const {
+  out.clear();
+  const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
+  const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
+  const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
+  for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
+}
+
+// Row 0's lines of tile t: the first, how many.
+std::pair<int64_t, int64_t> KStepWindows::tile0(const MatrixView& v, int64_t t) const {
+  const int64_t c0 = t * S, n = std::min(S, v.cols - c0);
+  const uint64_t lo = v.addr(0, c0);
+  return std::pair<int64_t, int64_t>(static_cast<int64_t>(lo / L), static_cast<int64_t>((lo + n * v.elem - 1) / L - lo / L + 1));
+}
+
+// The most distinct lines in one set of the union of tile t1 and t2 of `v` over the
+// round's rows (t1 == t2: one tile).
+int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
+  int32_t most = 0;
+  touched.clear();
+  if (fast) {  // the same lines, by row 0's moved (speed only)
+    const auto [f1, n1] = tile0(v, t1);
+    const auto [f2, n2] = tile0(v, t2);
+    const int64_t rs = v.row_stride / L;
     for (int64_t c2 = 0; c2 < act; ++c2)
       for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-        const int64_t m = (r * P + c2) * Mb + i;
-        row_lines(lines_p, v, m, t1);
-        row_lines(lines_c, v, m, t2);
-        for (int64_t l : lines_c)
-          if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
-        for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+        const int64_t at = ((r * P + c2) * Mb + i) * rs;
+        for (int64_t q = 0; q < n1; ++q) most = tally_line(f1 + at + q, set_of, count, touched, most);
+        for (int64_t q = 0; q < n2; ++q)
+          if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
       }
     for (int64_t st : touched) count[st] = 0;
     return most;
-  };
-  auto max_weight_tile = [&](int64_t kb, int64_t nb) {
-    int32_t most = 0;
-    touched.clear();
-    for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
-      row_lines(lines_p, b, kb * S + kr, nb);
+  }
+  for (int64_t c2 = 0; c2 < act; ++c2)
+    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+      const int64_t m = (r * P + c2) * Mb + i;
+      row_lines(lines_p, v, m, t1);
+      row_lines(lines_c, v, m, t2);
+      for (int64_t l : lines_c)
+        if (std::find(lines_p.begin(), lines_p.end(), l) == lines_p.end()) lines_p.push_back(l);
       for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
     }
-    for (int64_t st : touched) count[st] = 0;
-    return most;
-  };
-  std::vector<int32_t> max_a(can_skip ? KT : 0);
-  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+  for (int64_t st : touched) count[st] = 0;
+  return most;
+}
 
-  std::vector<int64_t> lines_t1, lines_t2;
-  auto same_lines = [&](const MatrixView& v, int64_t t1, int64_t t2) {  // tiles t1, t2 in every row
-    if (t1 == t2) return true;
-    row_lines(lines_t1, v, 0, t1);
-    row_lines(lines_t2, v, 0, t2);
-    return lines_t1 == lines_t2;
-  };
-  // Each window's list per core and operand (list j: Y of core j/2 when j is even, A when
-  // odd) is stored once (SweepRuns::put) and appended; while `log` is set the appends are
-  // also logged, so that a stretch of windows can be appended again.
-  auto runs = [&](size_t j) -> SweepRuns& { return j % 2 ? k_miss.a[j / 2] : k_miss.y[j / 2]; };
-  const size_t lists = static_cast<size_t>(2 * act);
-  struct Added {
-    size_t begin, end;
-    int64_t times;
-  };
-  std::vector<std::vector<Added>>* log = nullptr;
-  auto emit = [&](size_t j, std::pair<size_t, size_t> range) {
-    if (range.first >= range.second) return;
-    runs(j).add(range.first, range.second, 1);
-    if (!log) return;
-    auto& lg = (*log)[j];
-    if (!lg.empty() && lg.back().begin == range.first && lg.back().end == range.second) ++lg.back().times;
-    else lg.push_back({range.first, range.second, 1});
-  };
-  std::vector<std::vector<Sweep>> out(lists);
-  auto emit_out = [&](size_t j) {
-    std::pair<size_t, size_t> range{0, 0};
-    if (!out[j].empty()) range = runs(j).put(out[j]);
-    out[j].clear();
-    emit(j, range);
-    return range;
-  };
+// The most lines in one set of the weight tile (kb, nb).
+int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb) {
+  int32_t most = 0;
+  touched.clear();
+  for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
+    row_lines(lines_p, b, kb * S + kr, nb);
+    for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+  }
+  for (int64_t st : touched) count[st] = 0;
+  return most;
+}
 
-  // The walk: the window of every line built row by row (exact for any layout).
-  SetLoad win(s.llc), empty(s.llc);
-  std::vector<std::vector<int64_t>> ap(act), yp(act), ac(act), yc(act);
-  std::vector<int64_t> same_set;
-  auto walk = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
-    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-    win = empty;
-    win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
+// Whether tiles t1 and t2 of `v` have the same lines in every row (seen on row 0).
+bool KStepWindows::same_lines(const MatrixView& v, int64_t t1, int64_t t2) {
+  if (t1 == t2) return true;
+  row_lines(lines_t1, v, 0, t1);
+  row_lines(lines_t2, v, 0, t2);
+  return lines_t1 == lines_t2;
+}
+
+// Appends a stored body to list j (and to the log, while one is kept).
+void KStepWindows::emit(size_t j, std::pair<size_t, size_t> range) {
+  if (range.first >= range.second) return;
+  runs(j).add(range.first, range.second, 1);
+  if (!log) return;
+  auto& lg = (*log)[j];
+  if (!lg.empty() && lg.back().begin == range.first && lg.back().end == range.second) ++lg.back().times;
+  else lg.push_back({range.first, range.second, 1});
+}
+
+// Stores the window's missing lines of list j (out[j]) and appends them.
+std::pair<size_t, size_t> KStepWindows::emit_out(size_t j) {
+  std::pair<size_t, size_t> range{0, 0};
+  if (!out[j].empty()) range = runs(j).put(out[j]);
+  out[j].clear();
+  emit(j, range);
+  return range;
+}
+
+// The walk: the window of every line built row by row (exact for any layout).
+void KStepWindows::walk(int64_t nb, int64_t kb, bool y_again, bool a_again) {
+  const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+  win = empty;
+  win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
+  for (int64_t c2 = 0; c2 < act; ++c2) {
+    const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+    win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
+    win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
+  }
+  for (int64_t i = 0; i < Mb; ++i) {
+    int64_t row_lines_i = 0;  // row i's lines of every core (ap, yp, ac, yc)
     for (int64_t c2 = 0; c2 < act; ++c2) {
-      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-      win.add(block_sweeps(a, q0, qn, kbp * S, std::min(S, a.cols - kbp * S)));
-      win.add(block_sweeps(y, q0, qn, nbp * S, std::min(S, y.cols - nbp * S)));
+      ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
+      if (i >= rows_of(r * P + c2)) continue;
+      const int64_t m = (r * P + c2) * Mb + i;
+      row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
+      row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
+      row_lines_i += static_cast<int64_t>(ap[c2].size() + yp[c2].size() + ac[c2].size() + yc[c2].size());
+      for (int64_t l : ap[c2]) win.add_line(l, -1);
+      for (int64_t l : yp[c2]) win.add_line(l, -1);
     }
-    for (int64_t i = 0; i < Mb; ++i) {
-      int64_t row_lines_i = 0;  // row i's lines of every core (ap, yp, ac, yc)
-      for (int64_t c2 = 0; c2 < act; ++c2) {
-        ap[c2].clear(), yp[c2].clear(), ac[c2].clear(), yc[c2].clear();
-        if (i >= rows_of(r * P + c2)) continue;
-        const int64_t m = (r * P + c2) * Mb + i;
-        row_lines(ap[c2], a, m, kbp), row_lines(yp[c2], y, m, nbp);
-        row_lines(ac[c2], a, m, kb), row_lines(yc[c2], y, m, nb);
-        row_lines_i += static_cast<int64_t>(ap[c2].size() + yp[c2].size() + ac[c2].size() + yc[c2].size());
-        for (int64_t l : ap[c2]) win.add_line(l, -1);
-        for (int64_t l : yp[c2]) win.add_line(l, -1);
-      }
-      // Row i's lines in the window of core c's line l, counted in l's set once each:
-      // cores after c touched theirs in the previous k-step after l, cores before c
-      // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
-      auto overflows = [&](int64_t c, int64_t l, bool a_line) {
-        // Decided without counting when even all of row i's lines cannot overflow the
-        // set, or l alone does (same_set holds l and at most row_lines_i others).
-        if (!win.overflowing(l, static_cast<double>(1 + row_lines_i))) return false;
-        if (win.overflowing(l, 1.0)) return true;
-        const int64_t st = set_of(l);
-        same_set.assign(1, l);
-        auto take = [&](const std::vector<int64_t>& v) {
-          for (int64_t x : v)
-            if (set_of(x) == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
-        };
-        for (int64_t c2 = 0; c2 < act; ++c2) {
-          if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
-          if (c2 > c) take(ap[c2]);
-          if (c2 < c || (!a_line && c2 == c)) take(ac[c2]);
-          if (c2 < c) take(yc[c2]);
-        }
-        return win.overflowing(l, static_cast<double>(same_set.size()));
+    // Row i's lines in the window of core c's line l, counted in l's set once each:
+    // cores after c touched theirs in the previous k-step after l, cores before c
+    // in the next k-step before l; `own_prev`/`own_next` say which of c's own count.
+    auto overflows = [&](int64_t c, int64_t l, bool a_line) {
+      // Decided without counting when even all of row i's lines cannot overflow the
+      // set, or l alone does (same_set holds l and at most row_lines_i others).
+      if (!win.overflowing(l, static_cast<double>(1 + row_lines_i))) return false;
+      if (win.overflowing(l, 1.0)) return true;
+      const int64_t st = set_of(l);
+      same_set.assign(1, l);
+      auto take = [&](const std::vector<int64_t>& v) {
+        for (int64_t x : v)
+          if (set_of(x) == st && std::find(same_set.begin(), same_set.end(), x) == same_set.end()) same_set.push_back(x);
       };
-      for (int64_t c = 0; c < act; ++c) {
-        if (y_again)
-          for (int64_t l : yc[c])
-            if (overflows(c, l, false)) keep(out[2 * c], l);
-        if (a_again)
-          for (int64_t l : ac[c])
-            if (overflows(c, l, true)) keep(out[2 * c + 1], l);
-      }
       for (int64_t c2 = 0; c2 < act; ++c2) {
-        for (int64_t l : ac[c2]) win.add_line(l, 1);
-        for (int64_t l : yc[c2]) win.add_line(l, 1);
+        if (c2 > c || (a_line && c2 == c)) take(yp[c2]);
+        if (c2 > c) take(ap[c2]);
+        if (c2 < c || (!a_line && c2 == c)) take(ac[c2]);
+        if (c2 < c) take(yc[c2]);
       }
-    }
-    for (size_t j = 0; j < lists; ++j) emit_out(j);
-  };
-
-  auto weight_lines = [&](std::vector<int64_t>& into, int64_t kb, int64_t nb) {
-    into.clear();
-    for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
-      row_lines(lines_p, b, kb * S + kr, nb);
-      into.insert(into.end(), lines_p.begin(), lines_p.end());
-    }
-  };
-  // The walk when `fast` (the same lists): every line of the window is distinct and in its
-  // own row, so with positions p = (row i, core c) in the walk's order, the load of the set
-  // of core c's line l at row i, row i's lines counted back in as the walk takes them, is
-  //   Y line: W + Yp(after p) + Yc(up to p) + Ap(after p) + Ac(up to p),
-  //   A line: W + Yp(from p) + Yc(before p) + Ap(after p) + Ac(up to p),
-  // where W is the weight tile, Ap/Yp the rows' lines of the previous k-step's tiles and
-  // Ac/Yc the next's: rows after i are still in as the previous k-step left them, rows
-  // before i as the next one, and of row i the cores after c count their previous lines,
-  // those before c their next ones, and core c its next A lines and, for an A line, its
-  // previous Y lines (its own other lines of the same matrix lie in other sets). One pass
-  // over the positions with per-set counts, from W + Yp + Ap, gives every decision.
-  std::vector<int32_t> scan_cnt(fast ? sets : 0, 0);
-  std::vector<int64_t> wl_scan;
-  auto scan = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
-    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-    const auto [ap0, apn] = tile0(a, kbp);
-    const auto [ac0, acn] = tile0(a, kb);
-    const auto [yp0, ypn] = tile0(y, nbp);
-    const auto [yc0, ycn] = tile0(y, nb);
-    auto bump = [&](int64_t first, int64_t n, int32_t d) {
-      for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+      return win.overflowing(l, static_cast<double>(same_set.size()));
     };
-    weight_lines(wl_scan, kb, nb);
-    for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
-    for (int64_t c2 = 0; c2 < act; ++c2)
-      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-        const int64_t m = (r * P + c2) * Mb + i;
-        bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
-      }
-    for (int64_t i = 0; i < Mb; ++i)
-      for (int64_t c = 0; c < act; ++c) {
-        if (i >= rows_of(r * P + c)) continue;
-        const int64_t m = (r * P + c) * Mb + i;
-        const int64_t al = ac0 + m * ra, yl = yc0 + m * ry;
-        bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
-        if (a_again)
-          for (int64_t q = 0; q < acn; ++q)
-            if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
-        bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
-        if (y_again)
-          for (int64_t q = 0; q < ycn; ++q)
-            if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
-      }
-    for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;  // back to all zeros
-    for (int64_t c2 = 0; c2 < act; ++c2)
-      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-        const int64_t m = (r * P + c2) * Mb + i;
-        bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
-      }
-  };
-
-  // Steady windows (fast only): when k-tiles kbp and kb of A have the same lines and so do
-  // column tiles nbp and nb of Y, every row's lines leave the window and join it again
-  // unchanged, so the window of row i's line l holds the weight tile and every other row's
-  // lines; with row i's own lines in l's set counted back in (all of them: the other
-  // cores' on either side, the core's own of the other matrix, and its own of the same
-  // matrix lie in other sets) the load of l's set is W + T there: the weight tile's lines
-  // and one line per row and operand, the same for every row. So l misses iff W + T
-  // overflows its set. `cur` holds W + T of the last steady window, moved line by line; a
-  // steady window with the same T and flags whose weight tile does not turn any set over or
-  // back under the ways has the last one's lists, appended again without a walk.
-  SetLoad cur(s.llc);
-  int64_t cur_a = -1, cur_y = -1, cur_wk = -1, cur_wn = -1;  // tiles whose lines `cur` holds
-  bool have_last = false, last_ya = false, last_aa = false;
-  std::vector<std::pair<size_t, size_t>> last_range(lists);
-  std::vector<int64_t> wl_old, wl_new;
-  std::vector<uint8_t> over_before;
-  auto move_tile = [&](const MatrixView& v, int64_t from, int64_t to) {  // every row of the round
-    for (int64_t c2 = 0; c2 < act; ++c2)
-      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-        const int64_t m = (r * P + c2) * Mb + i;
-        if (from >= 0) {
-          row_lines(lines_p, v, m, from);
-          for (int64_t l : lines_p) cur.add_line(l, -1);
-        }
-        row_lines(lines_p, v, m, to);
-        for (int64_t l : lines_p) cur.add_line(l, 1);
-      }
-  };
-  auto steady = [&](int64_t nb, int64_t kb, bool y_again, bool a_again) {
-    bool same_t = true;
-    if (cur_a < 0 || !same_lines(a, cur_a, kb)) move_tile(a, cur_a, kb), same_t = false;
-    if (cur_y < 0 || !same_lines(y, cur_y, nb)) move_tile(y, cur_y, nb), same_t = false;
-    cur_a = kb, cur_y = nb;
-    weight_lines(wl_old, cur_wk, cur_wn);
-    weight_lines(wl_new, kb, nb);
-    over_before.clear();
-    for (int64_t l : wl_old) over_before.push_back(cur.overflowing(l));
-    for (int64_t l : wl_new) over_before.push_back(cur.overflowing(l));
-    for (int64_t l : wl_old) cur.add_line(l, -1);
-    for (int64_t l : wl_new) cur.add_line(l, 1);
-    cur_wk = kb, cur_wn = nb;
-    bool turned = false;
-    for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur.overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
-    for (size_t x = 0; x < wl_new.size(); ++x)
-      turned |= cur.overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
-    if (have_last && same_t && !turned && last_ya == y_again && last_aa == a_again) {
-      for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
-      return;
+    for (int64_t c = 0; c < act; ++c) {
+      if (y_again)
+        for (int64_t l : yc[c])
+          if (overflows(c, l, false)) keep(out[2 * c], l);
+      if (a_again)
+        for (int64_t l : ac[c])
+          if (overflows(c, l, true)) keep(out[2 * c + 1], l);
     }
-    scan(nb, kb, y_again, a_again);
-    for (size_t j = 0; j < lists; ++j) last_range[j] = emit_out(j);
-    have_last = true, last_ya = y_again, last_aa = a_again;
-  };
-
-  // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
-  int64_t bound_nb = -1;
-  int32_t y_tile = 0, y_pair = 0;
-  auto window = [&](int64_t nb, int64_t kb) {
-    // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
-    // previous one (S*e < line); an A line only after its first k-tile.
-    const bool y_again = kb > 0 || (nb * S * e) % L != 0;
-    const bool a_again = (kb * S * e) % L != 0;
-    if (!y_again && !a_again) return;
-    if (can_skip) {
-      if (bound_nb != nb) {
-        y_tile = max_union(y, nb, nb);
-        y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
-        bound_nb = nb;
-      }
-      if ((kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) return;
+    for (int64_t c2 = 0; c2 < act; ++c2) {
+      for (int64_t l : ac[c2]) win.add_line(l, 1);
+      for (int64_t l : yc[c2]) win.add_line(l, 1);
     }
-    const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-    if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
-    if (!fast) return walk(nb, kb, y_again, a_again);
-    scan(nb, kb, y_again, a_again);
-    for (size_t j = 0; j < lists; ++j) emit_out(j);
-  };
+  }
+  for (size_t j = 0; j < lists; ++j) emit_out(j);
+}
 
-  // Repeated column tiles (row-major Y and weights whose rows sit alike in lines of their
-  // own, rows_apart; A may be any): the windows of column tile nb at k-steps 1..KT-1 hold
-  // the lines of Y tile nb (as nbp and nb), of A's k-tiles and of the weight tiles of
-  // column tile nb, and append Y tile nb's and A's lines; when tile nb-1 has the same Y
-  // and weight lines in every row (tiles narrower than a line), the walks and their skip
-  // bounds see the same lines, so the lists are the same and are appended again. So is
-  // k-step 0's window (Y tiles nbp = nb-1 and nb) when tiles nb-2, nb-1 and nb share
-  // their lines and nb starts inside a line as nb-1 does.
+// The lines of weight tile (kb, nb), row by row (none for kb < 0).
+void KStepWindows::weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb) {
+  into.clear();
+  for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
+    row_lines(lines_p, b, kb * S + kr, nb);
+    into.insert(into.end(), lines_p.begin(), lines_p.end());
+  }
+}
+
+// The walk when `fast` (the same lists): every line of the window is distinct and in its
+// own row, so with positions p = (row i, core c) in the walk's order, the load of the set
+// of core c's line l at row i, row i's lines counted back in as the walk takes them, is
+//   Y line: W + Yp(after p) + Yc(up to p) + Ap(after p) + Ac(up to p),
+//   A line: W + Yp(from p) + Yc(before p) + Ap(after p) + Ac(up to p),
+// where W is the weight tile, Ap/Yp the rows' lines of the previous k-step's tiles and
+// Ac/Yc the next's: rows after i are still in as the previous k-step left them, rows
+// before i as the next one, and of row i the cores after c count their previous lines,
+// those before c their next ones, and core c its next A lines and, for an A line, its
+// previous Y lines (its own other lines of the same matrix lie in other sets). One pass
+// over the positions with per-set counts, from W + Yp + Ap, gives every decision.
+void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
+  const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+  const auto [ap0, apn] = tile0(a, kbp);
+  const auto [ac0, acn] = tile0(a, kb);
+  const auto [yp0, ypn] = tile0(y, nbp);
+  const auto [yc0, ycn] = tile0(y, nb);
+  auto bump = [&](int64_t first, int64_t n, int32_t d) {
+    for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+  };
+  weight_lines(wl_scan, kb, nb);
+  for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
+  for (int64_t c2 = 0; c2 < act; ++c2)
+    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+      const int64_t m = (r * P + c2) * Mb + i;
+      bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
+    }
+  for (int64_t i = 0; i < Mb; ++i)
+    for (int64_t c = 0; c < act; ++c) {
+      if (i >= rows_of(r * P + c)) continue;
+      const int64_t m = (r * P + c) * Mb + i;
+      const int64_t al = ac0 + m * ra, yl = yc0 + m * ry;
+      bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
+      if (a_again)
+        for (int64_t q = 0; q < acn; ++q)
+          if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
+      bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
+      if (y_again)
+        for (int64_t q = 0; q < ycn; ++q)
+          if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
+    }
+  for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;  // back to all zeros
+  for (int64_t c2 = 0; c2 < act; ++c2)
+    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+      const int64_t m = (r * P + c2) * Mb + i;
+      bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
+    }
+}
+
+// Moves every row of the round in `cur` from tile `from` of `v` (none if < 0) to tile `to`.
+void KStepWindows::move_tile(const MatrixView& v, int64_t from, int64_t to) {
+  for (int64_t c2 = 0; c2 < act; ++c2)
+    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+      const int64_t m = (r * P + c2) * Mb + i;
+      if (from >= 0) {
+        row_lines(lines_p, v, m, from);
+        for (int64_t l : lines_p) cur.add_line(l, -1);
+      }
+      row_lines(lines_p, v, m, to);
+      for (int64_t l : lines_p) cur.add_line(l, 1);
+    }
+}
+
+// Steady windows (fast only): when k-tiles kbp and kb of A have the same lines and so do
+// column tiles nbp and nb of Y, every row's lines leave the window and join it again
+// unchanged, so the window of row i's line l holds the weight tile and every other row's
+// lines; with row i's own lines in l's set counted back in (all of them: the other
+// cores' on either side, the core's own of the other matrix, and its own of the same
+// matrix lie in other sets) the load of l's set is W + T there: the weight tile's lines
+// and one line per row and operand, the same for every row. So l misses iff W + T
+// overflows its set. `cur` holds W + T of the last steady window, moved line by line; a
+// steady window with the same T and flags whose weight tile does not turn any set over or
+// back under the ways has the last one's lists, appended again without a walk.
+void KStepWindows::steady(int64_t nb, int64_t kb, bool y_again, bool a_again) {
+  bool same_t = true;
+  if (cur_a < 0 || !same_lines(a, cur_a, kb)) move_tile(a, cur_a, kb), same_t = false;
+  if (cur_y < 0 || !same_lines(y, cur_y, nb)) move_tile(y, cur_y, nb), same_t = false;
+  cur_a = kb, cur_y = nb;
+  weight_lines(wl_old, cur_wk, cur_wn);
+  weight_lines(wl_new, kb, nb);
+  over_before.clear();
+  for (int64_t l : wl_old) over_before.push_back(cur.overflowing(l));
+  for (int64_t l : wl_new) over_before.push_back(cur.overflowing(l));
+  for (int64_t l : wl_old) cur.add_line(l, -1);
+  for (int64_t l : wl_new) cur.add_line(l, 1);
+  cur_wk = kb, cur_wn = nb;
+  bool turned = false;
+  for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur.overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
+  for (size_t x = 0; x < wl_new.size(); ++x)
+    turned |= cur.overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
+  if (have_last && same_t && !turned && last_ya == y_again && last_aa == a_again) {
+    for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
+    return;
+  }
+  scan(nb, kb, y_again, a_again);
+  for (size_t j = 0; j < lists; ++j) last_range[j] = emit_out(j);
+  have_last = true, last_ya = y_again, last_aa = a_again;
+}
+
+// The window from k-step kb-1 to kb of column tile nb (from the last of nb-1 when kb is
+// 0): skipped when its skip bounds fit the ways, else decided by the steady shortcut, the
+// scan or the walk.
+void KStepWindows::window(int64_t nb, int64_t kb) {
+  // k-step 0 re-uses a Y line only when the column tile starts inside a line of the
+  // previous one (S*e < line); an A line only after its first k-tile.
+  const bool y_again = kb > 0 || (nb * S * e) % L != 0;
+  const bool a_again = (kb * S * e) % L != 0;
+  if (!y_again && !a_again) return;
+  if (can_skip) {
+    if (bound_nb != nb) {
+      y_tile = max_union(y, nb, nb);
+      y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
+      bound_nb = nb;
+    }
+    if ((kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) return;
+  }
+  const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
+  if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
+  if (!fast) return walk(nb, kb, y_again, a_again);
+  scan(nb, kb, y_again, a_again);
+  for (size_t j = 0; j < lists; ++j) emit_out(j);
+}
+
+// Appends the logged appends again.
+void KStepWindows::replay(const std::vector<std::vector<Added>>& lg) {
+  for (size_t j = 0; j < lists; ++j)
+    for (const auto& x : lg[j]) runs(j).add(x.begin, x.end, x.times);
+}
+
+// Logs the appends from here on into `lg` (cleared).
+void KStepWindows::record(std::vector<std::vector<Added>>& lg) {
+  for (auto& v : lg) v.clear();
+  log = &lg;
+}
+
+// Repeated column tiles (row-major Y and weights whose rows sit alike in lines of their
+// own, rows_apart; A may be any): the windows of column tile nb at k-steps 1..KT-1 hold
+// the lines of Y tile nb (as nbp and nb), of A's k-tiles and of the weight tiles of
+// column tile nb, and append Y tile nb's and A's lines; when tile nb-1 has the same Y
+// and weight lines in every row (tiles narrower than a line), the walks and their skip
+// bounds see the same lines, so the lists are the same and are appended again. So is
+// k-step 0's window (Y tiles nbp = nb-1 and nb) when tiles nb-2, nb-1 and nb share
+// their lines and nb starts inside a line as nb-1 does.
+KStepMisses KStepWindows::run() {
   const bool alike_ok = rows_apart(y, L) && rows_apart(b, L);
-  std::vector<std::vector<Added>> x_log(lists), b_log(lists);
-  bool have_x = false, have_b = false;
-  auto replay = [&](const std::vector<std::vector<Added>>& lg) {
-    for (size_t j = 0; j < lists; ++j)
-      for (const auto& x : lg[j]) runs(j).add(x.begin, x.end, x.times);
-  };
-  auto record = [&](std::vector<std::vector<Added>>& lg) {
-    for (auto& v : lg) v.clear();
-    log = &lg;
-  };
   // A column tile whose windows are all those of the previous one appends the previous
   // one's lists again: as a repetition of the unit (SweepRuns) when it can, else from the logs.
   for (int64_t nb = 0; nb < NT; ++nb) {
@@ -565,7 +687,12 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
     }
     log = nullptr;
   }
-  return k_miss;
+  return std::move(k_miss);
+}
+
+KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+                         const SystemDesc& s, int64_t P, int64_t r, int64_t act) {
+  return KStepWindows(w, a, b, y, s, P, r, act).run();
 }
 
 }  // namespace
