@@ -204,15 +204,17 @@ def compare(d, tool, system, coeffs):
     if os.path.exists(cache_path):
         with open(cache_path) as f:
             cache = json.load(f)
-    runs = [(k, k[4] == 1) for k in keys] + [(k, False) for k in keys if k[4] == 1 and k in rp]
-    todo = [(k, modulo) for k, modulo in runs if model_key(k, k[4] == 1 and not modulo) not in cache]
+    # (key, hashed_one_core): the modulo LLC for the plain 1-core key only.
+    runs = [(k, False) for k in keys] + [(k, True) for k in keys if k[4] == 1 and k in rp]
+    todo = [job for job in runs if model_key(*job) not in cache]
 
     def run(job):
-        k, modulo = job
+        k, hashed_one_core = job
+        modulo = k[4] == 1 and not hashed_one_core
         return model(tool, system, coeffs, *k, modulo, stack.get(k[:2] + (k[3],)))
     with ThreadPoolExecutor(2) as ex:
-        for (k, modulo), m in zip(todo, ex.map(run, todo)):
-            cache[model_key(k, k[4] == 1 and not modulo)] = m
+        for job, m in zip(todo, ex.map(run, todo)):
+            cache[model_key(*job)] = m
     with open(cache_path + ".tmp", "w") as f:
         json.dump(cache, f)
     os.replace(cache_path + ".tmp", cache_path)
@@ -221,8 +223,8 @@ def compare(d, tool, system, coeffs):
     print("| op | arr | seq | S | cores | instructions ref | model | err | L1 misses ref | model | err | "
           "LLC misses ref | model | err | DRAM bytes ref | model | err |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    LLC1 = "LLC at 1 core, replay (hashed LLC)"
-    metrics = ("instructions", "L1", "LLC", "DRAM", LLC1)
+    llc1 = "LLC at 1 core, replay (hashed LLC)"
+    metrics = ("instructions", "L1", "LLC", "DRAM", llc1)
     seqs = sorted(set(k[2] for k in keys))
     worst = {(m, q): (0.0, None) for m in metrics for q in seqs}
     within = {(m, q): [0, 0] for m in metrics for q in seqs}
@@ -268,7 +270,7 @@ def compare(d, tool, system, coeffs):
         for k in keys:
             if k not in hashed1:
                 continue
-            c = cell(LLC1, k, sum(hashed1[k]["llc_misses"]), sum(rp[k]["llc_misses"]))
+            c = cell(llc1, k, sum(hashed1[k]["llc_misses"]), sum(rp[k]["llc_misses"]))
             print("| %s | %s | %d | %d | " % k[:4] + " | ".join(
                 c + [str(cg[k][0][2]) if k in cg else "-", str(sum(models[k]["llc_misses"]))]) + " |")
     print()
