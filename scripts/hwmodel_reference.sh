@@ -9,7 +9,9 @@
 #                                                  4..32, 1/2/4 cores, one process per core
 #                                                  (default seq 128; `measure OUT 128 512` both)
 #   scripts/hwmodel_reference.sh replay OUT SEQ S CORES [OPS..]  memory traces of every core's
-#                                                  share replayed together (shared LLC)
+#                                                  share replayed together (shared LLC; CORES 1:
+#                                                  one core's trace, its LLC misses and DRAM bytes
+#                                                  on the paper system's hashed LLC)
 #   scripts/hwmodel_reference.sh stack OUT         the kernels' resident stack lines (their L1
 #                                                  sets), from memory traces at seq 32, one
 #                                                  core -> OUT/stack.txt (compare passes them
@@ -240,14 +242,17 @@ PY
       echo "cachegrind at 1 core (modulo-indexed LL, the model then uses a modulo LLC too) and from the replay"
       echo "of memory traces (hwtrace, or lackey: the same events) into the exact simulator at 2 and 4 cores (the paper system's hashed LLC, shared; warm"
       echo "start: the kernels' stack and tables in the caches, the operands cold); DRAM bytes from the"
-      echo "replay. err = (model - ref) / ref. Instruction coefficients: hwmodel/reference/x86_64_coefficients.json"
+      echo "replay, at 1 core too (a replay of one core's trace on the same hashed LLC, against the model run on"
+      echo "that LLC: a second 1-core model run, kept in models.json as 'OP ARR SEQ S 1 hashed'; the table after"
+      echo "this one compares the 1-core replay's LLC misses with it). err = (model - ref) / ref. Instruction"
+      echo "coefficients: hwmodel/reference/x86_64_coefficients.json"
       echo "(fitted at seq 32 and 64). The model's stack stream (hwmodel/core_model.h, CoreStack): the reference"
       echo "binary's stack lines touched at least once per tile, row or block (per line for residual add and GELU),"
       echo "with their touches per schedule step, measured by \`scripts/hwmodel_reference.sh stack\` from memory"
       echo "traces at seq 32 (listed at the end as L1 set:touches per step; above one per step, the model places"
       echo "the touches between the step's line accesses)."
       echo "A '-' in a ref column: not measured (see the run times at the end)."
-      echo "The summary per seq and metric follows the table; why the worst cases differ and what closing"
+      echo "The summary per seq and metric follows the tables; why the worst cases differ and what closing"
       echo "them would take: docs/hwmodel.md, \"Agreement of the core model with the reference\"."
       echo
       /usr/bin/python3 "$here/hwmodel_reference.py" compare "$2" "$TOOL" "$SYSTEM" "$COEFFS"

@@ -2,7 +2,8 @@
 // counts, docs/hwmodel-paper-table.md) on a hand-made data directory of two ops, against the
 // same breakdown computed here: per core instructions x CPI + issues x cycles_per_issue + L1
 // misses x LLC latency + LLC misses x DRAM latency / memory_parallelism; per op the busiest
-// core and the larger of it and the DRAM floor; summed per region.
+// core and the larger of it and the DRAM floor; summed per region. The 1-core DRAM floor: the
+// 1-core replay's DRAM bytes (qkv), cachegrind's LL misses x the line size without one (GELU).
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -25,15 +26,16 @@ struct CoreCounts {
 };
 struct OpCounts {
   std::vector<CoreCounts> cores;
-  int64_t dram_bytes;  // replay (2 cores); unused at 1 core
+  int64_t dram_bytes;  // replay; at 1 core 0: no 1-core replay (the floor from LL misses x 64)
 };
 
 // op -> arr -> cores -> counts. qkv: RWMA mostly on core 0 at 2 cores, BWMA's busiest core is
-// core 1; GELU RWMA at 2 cores moves so many DRAM bytes that its floor exceeds its core time.
+// core 1; GELU RWMA at 2 cores and qkv RWMA at 1 core (its replay's bytes, far above its LL
+// misses x 64) move so many DRAM bytes that their floor exceeds their core time.
 std::map<std::string, std::map<std::string, std::map<int, OpCounts>>> data() {
   std::map<std::string, std::map<std::string, std::map<int, OpCounts>>> d;
-  d["qkv"]["rwma"][1] = {{{1000, 100, 10, 50, 0}}, 0};
-  d["qkv"]["bwma"][1] = {{{800, 20, 12, 40, 0}}, 0};
+  d["qkv"]["rwma"][1] = {{{1000, 100, 10, 50, 9}}, 12000};
+  d["qkv"]["bwma"][1] = {{{800, 20, 12, 40, 13}}, 800};
   d["gelu"]["rwma"][1] = {{{300, 5, 4, 0, 0}}, 0};
   d["gelu"]["bwma"][1] = {{{300, 5, 4, 0, 0}}, 0};
   d["qkv"]["rwma"][2] = {{{900, 90, 9, 45, 8}, {100, 2, 1, 5, 1}}, 1000};
@@ -67,7 +69,7 @@ void write_dir(const fs::path& dir) {
           ins.push_back(k.instructions);
         }
         models[fmt::format("{} {} 64 4 {}", op, arr, P)] = {{"issues", issues}};
-        if (P > 1)
+        if (P > 1 || o.dram_bytes > 0)
           rp += fmt::format("{} {} 64 4 {} {}\n", op, arr, P,
                             nlohmann::json{{"dram_bytes", o.dram_bytes}, {"instructions", ins}, {"llc_misses", llc}}.dump());
       }
@@ -100,8 +102,8 @@ Sums expected(const std::string& op, const std::string& arr, int P, double llc_h
     const double core = t.instructions + t.array + t.l1 + t.llc;
     if (core > best_core) best_core = core, best = t;
   }
-  // 1 core: no replay, the floor from cachegrind's LL misses x the line size.
-  const double bytes = P > 1 ? static_cast<double>(o.dram_bytes) : o.cores[0].llc_cachegrind * kLine;
+  // 1 core without a replay: the floor from cachegrind's LL misses x the line size.
+  const double bytes = P > 1 || o.dram_bytes > 0 ? static_cast<double>(o.dram_bytes) : o.cores[0].llc_cachegrind * kLine;
   best.floor = bytes / (kPeakGbps / kClockGhz);
   best.time = std::max(best_core, best.floor);
   return best;
@@ -157,9 +159,14 @@ TEST_CASE("paper table breakdown: the measured counts of a hand-made directory g
     REQUIRE(x["need_llc_hit"].is_number());
     CHECK(layer_speedup(P, x["need_llc_hit"].get<double>(), kRowMissNs) == Approx(2.7).epsilon(1e-6));
   }
-  // The floor binds for GELU RWMA at 2 cores (so the time there is not the core's).
+  // The floor binds for GELU RWMA at 2 cores and for qkv RWMA at 1 core, from its replay's
+  // bytes (so the time there is not the core's); GELU at 1 core has no replay: LL misses x 64.
+  const auto& one = j["configs"][0];
   const auto& two = j["configs"][1];
   CHECK(two["regions"]["rwma"]["FFN"]["excess"].get<double>() > 0);
+  CHECK(one["regions"]["rwma"]["attention"]["excess"].get<double>() > 0);
+  CHECK(one["regions"]["rwma"]["attention"]["bytes"].get<double>() == 12000);
+  CHECK(one["regions"]["bwma"]["FFN"]["bytes"].get<double>() == 4 * kLine);
 
   const auto md = run_shell(breakdown_cmd(dir, "--ops qkv,gelu"));
   REQUIRE(md.exit_code == 0);
