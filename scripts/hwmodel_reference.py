@@ -355,9 +355,9 @@ def system_costs(path):
 def measured_counts(d, seq, ops):
     """Per (op, arr, S, cores): per-core measured counts of D at one seq: instructions and L1
     misses from cachegrind (one process per core), LLC misses and DRAM bytes from the
-    shared-LLC replay at 2 and 4 cores; at 1 core cachegrind's LL misses, and the DRAM bytes of
-    the 1-core replay (the paper system's hashed LLC, line fills and write-backs); without a
-    1-core replay, cachegrind's LL misses x the line size (line fills only). Array issues
+    shared-LLC replay (the paper system's hashed LLC; DRAM bytes are line fills and
+    write-backs), at 1, 2 and 4 cores; an op without a 1-core replay takes cachegrind's LL
+    misses (a modulo-indexed LL) and, for DRAM, those x the line size (fills only). Array issues
     from D/models.json (the schedule's count, as the core model counts them: cachegrind
     cannot count the inlined array stand-in)."""
     for name in ("cachegrind.txt", "replay.txt", "models.json"):
@@ -390,7 +390,7 @@ def measured_counts(d, seq, ops):
         for c in range(P):
             ir, d1, ll = per[c]
             cores.append({"instructions": ir, "l1": d1, "issues": models[mk]["issues"][c],
-                          "llc": rp[k]["llc_misses"][c] if P > 1 else ll})
+                          "llc": rp[k]["llc_misses"][c] if k in rp else ll})
         out[k] = {"cores": cores, "dram_bytes": rp[k]["dram_bytes"] if k in rp else None,
                   "ll_fills": per[0][2] if P == 1 else None}
     return out
@@ -523,9 +523,9 @@ def breakdown(d, system, seq, model_md=None, ops=OPS):
     c, target = b["costs"], b["target"]
     model = model_speedups(model_md)
     print("Counts: instructions and L1 misses measured by cachegrind per core process; LLC misses and DRAM bytes "
-          "from the shared-LLC replay at 2 and 4 cores; at 1 core cachegrind's LL misses (its LL is modulo-indexed) "
-          "and, for the DRAM floor, the DRAM bytes of the 1-core replay (the same hashed LLC as at 2 and 4 cores; "
-          "where an op has no 1-core replay, LL misses x %d bytes: line fills, no write-backs). "
+          "from the shared-LLC replay of the paper system's hashed LLC at 1, 2 and 4 cores (where an op has no "
+          "1-core replay: cachegrind's LL misses, a modulo-indexed LL, and for the DRAM floor those x %d bytes: "
+          "line fills, no write-backs). "
           "Array instructions: the schedule's issue count as the core model counts it (weight rows, stream rows "
           "and drain rows; `issues` of %s/models.json), x cycles_per_issue = %g. Costs of %s: %g cycle per "
           "instruction, L1 miss = llc.hit_cycles = %g cycles, LLC miss = dram.row_miss_ns x clock = %g cycles "

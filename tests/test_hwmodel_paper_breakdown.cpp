@@ -2,8 +2,9 @@
 // counts, docs/hwmodel-paper-table.md) on a hand-made data directory of two ops, against the
 // same breakdown computed here: per core instructions x CPI + issues x cycles_per_issue + L1
 // misses x LLC latency + LLC misses x DRAM latency / memory_parallelism; per op the busiest
-// core and the larger of it and the DRAM floor; summed per region. The 1-core DRAM floor: the
-// 1-core replay's DRAM bytes (qkv), cachegrind's LL misses x the line size without one (GELU).
+// core and the larger of it and the DRAM floor; summed per region. At 1 core, LLC misses and the
+// DRAM floor come from the 1-core replay where there is one (qkv), and from cachegrind's LL
+// misses (x the line size for the floor) without one (GELU).
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -97,7 +98,8 @@ Sums expected(const std::string& op, const std::string& arr, int P, double llc_h
   Sums best;
   double best_core = -1;
   for (const CoreCounts& k : o.cores) {
-    const double llc = P > 1 ? k.llc_replay : k.llc_cachegrind;
+    // LLC misses from the replay (hashed LLC) wherever there is one, at 1 core too.
+    const double llc = P > 1 || o.dram_bytes > 0 ? k.llc_replay : k.llc_cachegrind;
     Sums t{static_cast<double>(k.instructions), k.issues * kCyclesPerIssue, k.l1 * llc_hit, llc * lat, 0, 0};
     const double core = t.instructions + t.array + t.l1 + t.llc;
     if (core > best_core) best_core = core, best = t;
