@@ -87,10 +87,15 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   }
   const int64_t triad_bytes = std::max<int64_t>(arena * int64_t(sizeof(float)), int64_t(64) << 20);
   const auto triad = ops::measure_bandwidth(ops::BandwidthKernel::triad, triad_bytes, 1.0);
+  // The pure read and write rates on one such array, for the norm (a read) and the zeroing (a write).
+  const auto read = ops::measure_bandwidth(ops::BandwidthKernel::read, triad_bytes, 0.5);
+  const auto write = ops::measure_bandwidth(ops::BandwidthKernel::write, triad_bytes, 0.5);
   fmt::print("  optimizer {}: {:.1f} M trained parameters, gradient arena {:.0f} MB; median of {} runs after {} warm-up\n",
              o.optimizer, update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
   fmt::print("  triad: {:.1f} GB/s (3 arrays of {:.0f} MB, a = b + s*c, 2 read + 1 written, 90th percentile)\n",
              triad.gbs, triad_bytes / 1e6);
+  fmt::print("  read: {:.1f} GB/s, write: {:.1f} GB/s (one array, 90th percentile; the write not counting write-allocate)\n",
+             read.gbs, write.gbs);
   struct Part {
     const char* name;
     double seconds, bytes;
