@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <random>
 
 #include "apps/commands.h"
@@ -23,6 +24,8 @@ struct BenchOptions {
   ModelShapeOptions shape;
   int runs = 5, warmup = 2, threads = 0;
   bool no_peak = false;
+  std::string optimizer = "adamw";  // train mode: adamw | lamb
+  bool optimizer_only = false;      // train mode: time the optimizer's work alone
 };
 
 double peak_rss_mb() {
@@ -36,6 +39,87 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// bench --mode train --optimizer-only: the optimizer's whole work of one step on the model's
+// real parameter, gradient and moment arenas (the executor's optimizer phase: the gradient norm
+// for clipping, then the fused AdamW or LAMB update; then the gradient zeroing that starts the
+// next step), each part's median time, bytes moved and share of the triad bandwidth measured
+// in the same run on arrays as large as the gradient arena.
+void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
+  Executor& ex = stepper.executor();
+  const Graph& g = ex.graph();
+  ParamStore& grads = stepper.state().grads;
+  // Element counts from the graph's optimizer nodes (the trained tensors) and the arena.
+  int64_t norm_elems = 0, update_elems = 0;
+  std::vector<size_t> norm_nodes, update_nodes;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.kind == OpKind::grad_norm) {
+      norm_nodes.push_back(i);
+      for (int t : n.inputs) norm_elems += g.tensor(t).numel();
+    } else if (n.kind == OpKind::adamw_update || n.kind == OpKind::lamb_update) {
+      update_nodes.push_back(i);
+      update_elems += g.tensor(n.inputs[0]).numel();
+    }
+  }
+  check(!norm_nodes.empty() && !update_nodes.empty(), "bench --optimizer-only: the training graph has no optimizer nodes");
+  const int64_t arena = grads.arena_size();
+  // Gradients of a realistic magnitude, restored before every repetition (untimed).
+  std::vector<float> saved(static_cast<size_t>(arena));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1e-3f);
+  for (auto& x : saved) x = dist(rng);
+  const bool lamb = o.optimizer == "lamb";
+  auto& ctx = ex.context();
+  ctx.lr = 1e-5f;
+  std::vector<double> norm_s, update_s, zero_s, node_s;
+  for (int i = 0; i < o.warmup + o.runs; ++i) {
+    std::memcpy(grads.arena(), saved.data(), saved.size() * sizeof(float));
+    ctx.step = i + 1;
+    ex.run(&node_s, kOptimizer);
+    const auto t0 = std::chrono::steady_clock::now();
+    grads.zero();
+    const double zero = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i < o.warmup) continue;
+    double norm = 0, update = 0;
+    for (size_t k : norm_nodes) norm += node_s[k];
+    for (size_t k : update_nodes) update += node_s[k];
+    norm_s.push_back(norm), update_s.push_back(update), zero_s.push_back(zero);
+  }
+  const int64_t triad_bytes = std::max<int64_t>(arena * int64_t(sizeof(float)), int64_t(64) << 20);
+  const auto triad = ops::measure_bandwidth(ops::BandwidthKernel::triad, triad_bytes, 1.0);
+  // The pure read and write rates on one such array, for the norm (a read) and the zeroing (a write).
+  const auto read = ops::measure_bandwidth(ops::BandwidthKernel::read, triad_bytes, 0.5);
+  const auto write = ops::measure_bandwidth(ops::BandwidthKernel::write, triad_bytes, 0.5);
+  fmt::print("  optimizer {}: {:.1f} M trained parameters, gradient arena {:.0f} MB; median of {} runs after {} warm-up\n",
+             o.optimizer, update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
+  fmt::print("  triad: {:.1f} GB/s (3 arrays of {:.0f} MB, a = b + s*c, 2 read + 1 written, 90th percentile)\n",
+             triad.gbs, triad_bytes / 1e6);
+  fmt::print("  read: {:.1f} GB/s, write: {:.1f} GB/s (one array, 90th percentile; the write not counting write-allocate)\n",
+             read.gbs, write.gbs);
+  struct Part {
+    const char* name;
+    double seconds, bytes;
+    const char* traffic;
+  };
+  const double f = sizeof(float);
+  const Part parts[] = {
+      {"norm", median(norm_s), f * norm_elems, "reads g"},
+      {lamb ? "lamb" : "adamw", median(update_s), f * update_elems * (lamb ? 10 : 7),
+       lamb ? "pass 1 reads p m v g, writes m v; pass 2 reads p m v, writes p" : "reads p m v g, writes p m v"},
+      {"zero", median(zero_s), f * arena, "writes g (the whole arena)"},
+  };
+  double total_s = 0, total_b = 0;
+  for (const Part& p : parts) {
+    const double gbs = p.bytes / p.seconds / 1e9;
+    fmt::print("  {:<6} {:8.2f} ms {:8.0f} MB {:7.1f} GB/s = {:4.0f}% of triad   ({})\n", p.name, p.seconds * 1e3,
+               p.bytes / 1e6, gbs, 100 * gbs / triad.gbs, p.traffic);
+    total_s += p.seconds, total_b += p.bytes;
+  }
+  const double gbs = total_b / total_s / 1e9;
+  fmt::print("  total  {:8.2f} ms {:8.0f} MB {:7.1f} GB/s = {:4.0f}% of triad\n", total_s * 1e3, total_b / 1e6, gbs,
+             100 * gbs / triad.gbs);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& root) {
@@ -47,10 +131,16 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
   add_threads_option(*cmd, o->threads);
   cmd->add_flag("--no-peak", o->no_peak, "Skip measuring the GEMM peak");
+  cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  cmd->add_flag("--optimizer-only", o->optimizer_only,
+                "Training: time the optimizer's work alone (gradient norm, update, gradient zeroing) "
+                "against the triad bandwidth");
   cmd->callback([o] {
     set_threads(o->threads);
     const auto& s = o->shape;
     const bool train = s.mode == "train";
+    if (!train && (o->optimizer_only || o->optimizer != "adamw"))
+      fail("--optimizer and --optimizer-only need --mode train (got --mode {})", s.mode);
     BertConfig c = resolve_config(s.config);
     Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
     RunSpec run;
@@ -62,7 +152,9 @@ void add_bench_command(CLI::App& root) {
     std::unique_ptr<TrainStepper> stepper;
     BertInputs batch;
     if (train) {
-      stepper = std::make_unique<TrainStepper>(m, run, OptimizerConfig{}, 1);
+      OptimizerConfig opt;
+      opt.name = o->optimizer;
+      stepper = std::make_unique<TrainStepper>(m, run, opt, 1);
       batch = synthetic_inputs(c, stepper->executor().graph());
     } else {
       Graph g = build_graph(s);
@@ -86,6 +178,11 @@ void add_bench_command(CLI::App& root) {
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step, activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, ex.plan().arena_bytes / 1e6,
                ex.plan().unshared_bytes / 1e6, ex.packed_weight_bytes() / 1e6);
+    if (o->optimizer_only) {
+      bench_optimizer(*o, *stepper);
+      fmt::print("  peak RSS: {:.0f} MB\n", peak_rss_mb());
+      return;
+    }
     for (int i = 0; i < o->warmup; ++i) once();
     std::vector<double> secs;
     for (int i = 0; i < o->runs; ++i) {

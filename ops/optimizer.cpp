@@ -8,14 +8,48 @@
 
 namespace bertlab::ops {
 
+namespace {
+// The sum of squares of g[begin, end) added to `part`. Not inlined: the per-tensor and the fused
+// norm run the very same vector code on the same ranges, so their partial sums are bit-identical.
+[[gnu::noinline]] void add_squares(const float* g, int64_t begin, int64_t end, double& part) {
+  double acc = part;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = begin; i < end; ++i) acc += double(g[i]) * g[i];
+  part = acc;
+}
+}  // namespace
+
 double sum_of_squares(const float* g, int64_t n) {
   return ordered_reduce(
-      n, 0.0,
-      [&](int64_t begin, int64_t end, double& part) {
-#pragma omp simd reduction(+ : part)
-        for (int64_t i = begin; i < end; ++i) part += double(g[i]) * g[i];
-      },
+      n, 0.0, [&](int64_t begin, int64_t end, double& part) { add_squares(g, begin, end, part); },
       [](double& acc, double part) { acc += part; });
+}
+
+double sum_of_squares_fused(const std::vector<std::pair<const float*, int64_t>>& tensors) {
+  const int threads = std::clamp(omp_get_max_threads(), 1, kMaxReduceThreads);
+  const size_t count = tensors.size();
+  // parts[s * threads + t]: thread t's sum over its ordered_reduce chunk of tensor s.
+  std::vector<double> parts(count * threads, 0.0);
+  int used = threads;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#pragma omp single nowait
+    used = nt;
+    for (size_t s = 0; s < count; ++s) {
+      int64_t begin, end;
+      thread_chunk(tensors[s].second, t, nt, begin, end);
+      add_squares(tensors[s].first, begin, end, parts[s * threads + t]);
+    }
+  }
+  // Folded as sum_of_squares folds each tensor's partials (thread order), then tensor by tensor.
+  double total = 0;
+  for (size_t s = 0; s < count; ++s) {
+    double sum = 0;
+    for (int t = 0; t < used; ++t) sum += parts[s * threads + t];
+    total += sum;
+  }
+  return total;
 }
 
 namespace {
@@ -53,9 +87,14 @@ void adamw_update_fused(const std::vector<AdamSegment>& segments, const AdamHype
   std::vector<int64_t> first(segments.size() + 1, 0);
   for (size_t k = 0; k < segments.size(); ++k) first[k + 1] = first[k] + segments[k].n;
   const int64_t total = first.back();
-  const int threads = std::max(1, omp_get_max_threads());
-  for_each_thread_chunk(total, threads, [&](int, int64_t begin, int64_t end) {
-    if (begin >= end) return;
+  // Blocks of kBlock elements handed out dynamically: on a machine shared with other processes a
+  // thread that loses its core for a while no longer holds up the others at the end of a static
+  // split. Element-wise arithmetic, so the split does not change any result.
+  constexpr int64_t kBlock = int64_t(1) << 16;
+  const int64_t blocks = (total + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, end = std::min(total, begin + kBlock);
     // The segment holding `begin`, then walk forward until `end`.
     size_t k = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
     for (int64_t at = begin; at < end; ++k) {
@@ -73,7 +112,7 @@ void adamw_update_fused(const std::vector<AdamSegment>& segments, const AdamHype
       }
       at = first[k] + hi;
     }
-  });
+  }
 }
 
 void adamw_update_reference(float* p, float* m, float* v, const float* g, int64_t n,

@@ -4,6 +4,7 @@
 // recipe). Both bias-correct the moments; the gradient is first multiplied by grad_scale
 // (global-norm clipping).
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace bertlab::ops {
@@ -16,6 +17,9 @@ struct AdamHyper {
 
 // Sum of squares of g (n), accumulated in double.
 double sum_of_squares(const float* g, int64_t n);
+// The sum over many tensors (pointer, count) of their sums of squares in one parallel region
+// instead of one per tensor: bit-identical to adding sum_of_squares of each tensor in order.
+double sum_of_squares_fused(const std::vector<std::pair<const float*, int64_t>>& tensors);
 
 // param p, first and second moments m and v, gradient g; decay: apply weight decay to this tensor.
 void adamw_update(float* p, float* m, float* v, const float* g, int64_t n, const AdamHyper& h, bool decay);

@@ -261,9 +261,8 @@ std::function<void()> Executor::make_step(const Node& n) {
       std::vector<std::pair<const float*, int64_t>> grads;
       for (int t : n.inputs) grads.emplace_back(f32(t), graph_.tensor(t).numel());
       return [=] {
-        double total = 0;
-        for (const auto& [g, count] : grads) total += ops::sum_of_squares(g, count);
-        ctx->grad_norm = std::sqrt(total);
+        // One parallel region over all gradients, the same sum as sum_of_squares tensor by tensor.
+        ctx->grad_norm = std::sqrt(ops::sum_of_squares_fused(grads));
         out[0] = static_cast<float>(ctx->grad_norm);
       };
     }

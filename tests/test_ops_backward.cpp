@@ -633,9 +633,10 @@ TEST_CASE("Cross-entropy backward: fast equals reference, reference equals finit
 }
 
 TEST_CASE("Fused AdamW over many tensors equals per-tensor kernels and the reference", "[ops][backward]") {
-  // Segments of uneven sizes (1 element up to several thread chunks) so thread ranges cross
-  // segment boundaries; alternate decay on and off.
-  const std::vector<int64_t> sizes = {1, 37, 3 * 1001, 5, 4096, 2, 777};
+  // Segments of uneven sizes (1 element up to several thread chunks and several of the fused
+  // kernel's 65536-element blocks) so thread ranges and blocks cross segment boundaries;
+  // alternate decay on and off.
+  const std::vector<int64_t> sizes = {1, 37, 3 * 1001, 5, 4096, 2, 777, 200003, 3};
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
   const auto p0 = random_vector(total, 211), m0 = random_vector(total, 212, -0.1f, 0.1f),
@@ -697,6 +698,36 @@ TEST_CASE("Fused LAMB over many tensors equals per-tensor kernels and the refere
     CHECK(std::memcmp(p.data(), p0.data(), total * sizeof(float)) != 0);  // it did update
   }
   omp_set_num_threads(threads_before);
+}
+
+TEST_CASE("Fused gradient norm equals per-tensor sums and a plain double loop", "[ops][backward]") {
+  // The clipping norm's sum of squares over many tensors in one parallel region must be the
+  // very same double as sum_of_squares tensor by tensor, added in order, on 1, 2 and 3 threads.
+  const std::vector<int64_t> sizes = {1, 37, 3 * 1001, 5, 4096, 2, 777, 100003};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  const auto g = random_vector(total, 231);
+  double plain = 0;
+  for (float x : g) plain += double(x) * x;
+  const int threads_before = omp_get_max_threads();
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    std::vector<std::pair<const float*, int64_t>> tensors;
+    double per_tensor = 0;
+    int64_t at = 0;
+    for (int64_t n : sizes) {
+      tensors.emplace_back(g.data() + at, n);
+      per_tensor += ops::sum_of_squares(g.data() + at, n);
+      at += n;
+    }
+    const double fused = ops::sum_of_squares_fused(tensors);
+    INFO("threads " << threads << ": fused " << fused << ", per tensor " << per_tensor << ", plain " << plain);
+    CHECK(std::memcmp(&fused, &per_tensor, sizeof(double)) == 0);
+    CHECK(std::abs(fused - plain) <= 1e-12 * plain);
+    CHECK(fused > 0);
+  }
+  omp_set_num_threads(threads_before);
+  CHECK(ops::sum_of_squares_fused({}) == 0.0);
 }
 
 TEST_CASE("Optimizer updates: fast equals reference, deterministic", "[ops][backward]") {
