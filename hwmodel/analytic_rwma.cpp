@@ -88,6 +88,8 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   auto read_again = [&](const std::vector<Missed>& lists) {
     for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
   };
+  // The set-resolved windows within and across rounds, moved rather than rebuilt.
+  MovingWindow within_win(SetLoad(s.llc), w, P, L), across_win(b_all, w, P, L);
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
@@ -109,7 +111,15 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
         const int64_t tiles = std::min(tpg, NT - g * tpg);
         if (tiles <= 1 || group_c0(g) >= b.cols) continue;
         const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
-        missing(strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
+        if (uniform) {
+          missing(strip, tiles - 1, g == NG - 1 ? last : first);
+          continue;
+        }
+        // within(g), moved from the last window (MovingWindow above; speed only).
+        within_win.move(0, a, r, 0, a.cols);
+        within_win.move(1, b, MovingWindow::kAllRows, group_c0(g), group_c1(g));
+        within_win.move(2, y, r, group_c0(g), group_c1(g));
+        missing(strip, tiles - 1, within_win.load());
       }
       listing = nullptr;
     }
@@ -156,19 +166,26 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
           const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
           return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
         };
-        std::optional<SetLoad> win;
+        bool have_win = false;
         std::array<int64_t, 6> win_bounds{};
         // The k-tiles of a run of k-steps with one window are decided in one call when the
         // weight rows have lines of their own: the lines that miss, in the same order, and
         // reads count the same however a run of lines is split into sweeps (speed only).
         int64_t run0 = 0;
         auto decide = [&](int64_t kb0, int64_t kb1) {
-          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, *win);
+          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, across_win.load());
+        };
+        // across(g, kb), moved from the last window (MovingWindow above; speed only).
+        auto move_across = [&](int64_t kb) {
+          across_win.move(0, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+          across_win.move(1, y, r - 1, nb_last * S, y.cols);
+          across_win.move(2, a, r, 0, nb_first > 0 ? a.cols : kb * S);
+          across_win.move(3, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
         };
         for (int64_t kb = 0; kb < KT; ++kb) {
-          if (!win || bounds(kb) != win_bounds) {
-            if (win) decide(run0, kb);
-            win = across(g, kb), win_bounds = bounds(kb), run0 = kb;
+          if (!have_win || bounds(kb) != win_bounds) {
+            if (have_win) decide(run0, kb);
+            move_across(kb), have_win = true, win_bounds = bounds(kb), run0 = kb;
           }
           if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
         }
