@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <deque>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -522,8 +523,11 @@ inline void clear_tally(std::vector<int32_t>& count, std::vector<int64_t>& touch
 
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
-// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found. Once the
+// fullest set passes `limit` the count may stop (after the segment it is in): then the
+// result is some value above `limit`, which is all a skip test comparing it with a budget
+// needs (speed only).
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched);
+                            std::vector<int64_t>& touched, int32_t limit = std::numeric_limits<int32_t>::max());
 
 }  // namespace bertlab::hw::analytic_detail

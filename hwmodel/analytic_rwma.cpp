@@ -256,7 +256,7 @@ class KStepWindows {
   void row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const;
   std::pair<int64_t, int64_t> tile0(const MatrixView& v, int64_t t) const;
   int32_t max_union(const MatrixView& v, int64_t t1, int64_t t2);
-  int32_t max_weight_tile(int64_t kb, int64_t nb);
+  int32_t max_weight_tile(int64_t kb, int64_t nb, int32_t limit);
   bool same_lines(const MatrixView& v, int64_t t1, int64_t t2);
   SweepRuns& runs(size_t j) { return j % 2 ? k_miss.a[j / 2] : k_miss.y[j / 2]; }
   void emit(size_t j, std::pair<size_t, size_t> range);
@@ -419,11 +419,12 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
   return most;
 }
 
-// The most lines in one set of the weight tile (kb, nb).
-int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb) {
+// The most lines in one set of the weight tile (kb, nb); it may stop once past `limit` (then
+// some value above it: enough for the skip test, speed only).
+int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
   int32_t most = 0;
   touched.clear();
-  for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
+  for (int64_t kr = 0; kr < S && kb * S + kr < b.rows && most <= limit; ++kr) {
     row_lines(lines_p, b, kb * S + kr, nb);
     for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
   }
@@ -641,7 +642,9 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
       y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
       bound_nb = nb;
     }
-    if ((kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) return;
+    // The weight tile's count stops once it leaves no room (then the window is not skipped).
+    const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
+    if (most_ay <= ways && most_ay + max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay)) <= ways) return;
   }
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
   if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
@@ -831,6 +834,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             a_window_fits[nb] = a_window_fits[nb - 1];
             continue;
           }
+          if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
           yv.clear();
           for (int64_t c2 = 0; c2 < act; ++c2) {
             const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
@@ -838,9 +842,13 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             yv.insert(yv.end(), v.begin(), v.end());
           }
           const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, set_of, count, touched) +
-                                  most_lines_in_a_set(wv, L, set_of, count, touched) <=
-                              s.llc.ways;
+          // The Y and weight counts stop once they leave no room (the test fails either way).
+          const int32_t most_ay =
+              most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
+          a_window_fits[nb] = most_ay <= s.llc.ways &&
+                              most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
+                                                            static_cast<int32_t>(s.llc.ways) - most_ay) <=
+                                  s.llc.ways;
         }
         if (moved) fits_full_round = a_window_fits;
       }
