@@ -154,11 +154,7 @@ class DramStreams {
   void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
     if (write) return sweeps(op, write, core, {sw});
-    const int64_t lines = distinct_blocks(sw, L_);
-    Stream& st = stream(op, core);
-    st.traffic->read_lines += lines;
-    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-    open_rows(st, sw);
+    read(stream(op, core), core, sw);
   }
   // `times` further uses of the lines of `v`: only those in sets `window` overflows miss
   // (LRU stack distance per set, setload.h); their rows are opened in sweep order.
@@ -198,7 +194,12 @@ class DramStreams {
   }
   void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
     if (!write) {
-      for (const auto& s : v) sweep(op, write, core, s);
+      Stream* st = nullptr;  // found once for the list, at its first non-empty sweep (speed only)
+      for (const auto& s : v) {
+        if (s.count <= 0 || s.width <= 0) continue;
+        if (!st) st = &stream(op, core);
+        read(*st, core, s);
+      }
       return;
     }
     Stream& st = stream(op, core);
@@ -354,10 +355,24 @@ class DramStreams {
     st.traffic = &t_.operands[op];  // std::map: the pointer stays valid
     return st;
   }
+  // distinct_blocks (layout.h), its contiguous case inline: most swept lists here are runs
+  // of whole lines (speed only; the same value).
+  static int64_t blocks(const Sweep& sw, int64_t B) {
+    if (sw.count == 1 || sw.stride <= sw.width) return static_cast<int64_t>((sw.end() - 1) / B - sw.start / B + 1);
+    return distinct_blocks(sw, B);
+  }
+  // One sweep of fetches on stream `st`: its lines, and the rows it opens.
+  void read(Stream& st, int64_t core, const Sweep& sw) {
+    if (sw.count <= 0 || sw.width <= 0) return;
+    const int64_t lines = blocks(sw, L_);
+    st.traffic->read_lines += lines;
+    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
+    open_rows(st, sw);
+  }
   void open_rows(Stream& st, const Sweep& sw) {
     // Row misses of reads: the rows a monotone sweep enters, less the one still open from
     // the previous sweep of this stream.
-    int64_t rows = distinct_blocks(sw, R_);
+    int64_t rows = blocks(sw, R_);
     if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
     st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
     st.traffic->row_misses += rows;
