@@ -339,10 +339,17 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == first) ++m1;
         rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
         rows_lines(a, kb * S, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+        // The group's lines of input panel kb-1: at most that many `extra` lines (speed only: a
+        // line whose set does not overflow with all of them, or overflows without them, is
+        // decided without counting them).
+        const int64_t a_group = static_cast<int64_t>((a.addr(m1, (kb - 1) * S) + cw(a, (kb - 1) * S) * a.elem - 1) / L -
+                                                     a.addr(m0, (kb - 1) * S) / L + 1);
         for (int64_t c = 0; c < act; ++c)
           rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
             double extra = 0;
-            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
+            if (c + 1 < act && !win.overflowing(l, static_cast<double>(a_group))) return;
+            if (c + 1 < act && !win.overflowing(l))
+              rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
             if (!win.overflowing(l, extra)) return;
             auto& v = miss[c][kb];
             const uint64_t at = static_cast<uint64_t>(l) * L;
