@@ -236,14 +236,24 @@ struct KStepMisses {
   std::vector<SweepRuns> y, a;
 };
 
+// The k-step skip bounds that depend on the round's rows (most lines in a set of A's
+// k-tiles kb-1 and kb, and of Y's column tiles nb and nb-1..nb), kept from the first full
+// round for the others when full rounds' per-set counts are its rotated (speed only).
+struct KStepBounds {
+  std::vector<int32_t> max_a;          // per kb (empty: not known yet)
+  std::vector<int32_t> y_tile, y_pair;  // per nb (-1: not known yet)
+};
+
 // The k-step windows of one round of the RWMA GEMM, decided per LLC set: the walk (any
 // layout), its skip bounds and its shortcuts (scan, steady windows, repeated column tiles)
 // share the round's shapes and scratch counts here. The members keep the names of the
 // formulas (S, KT, L, ...). run() goes over the column tiles once.
 class KStepWindows {
  public:
+  // `full`: where the bounds of full rounds are kept, when this round is one of them whose
+  // per-set counts are the first one's rotated (else nullptr).
   KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view, const MatrixView& y_view,
-               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active);
+               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active, KStepBounds* full);
   KStepMisses run();
 
  private:
@@ -293,6 +303,7 @@ class KStepWindows {
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
   int32_t y_tile = 0, y_pair = 0;
+  KStepBounds* full_bounds = nullptr;
 
   // Each window's list per core and operand (list j: Y of core j/2 when j is even, A when
   // odd) is stored once (SweepRuns::put) and appended; while `log` is set the appends are
@@ -324,8 +335,8 @@ class KStepWindows {
 
 KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view,
                            const MatrixView& y_view, const SystemDesc& sys, int64_t cores_per_round, int64_t round,
-                           int64_t active)
-    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active) {
+                           int64_t active, KStepBounds* full)
+    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active), full_bounds(full) {
   k_miss.y.resize(act);
   k_miss.a.resize(act);
   // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
@@ -355,8 +366,14 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
          (S * e + L - 1) / L + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
-  max_a.resize(can_skip ? KT : 0);
-  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+  if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
+    max_a = full_bounds->max_a;
+  } else {
+    max_a.resize(can_skip ? KT : 0);
+    for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+    if (can_skip && full_bounds) full_bounds->max_a = max_a;
+  }
+  if (can_skip && full_bounds && full_bounds->y_tile.empty()) full_bounds->y_tile.assign(NT, -1), full_bounds->y_pair.assign(NT, -1);
   out.resize(lists);
   ap.resize(act), yp.resize(act), ac.resize(act), yc.resize(act);
   scan_cnt.assign(fast ? sets : 0, 0);
@@ -643,10 +660,15 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
   const bool a_again = (kb * S * e) % L != 0;
   if (!y_again && !a_again) return;
   if (can_skip) {
+    if (bound_nb != nb && full_bounds && full_bounds->y_tile[nb] >= 0) {
+      y_tile = full_bounds->y_tile[nb], y_pair = full_bounds->y_pair[nb];
+      bound_nb = nb;
+    }
     if (bound_nb != nb) {
       y_tile = max_union(y, nb, nb);
       y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
       bound_nb = nb;
+      if (full_bounds) full_bounds->y_tile[nb] = y_tile, full_bounds->y_pair[nb] = y_pair;
     }
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
@@ -717,8 +739,8 @@ KStepMisses KStepWindows::run() {
 }
 
 KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-                         const SystemDesc& s, int64_t P, int64_t r, int64_t act) {
-  return KStepWindows(w, a, b, y, s, P, r, act).run();
+                         const SystemDesc& s, int64_t P, int64_t r, int64_t act, KStepBounds* full) {
+  return KStepWindows(w, a, b, y, s, P, r, act, full).run();
 }
 
 }  // namespace
@@ -758,6 +780,12 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
   std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
+  // Round r's rows of A and Y are round 0's moved by whole lines (P x Mb rows span whole
+  // lines), so under a modulo index the per-set counts of a full round are the first full
+  // round's rotated: the skip bounds (most lines in a set) of full rounds are the same.
+  const bool full_rounds_rotate = !s.llc.hashed_index && a.panel_width == 0 && y.panel_width == 0 &&
+                                  (P * Mb * a.row_stride) % L == 0 && (P * Mb * y.row_stride) % L == 0;
+  KStepBounds k_bounds;  // the k-step skip bounds of the first full round (KStepWindows)
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
@@ -786,7 +814,9 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                        lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
     const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
     // Set-resolved caches: the Y and A lines that miss from one k-step to the next.
-    const KStepMisses k_miss = win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act);
+    const bool full = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
+    const KStepMisses k_miss =
+        win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr);
     // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
     // A, Y and the weights on lines of their own and distinct matrices, the window from
     // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
@@ -815,12 +845,11 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
                             y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
                             disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      // A full round's rows are round 0's moved by a whole number of lines (row strides of
-      // whole lines): under a modulo index its per-set counts are round 0's rotated, so the
-      // most lines in a set, hence these tests, are those of the first full round (speed
-      // only).
-      const bool moved = !s.llc.hashed_index && a.row_stride % L == 0 && y.row_stride % L == 0 && act == P &&
-                         (r + 1) * P * Mb <= w.m;
+      // A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
+      // rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
+      // index its per-set counts are round 0's rotated, so the most lines in a set, hence
+      // these tests, are those of the first full round (speed only).
+      const bool moved = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
       if (can_skip && moved && !fits_full_round.empty()) {
         a_window_fits = fits_full_round;
       } else if (can_skip) {
