@@ -47,7 +47,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
   const int64_t tpg = std::max<int64_t>(1, L / (S * e));  // column tiles per weight line
   const int64_t NG = (NT + tpg - 1) / tpg;
-  const bool uniform = SetLoad(s.llc).uniform();
+  const bool uniform = !SetLoad::resolves_sets(s.llc);
   auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
   // The lines of round q's blocks of `v` in columns [c0, c1).
   auto add_round = [&](SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) {
@@ -106,13 +106,14 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
       read_again(*within_lists);
     } else if (tpg > 1) {
       if (alike) listing = &within_lists.emplace();
-      const SetLoad first = uniform ? within(0) : SetLoad(s.llc), last = uniform ? within(NG - 1) : SetLoad(s.llc);
+      std::optional<SetLoad> first, last;  // uniform only (set-resolved: within_win below)
+      if (uniform) first = within(0), last = within(NG - 1);
       for (int64_t g = 0; g < NG; ++g) {
         const int64_t tiles = std::min(tpg, NT - g * tpg);
         if (tiles <= 1 || group_c0(g) >= b.cols) continue;
         const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
         if (uniform) {
-          missing(strip, tiles - 1, g == NG - 1 ? last : first);
+          missing(strip, tiles - 1, g == NG - 1 ? *last : *first);
           continue;
         }
         // within(g), moved from the last window (MovingWindow above; speed only).
@@ -312,7 +313,8 @@ class KStepWindows {
   std::vector<std::vector<Sweep>> out;
 
   // The walk's window and the rows' lines of every core at the current row.
-  SetLoad win{s.llc}, empty{s.llc};
+  // (Allocated when first used: O(sets) each, and most rounds use neither; speed only.)
+  std::optional<SetLoad> win_, empty_;
   std::vector<std::vector<int64_t>> ap, yp, ac, yc;
   std::vector<int64_t> same_set;
 
@@ -321,7 +323,11 @@ class KStepWindows {
   std::vector<int64_t> wl_scan;
 
   // Steady windows: `cur` holds W + T of the last one (see steady()).
-  SetLoad cur{s.llc};
+  std::optional<SetLoad> cur_;
+  SetLoad& cur() {
+    if (!cur_) cur_.emplace(s.llc);
+    return *cur_;
+  }
   int64_t cur_a = -1, cur_y = -1, cur_wk = -1, cur_wn = -1;  // tiles whose lines `cur` holds
   bool have_last = false, last_ya = false, last_aa = false;
   std::vector<std::pair<size_t, size_t>> last_range;
@@ -479,7 +485,9 @@ std::pair<size_t, size_t> KStepWindows::emit_out(size_t j) {
 // The walk: the window of every line built row by row (exact for any layout).
 void KStepWindows::walk(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-  win = empty;
+  if (!win_) win_.emplace(s.llc), empty_.emplace(s.llc);
+  SetLoad& win = *win_;
+  win = *empty_;
   win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
   for (int64_t c2 = 0; c2 < act; ++c2) {
     const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
@@ -607,10 +615,10 @@ void KStepWindows::move_tile(const MatrixView& v, int64_t from, int64_t to) {
       const int64_t m = (r * P + c2) * Mb + i;
       if (from >= 0) {
         row_lines(lines_p, v, m, from);
-        for (int64_t l : lines_p) cur.add_line(l, -1);
+        for (int64_t l : lines_p) cur().add_line(l, -1);
       }
       row_lines(lines_p, v, m, to);
-      for (int64_t l : lines_p) cur.add_line(l, 1);
+      for (int64_t l : lines_p) cur().add_line(l, 1);
     }
 }
 
@@ -632,15 +640,15 @@ void KStepWindows::steady(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   weight_lines(wl_old, cur_wk, cur_wn);
   weight_lines(wl_new, kb, nb);
   over_before.clear();
-  for (int64_t l : wl_old) over_before.push_back(cur.overflowing(l));
-  for (int64_t l : wl_new) over_before.push_back(cur.overflowing(l));
-  for (int64_t l : wl_old) cur.add_line(l, -1);
-  for (int64_t l : wl_new) cur.add_line(l, 1);
+  for (int64_t l : wl_old) over_before.push_back(cur().overflowing(l));
+  for (int64_t l : wl_new) over_before.push_back(cur().overflowing(l));
+  for (int64_t l : wl_old) cur().add_line(l, -1);
+  for (int64_t l : wl_new) cur().add_line(l, 1);
   cur_wk = kb, cur_wn = nb;
   bool turned = false;
-  for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur.overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
+  for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur().overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
   for (size_t x = 0; x < wl_new.size(); ++x)
-    turned |= cur.overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
+    turned |= cur().overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
   if (have_last && same_t && !turned && last_ya == y_again && last_aa == a_again) {
     for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
     return;

@@ -6,7 +6,7 @@
 namespace bertlab::hw {
 
 SetLoad::SetLoad(const CacheDesc& c)
-    : uniform_(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets)),
+    : uniform_(!resolves_sets(c)),
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),

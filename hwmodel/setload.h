@@ -24,6 +24,10 @@ inline constexpr int64_t kMaxResolvedHashedSets = 512;
 class SetLoad {
  public:
   explicit SetLoad(const CacheDesc& c);
+  // Whether SetLoad(c) resolves sets (not uniform()), without building one (O(sets)).
+  static bool resolves_sets(const CacheDesc& c) {
+    return !(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets));
+  }
   // Adds the distinct lines of `s` (sweeps of one operand touch disjoint lines), `times`
   // times: -1 takes back exactly what add(s) added (the per-set counts are whole numbers,
   // exact in a double), so a window can be moved by removing sweeps instead of rebuilt.
