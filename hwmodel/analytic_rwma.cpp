@@ -958,7 +958,9 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
       // A block: brought in once, then the lines in overflowing sets re-read per column tile.
       auto astrips = strip_sweeps(a, r0, nr, 0, a.cols, L);
-      const double fA = frac(a_blk[c], win_a);
+      // The shares of lines in overflowing sets (O(sets) each) feed round 0's text and
+      // refetch counts only, and fY the uniform case's traffic (speed only).
+      const double fA = r == 0 ? frac(a_blk[c], win_a) : 0.0;
       fA_worst = std::max(fA_worst, fA);
       dram.sweeps(w.a_name, false, c, astrips);
       if (win_a.uniform()) {
@@ -974,7 +976,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       if (tpl > 1 && win_y.uniform()) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
       // Y block: read-modify-written once, the lines in sets a k-step overflows once per
       // k-tile of every column tile.
-      const double fY = frac(y_tile[c], win_y);
+      const double fY = r == 0 || win_y.uniform() ? frac(y_tile[c], win_y) : 0.0;
       fY_worst = std::max(fY_worst, fY);
       if (!win_y.uniform()) {
         // Set-resolved (k_step_misses below): read once, then the lines that miss at later
