@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -33,6 +34,7 @@ struct EstimateOptions {
   int top = 10;
   std::vector<int64_t> kernels, cores;
   int bench = 0;
+  bool bench_detail = false;
 };
 
 Graph load_graph_file(const std::string& path) {
@@ -294,10 +296,18 @@ void run(const EstimateOptions& o) {
     eo.classes = &classes;
     double checksum = 0;
     size_t estimates = 0;
-    for (const auto& [s, a] : configs) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const auto& [s, a] = configs[i];
+      const std::clock_t c0 = std::clock();
       const auto e = hw::estimate_graph(g, s, a, eo);
       checksum += e.seconds();
       estimates += e.nodes.size();
+      // --bench-detail: the CPU time of each configuration, on stderr so that the last line of
+      // stdout (which scripts/hwmodel_bench.sh reads) keeps its format.
+      if (o.bench_detail)
+        fmt::print(stderr, "config {}: S={} cores={} llc={} KB dram={} GB/s {}: {:.3f} s CPU\n", i, s.array.kernel,
+                   s.cores, s.llc.size_bytes / 1024, s.dram.peak_gbps, hw::to_string(a),
+                   double(std::clock() - c0) / CLOCKS_PER_SEC);
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("benchmark: {} nodes ({} distinct shapes) x {} system configurations in {:.3f} s ({:.2f} us per "
@@ -411,6 +421,7 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--nodes", o->nodes, "Only nodes whose name starts with this prefix (e.g. encoder.0.)");
   cmd->add_option("--paper-table", o->paper_table, "Write the BWMA-over-RWMA table (markdown) to this file");
   cmd->add_option("--bench", o->bench, "Time the model over this many system configurations");
+  cmd->add_flag("--bench-detail", o->bench_detail, "With --bench: print each configuration's CPU time on stderr");
   cmd->add_option("--compare-profile", o->compare_profile,
                   "Compare a cpu estimate with `bertlab profile --json` of the same graph (per category, step, nodes)");
   cmd->add_option("--top", o->top, "Worst-predicted nodes listed with --compare-profile (default 10)")

@@ -175,12 +175,12 @@ namespace analytic_detail {
 // segments counted once; other repeats count again, which only raises the result).
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched) {
+                            std::vector<int64_t>& touched, int32_t limit) {
   int32_t most = 0;
   touched.clear();
   int64_t last = -1;
   for (const auto& sw : v)
-    for (int64_t i = 0; i < sw.count; ++i) {
+    for (int64_t i = 0; i < sw.count && most <= limit; ++i) {
       const uint64_t at = sw.start + i * sw.stride;
       for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
         if (l == last) continue;

@@ -29,7 +29,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // in every part, as SetLoad counts them.
   const int64_t sets = s.llc.sets();
   const SetIndex set_of(s.llc);
-  const bool resolved = !SetLoad(s.llc).uniform();
+  const bool resolved = SetLoad::resolves_sets(s.llc);
   std::vector<int32_t> count(resolved ? sets : 0, 0);
   std::vector<int64_t> touched;
   int32_t most = 0;  // the fullest set of the running tally
@@ -137,7 +137,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     }
     return v;
   };
-  if (R >= 2 && SetLoad(s.llc).uniform()) {
+  if (R >= 2 && !SetLoad::resolves_sets(s.llc)) {
     dram.repeat(w.a_name, false, c0, a_refetch(P, P), R - 2);
     dram.sweeps(w.a_name, false, c0, a_refetch(P, a_last));
   } else if (R >= 2) {
@@ -339,10 +339,17 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == first) ++m1;
         rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
         rows_lines(a, kb * S, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+        // The group's lines of input panel kb-1: at most that many `extra` lines (speed only: a
+        // line whose set does not overflow with all of them, or overflows without them, is
+        // decided without counting them).
+        const int64_t a_group = static_cast<int64_t>((a.addr(m1, (kb - 1) * S) + cw(a, (kb - 1) * S) * a.elem - 1) / L -
+                                                     a.addr(m0, (kb - 1) * S) / L + 1);
         for (int64_t c = 0; c < act; ++c)
           rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
             double extra = 0;
-            if (c + 1 < act) rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
+            if (c + 1 < act && !win.overflowing(l, static_cast<double>(a_group))) return;
+            if (c + 1 < act && !win.overflowing(l))
+              rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
             if (!win.overflowing(l, extra)) return;
             auto& v = miss[c][kb];
             const uint64_t at = static_cast<uint64_t>(l) * L;
@@ -354,7 +361,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     }
     return miss;
   };
-  if (!SetLoad(s.llc).uniform()) {
+  if (SetLoad::resolves_sets(s.llc)) {
     for (int64_t r = 0; r < R; ++r) {
       const int64_t act = (r == R - 1) ? a_last : P;
       const auto miss = y_misses(r, act);
@@ -380,7 +387,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // Uniform caches: the cores before the round's last one also find the previous input
   // panel's line of their row group in the window (the later cores read it after them).
   SetLoad y_win_last = y_window(0), y_win_early = y_win_last;
-  for (int64_t nb = 0; nb < (SetLoad(s.llc).uniform() ? NT : 0); ++nb) {
+  for (int64_t nb = 0; nb < (SetLoad::resolves_sets(s.llc) ? 0 : NT); ++nb) {
     const int64_t core = nb % P, act = (nb / P == R - 1) ? a_last : P;
     if (nb % P == 0) {
       y_win_last = y_win_early = y_window(nb / P);

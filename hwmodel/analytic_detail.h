@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <deque>
+#include <limits>
 #include <map>
 #include <string>
 #include <tuple>
@@ -153,11 +154,7 @@ class DramStreams {
   void sweep(const std::string& op, bool write, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
     if (write) return sweeps(op, write, core, {sw});
-    const int64_t lines = distinct_blocks(sw, L_);
-    Stream& st = stream(op, core);
-    st.traffic->read_lines += lines;
-    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-    open_rows(st, sw);
+    read(stream(op, core), core, sw);
   }
   // `times` further uses of the lines of `v`: only those in sets `window` overflows miss
   // (LRU stack distance per set, setload.h); their rows are opened in sweep order.
@@ -197,7 +194,12 @@ class DramStreams {
   }
   void sweeps(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v) {
     if (!write) {
-      for (const auto& s : v) sweep(op, write, core, s);
+      Stream* st = nullptr;  // found once for the list, at its first non-empty sweep (speed only)
+      for (const auto& s : v) {
+        if (s.count <= 0 || s.width <= 0) continue;
+        if (!st) st = &stream(op, core);
+        read(*st, core, s);
+      }
       return;
     }
     Stream& st = stream(op, core);
@@ -353,10 +355,24 @@ class DramStreams {
     st.traffic = &t_.operands[op];  // std::map: the pointer stays valid
     return st;
   }
+  // distinct_blocks (layout.h), its contiguous case inline: most swept lists here are runs
+  // of whole lines (speed only; the same value).
+  static int64_t blocks(const Sweep& sw, int64_t B) {
+    if (sw.count == 1 || sw.stride <= sw.width) return static_cast<int64_t>((sw.end() - 1) / B - sw.start / B + 1);
+    return distinct_blocks(sw, B);
+  }
+  // One sweep of fetches on stream `st`: its lines, and the rows it opens.
+  void read(Stream& st, int64_t core, const Sweep& sw) {
+    if (sw.count <= 0 || sw.width <= 0) return;
+    const int64_t lines = blocks(sw, L_);
+    st.traffic->read_lines += lines;
+    if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
+    open_rows(st, sw);
+  }
   void open_rows(Stream& st, const Sweep& sw) {
     // Row misses of reads: the rows a monotone sweep enters, less the one still open from
     // the previous sweep of this stream.
-    int64_t rows = distinct_blocks(sw, R_);
+    int64_t rows = blocks(sw, R_);
     if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
     st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
     st.traffic->row_misses += rows;
@@ -404,6 +420,87 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
 void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t);
 
+// A set-resolved reuse window that is moved from one window to the next instead of rebuilt
+// (speed only; the per-set loads, hence the counts, are those of the window built from
+// scratch): a fixed base plus parts, each a column range [c0, c1) of one matrix over the row
+// blocks of one round of sequence blocks (or over all its rows), added block by block as
+// block_sweeps, as the windows built from scratch add them. SetLoad's per-set counts are
+// whole numbers and a window's load is their sum, so taking a part's sweeps back out
+// (SetLoad::add with times -1) and adding the new part's gives exactly the window built from
+// scratch, in any order. When the matrix's rows sit apart in lines (lines_apart), a part holds in every row the lines
+// of one line range, row 0's shifted by whole row strides, and SetLoad counts exactly those
+// lines (one run per row, at a whole-line stride), so a part is moved by removing and adding
+// only the lines between the old and the new range's ends.
+class MovingWindow {
+ public:
+  static constexpr int64_t kAllRows = -1;  // a part over every row of its matrix, one block
+  MovingWindow(SetLoad base, const GemmWork& w, int64_t P, int64_t L) : load_(std::move(base)), w_(w), P_(P), L_(L) {}
+  const SetLoad& load() const { return load_; }
+  // Part i becomes columns [c0, c1) of `v` over round q's blocks (kAllRows: all rows; a
+  // round past the last or an empty range: nothing).
+  void move(size_t i, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) {
+    if (parts_.size() <= i) parts_.resize(i + 1);
+    Part nw{&v, q, c0, std::min(c1, v.cols)};
+    const int64_t MB = (w_.m + w_.block_rows - 1) / w_.block_rows;
+    if (nw.c0 >= nw.c1 || (q != kAllRows && (q < 0 || q * P_ >= MB))) nw = Part{};
+    Part& old = parts_[i];
+    if (nw.v == old.v && nw.q == old.q && nw.c0 == old.c0 && nw.c1 == old.c1) return;
+    if (nw.v && old.v == nw.v && old.q == nw.q && lines_apart(v)) {
+      const auto [o0, o1] = line_span(old);
+      const auto [n0, n1] = line_span(nw);
+      if (o0 <= n1 && n0 <= o1) {  // overlapping line ranges: only the ends move
+        if (n0 < o0) add_lines(nw, n0, o0, 1.0);
+        if (n0 > o0) add_lines(nw, o0, n0, -1.0);
+        if (n1 > o1) add_lines(nw, o1 + 1, n1 + 1, 1.0);
+        if (n1 < o1) add_lines(nw, n1 + 1, o1 + 1, -1.0);
+        old = nw;
+        return;
+      }
+    }
+    add_part(old, -1.0);
+    add_part(nw, 1.0);
+    old = nw;
+  }
+
+ private:
+  struct Part {
+    const MatrixView* v = nullptr;  // nullptr: empty
+    int64_t q = 0, c0 = 0, c1 = 0;
+  };
+  template <class F>
+  void for_blocks(const Part& p, F&& f) const {
+    if (p.q == kAllRows) return f(int64_t{0}, p.v->rows);
+    const int64_t Mb = w_.block_rows, MB = (w_.m + Mb - 1) / Mb;
+    for (int64_t blk = p.q * P_; blk < std::min(MB, (p.q + 1) * P_); ++blk) f(blk * Mb, std::min(Mb, w_.m - blk * Mb));
+  }
+  void add_part(const Part& p, double times) {
+    if (!p.v) return;
+    for_blocks(p, [&](int64_t r0, int64_t nr) { load_.add(block_sweeps(*p.v, r0, nr, p.c0, p.c1 - p.c0), times); });
+  }
+  // Row-major, row strides of whole lines, row 0's last line (at its last byte) before row
+  // 1's first: every row's lines are row 0's moved by whole row strides, no two rows share one.
+  bool lines_apart(const MatrixView& v) const {
+    return v.panel_width == 0 && v.row_stride % L_ == 0 &&
+           (v.rows < 2 || (v.addr(0, v.cols - 1) + v.elem - 1) / L_ < v.addr(1, 0) / L_);
+  }
+  // Row 0's first and last line of the part (lines_apart).
+  std::pair<int64_t, int64_t> line_span(const Part& p) const {
+    return {static_cast<int64_t>(p.v->addr(0, p.c0) / L_),
+            static_cast<int64_t>((p.v->addr(0, p.c1 - 1) + p.v->elem - 1) / L_)};
+  }
+  // Lines [l0, l1) of row 0, shifted to every row of the part (lines_apart: whole-line strides).
+  void add_lines(const Part& p, int64_t l0, int64_t l1, double times) {
+    const int64_t rs = p.v->row_stride / L_;
+    for_blocks(p, [&](int64_t r0, int64_t nr) {
+      load_.add(Sweep{static_cast<uint64_t>((l0 + r0 * rs) * L_), nr, p.v->row_stride, (l1 - l0) * L_}, times);
+    });
+  }
+  SetLoad load_;
+  const GemmWork& w_;
+  int64_t P_, L_;
+  std::vector<Part> parts_;
+};
+
 // Counts line l once more in its LLC set (modulo or hashed index, SetIndex) and
 // returns the larger of `most` and that set's count. `touched` lists the sets counted so
 // far, so the caller can clear `count`.
@@ -441,8 +538,11 @@ inline void clear_tally(std::vector<int32_t>& count, std::vector<int64_t>& touch
 
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
-// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+// `count` (sets entries, all zero) and `touched` are scratch space, left as found. Once the
+// fullest set passes `limit` the count may stop (after the segment it is in): then the
+// result is some value above `limit`, which is all a skip test comparing it with a budget
+// needs (speed only).
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched);
+                            std::vector<int64_t>& touched, int32_t limit = std::numeric_limits<int32_t>::max());
 
 }  // namespace bertlab::hw::analytic_detail

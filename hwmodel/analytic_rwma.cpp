@@ -47,7 +47,7 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
   const int64_t tpg = std::max<int64_t>(1, L / (S * e));  // column tiles per weight line
   const int64_t NG = (NT + tpg - 1) / tpg;
-  const bool uniform = SetLoad(s.llc).uniform();
+  const bool uniform = !SetLoad::resolves_sets(s.llc);
   auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
   // The lines of round q's blocks of `v` in columns [c0, c1).
   auto add_round = [&](SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) {
@@ -88,6 +88,8 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   auto read_again = [&](const std::vector<Missed>& lists) {
     for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
   };
+  // The set-resolved windows within and across rounds, moved rather than rebuilt.
+  MovingWindow within_win(SetLoad(s.llc), w, P, L), across_win(b_all, w, P, L);
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
@@ -104,12 +106,21 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
       read_again(*within_lists);
     } else if (tpg > 1) {
       if (alike) listing = &within_lists.emplace();
-      const SetLoad first = uniform ? within(0) : SetLoad(s.llc), last = uniform ? within(NG - 1) : SetLoad(s.llc);
+      std::optional<SetLoad> first, last;  // uniform only (set-resolved: within_win below)
+      if (uniform) first = within(0), last = within(NG - 1);
       for (int64_t g = 0; g < NG; ++g) {
         const int64_t tiles = std::min(tpg, NT - g * tpg);
         if (tiles <= 1 || group_c0(g) >= b.cols) continue;
         const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
-        missing(strip, tiles - 1, uniform ? (g == NG - 1 ? last : first) : within(g));
+        if (uniform) {
+          missing(strip, tiles - 1, g == NG - 1 ? *last : *first);
+          continue;
+        }
+        // within(g), moved from the last window (MovingWindow above; speed only).
+        within_win.move(0, a, r, 0, a.cols);
+        within_win.move(1, b, MovingWindow::kAllRows, group_c0(g), group_c1(g));
+        within_win.move(2, y, r, group_c0(g), group_c1(g));
+        missing(strip, tiles - 1, within_win.load());
       }
       listing = nullptr;
     }
@@ -156,19 +167,26 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
           const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
           return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
         };
-        std::optional<SetLoad> win;
+        bool have_win = false;
         std::array<int64_t, 6> win_bounds{};
         // The k-tiles of a run of k-steps with one window are decided in one call when the
         // weight rows have lines of their own: the lines that miss, in the same order, and
         // reads count the same however a run of lines is split into sweeps (speed only).
         int64_t run0 = 0;
         auto decide = [&](int64_t kb0, int64_t kb1) {
-          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, *win);
+          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, across_win.load());
+        };
+        // across(g, kb), moved from the last window (MovingWindow above; speed only).
+        auto move_across = [&](int64_t kb) {
+          across_win.move(0, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+          across_win.move(1, y, r - 1, nb_last * S, y.cols);
+          across_win.move(2, a, r, 0, nb_first > 0 ? a.cols : kb * S);
+          across_win.move(3, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
         };
         for (int64_t kb = 0; kb < KT; ++kb) {
-          if (!win || bounds(kb) != win_bounds) {
-            if (win) decide(run0, kb);
-            win = across(g, kb), win_bounds = bounds(kb), run0 = kb;
+          if (!have_win || bounds(kb) != win_bounds) {
+            if (have_win) decide(run0, kb);
+            move_across(kb), have_win = true, win_bounds = bounds(kb), run0 = kb;
           }
           if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
         }
@@ -219,14 +237,24 @@ struct KStepMisses {
   std::vector<SweepRuns> y, a;
 };
 
+// The k-step skip bounds that depend on the round's rows (most lines in a set of A's
+// k-tiles kb-1 and kb, and of Y's column tiles nb and nb-1..nb), kept from the first full
+// round for the others when full rounds' per-set counts are its rotated (speed only).
+struct KStepBounds {
+  std::vector<int32_t> max_a;          // per kb (empty: not known yet)
+  std::vector<int32_t> y_tile, y_pair;  // per nb (-1: not known yet)
+};
+
 // The k-step windows of one round of the RWMA GEMM, decided per LLC set: the walk (any
 // layout), its skip bounds and its shortcuts (scan, steady windows, repeated column tiles)
 // share the round's shapes and scratch counts here. The members keep the names of the
 // formulas (S, KT, L, ...). run() goes over the column tiles once.
 class KStepWindows {
  public:
+  // `full`: where the bounds of full rounds are kept, when this round is one of them whose
+  // per-set counts are the first one's rotated (else nullptr).
   KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view, const MatrixView& y_view,
-               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active);
+               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active, KStepBounds* full);
   KStepMisses run();
 
  private:
@@ -239,7 +267,7 @@ class KStepWindows {
   void row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const;
   std::pair<int64_t, int64_t> tile0(const MatrixView& v, int64_t t) const;
   int32_t max_union(const MatrixView& v, int64_t t1, int64_t t2);
-  int32_t max_weight_tile(int64_t kb, int64_t nb);
+  int32_t max_weight_tile(int64_t kb, int64_t nb, int32_t limit);
   bool same_lines(const MatrixView& v, int64_t t1, int64_t t2);
   SweepRuns& runs(size_t j) { return j % 2 ? k_miss.a[j / 2] : k_miss.y[j / 2]; }
   void emit(size_t j, std::pair<size_t, size_t> range);
@@ -276,6 +304,7 @@ class KStepWindows {
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
   int32_t y_tile = 0, y_pair = 0;
+  KStepBounds* full_bounds = nullptr;
 
   // Each window's list per core and operand (list j: Y of core j/2 when j is even, A when
   // odd) is stored once (SweepRuns::put) and appended; while `log` is set the appends are
@@ -284,7 +313,8 @@ class KStepWindows {
   std::vector<std::vector<Sweep>> out;
 
   // The walk's window and the rows' lines of every core at the current row.
-  SetLoad win{s.llc}, empty{s.llc};
+  // (Allocated when first used: O(sets) each, and most rounds use neither; speed only.)
+  std::optional<SetLoad> win_, empty_;
   std::vector<std::vector<int64_t>> ap, yp, ac, yc;
   std::vector<int64_t> same_set;
 
@@ -293,7 +323,11 @@ class KStepWindows {
   std::vector<int64_t> wl_scan;
 
   // Steady windows: `cur` holds W + T of the last one (see steady()).
-  SetLoad cur{s.llc};
+  std::optional<SetLoad> cur_;
+  SetLoad& cur() {
+    if (!cur_) cur_.emplace(s.llc);
+    return *cur_;
+  }
   int64_t cur_a = -1, cur_y = -1, cur_wk = -1, cur_wn = -1;  // tiles whose lines `cur` holds
   bool have_last = false, last_ya = false, last_aa = false;
   std::vector<std::pair<size_t, size_t>> last_range;
@@ -307,8 +341,8 @@ class KStepWindows {
 
 KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view,
                            const MatrixView& y_view, const SystemDesc& sys, int64_t cores_per_round, int64_t round,
-                           int64_t active)
-    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active) {
+                           int64_t active, KStepBounds* full)
+    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active), full_bounds(full) {
   k_miss.y.resize(act);
   k_miss.a.resize(act);
   // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
@@ -338,8 +372,14 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
          (S * e + L - 1) / L + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
-  max_a.resize(can_skip ? KT : 0);
-  for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+  if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
+    max_a = full_bounds->max_a;
+  } else {
+    max_a.resize(can_skip ? KT : 0);
+    for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) max_a[kb] = max_union(a, kb > 0 ? kb - 1 : KT - 1, kb);
+    if (can_skip && full_bounds) full_bounds->max_a = max_a;
+  }
+  if (can_skip && full_bounds && full_bounds->y_tile.empty()) full_bounds->y_tile.assign(NT, -1), full_bounds->y_pair.assign(NT, -1);
   out.resize(lists);
   ap.resize(act), yp.resize(act), ac.resize(act), yc.resize(act);
   scan_cnt.assign(fast ? sets : 0, 0);
@@ -402,11 +442,12 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
   return most;
 }
 
-// The most lines in one set of the weight tile (kb, nb).
-int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb) {
+// The most lines in one set of the weight tile (kb, nb); it may stop once past `limit` (then
+// some value above it: enough for the skip test, speed only).
+int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
   int32_t most = 0;
   touched.clear();
-  for (int64_t kr = 0; kr < S && kb * S + kr < b.rows; ++kr) {
+  for (int64_t kr = 0; kr < S && kb * S + kr < b.rows && most <= limit; ++kr) {
     row_lines(lines_p, b, kb * S + kr, nb);
     for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
   }
@@ -444,7 +485,9 @@ std::pair<size_t, size_t> KStepWindows::emit_out(size_t j) {
 // The walk: the window of every line built row by row (exact for any layout).
 void KStepWindows::walk(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
-  win = empty;
+  if (!win_) win_.emplace(s.llc), empty_.emplace(s.llc);
+  SetLoad& win = *win_;
+  win = *empty_;
   win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), nb * S, std::min(S, b.cols - nb * S)));
   for (int64_t c2 = 0; c2 < act; ++c2) {
     const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
@@ -551,7 +594,13 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
         for (int64_t q = 0; q < ycn; ++q)
           if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
     }
-  for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;  // back to all zeros
+  // Back to all zeros: the counts now hold W + Ac + Yc; a fill is cheaper than taking them
+  // back line by line when the sets are not many more than those lines (speed only).
+  if (sets <= 8 * static_cast<int64_t>(wl_scan.size() + act * Mb * (acn + ycn))) {
+    std::fill(scan_cnt.begin(), scan_cnt.end(), 0);
+    return;
+  }
+  for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
@@ -566,10 +615,10 @@ void KStepWindows::move_tile(const MatrixView& v, int64_t from, int64_t to) {
       const int64_t m = (r * P + c2) * Mb + i;
       if (from >= 0) {
         row_lines(lines_p, v, m, from);
-        for (int64_t l : lines_p) cur.add_line(l, -1);
+        for (int64_t l : lines_p) cur().add_line(l, -1);
       }
       row_lines(lines_p, v, m, to);
-      for (int64_t l : lines_p) cur.add_line(l, 1);
+      for (int64_t l : lines_p) cur().add_line(l, 1);
     }
 }
 
@@ -591,15 +640,15 @@ void KStepWindows::steady(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   weight_lines(wl_old, cur_wk, cur_wn);
   weight_lines(wl_new, kb, nb);
   over_before.clear();
-  for (int64_t l : wl_old) over_before.push_back(cur.overflowing(l));
-  for (int64_t l : wl_new) over_before.push_back(cur.overflowing(l));
-  for (int64_t l : wl_old) cur.add_line(l, -1);
-  for (int64_t l : wl_new) cur.add_line(l, 1);
+  for (int64_t l : wl_old) over_before.push_back(cur().overflowing(l));
+  for (int64_t l : wl_new) over_before.push_back(cur().overflowing(l));
+  for (int64_t l : wl_old) cur().add_line(l, -1);
+  for (int64_t l : wl_new) cur().add_line(l, 1);
   cur_wk = kb, cur_wn = nb;
   bool turned = false;
-  for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur.overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
+  for (size_t x = 0; x < wl_old.size(); ++x) turned |= cur().overflowing(wl_old[x]) != static_cast<bool>(over_before[x]);
   for (size_t x = 0; x < wl_new.size(); ++x)
-    turned |= cur.overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
+    turned |= cur().overflowing(wl_new[x]) != static_cast<bool>(over_before[wl_old.size() + x]);
   if (have_last && same_t && !turned && last_ya == y_again && last_aa == a_again) {
     for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
     return;
@@ -619,12 +668,19 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
   const bool a_again = (kb * S * e) % L != 0;
   if (!y_again && !a_again) return;
   if (can_skip) {
+    if (bound_nb != nb && full_bounds && full_bounds->y_tile[nb] >= 0) {
+      y_tile = full_bounds->y_tile[nb], y_pair = full_bounds->y_pair[nb];
+      bound_nb = nb;
+    }
     if (bound_nb != nb) {
       y_tile = max_union(y, nb, nb);
       y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
       bound_nb = nb;
+      if (full_bounds) full_bounds->y_tile[nb] = y_tile, full_bounds->y_pair[nb] = y_pair;
     }
-    if ((kb > 0 ? y_tile : y_pair) + max_a[kb] + max_weight_tile(kb, nb) <= ways) return;
+    // The weight tile's count stops once it leaves no room (then the window is not skipped).
+    const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
+    if (most_ay <= ways && most_ay + max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay)) <= ways) return;
   }
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
   if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
@@ -691,8 +747,8 @@ KStepMisses KStepWindows::run() {
 }
 
 KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-                         const SystemDesc& s, int64_t P, int64_t r, int64_t act) {
-  return KStepWindows(w, a, b, y, s, P, r, act).run();
+                         const SystemDesc& s, int64_t P, int64_t r, int64_t act, KStepBounds* full) {
+  return KStepWindows(w, a, b, y, s, P, r, act, full).run();
 }
 
 }  // namespace
@@ -732,6 +788,12 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
   std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
+  // Round r's rows of A and Y are round 0's moved by whole lines (P x Mb rows span whole
+  // lines), so under a modulo index the per-set counts of a full round are the first full
+  // round's rotated: the skip bounds (most lines in a set) of full rounds are the same.
+  const bool full_rounds_rotate = !s.llc.hashed_index && a.panel_width == 0 && y.panel_width == 0 &&
+                                  (P * Mb * a.row_stride) % L == 0 && (P * Mb * y.row_stride) % L == 0;
+  KStepBounds k_bounds;  // the k-step skip bounds of the first full round (KStepWindows)
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
@@ -760,7 +822,9 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                        lines(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols), L);
     const int64_t FA = act * Ablk + Wp2 * (KT - tpl + 1) / KT + act * Ys2;
     // Set-resolved caches: the Y and A lines that miss from one k-step to the next.
-    const KStepMisses k_miss = win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act);
+    const bool full = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
+    const KStepMisses k_miss =
+        win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr);
     // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
     // A, Y and the weights on lines of their own and distinct matrices, the window from
     // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
@@ -789,12 +853,11 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
                             y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
                             disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      // A full round's rows are round 0's moved by a whole number of lines (row strides of
-      // whole lines): under a modulo index its per-set counts are round 0's rotated, so the
-      // most lines in a set, hence these tests, are those of the first full round (speed
-      // only).
-      const bool moved = !s.llc.hashed_index && a.row_stride % L == 0 && y.row_stride % L == 0 && act == P &&
-                         (r + 1) * P * Mb <= w.m;
+      // A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
+      // rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
+      // index its per-set counts are round 0's rotated, so the most lines in a set, hence
+      // these tests, are those of the first full round (speed only).
+      const bool moved = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
       if (can_skip && moved && !fits_full_round.empty()) {
         a_window_fits = fits_full_round;
       } else if (can_skip) {
@@ -814,6 +877,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             a_window_fits[nb] = a_window_fits[nb - 1];
             continue;
           }
+          if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
           yv.clear();
           for (int64_t c2 = 0; c2 < act; ++c2) {
             const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
@@ -821,9 +885,13 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
             yv.insert(yv.end(), v.begin(), v.end());
           }
           const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-          a_window_fits[nb] = most_a + most_lines_in_a_set(yv, L, set_of, count, touched) +
-                                  most_lines_in_a_set(wv, L, set_of, count, touched) <=
-                              s.llc.ways;
+          // The Y and weight counts stop once they leave no room (the test fails either way).
+          const int32_t most_ay =
+              most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
+          a_window_fits[nb] = most_ay <= s.llc.ways &&
+                              most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
+                                                            static_cast<int32_t>(s.llc.ways) - most_ay) <=
+                                  s.llc.ways;
         }
         if (moved) fits_full_round = a_window_fits;
       }
@@ -890,7 +958,9 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       const int64_t blk = r * P + c, r0 = blk * Mb, nr = rows_of(blk);
       // A block: brought in once, then the lines in overflowing sets re-read per column tile.
       auto astrips = strip_sweeps(a, r0, nr, 0, a.cols, L);
-      const double fA = frac(a_blk[c], win_a);
+      // The shares of lines in overflowing sets (O(sets) each) feed round 0's text and
+      // refetch counts only, and fY the uniform case's traffic (speed only).
+      const double fA = r == 0 ? frac(a_blk[c], win_a) : 0.0;
       fA_worst = std::max(fA_worst, fA);
       dram.sweeps(w.a_name, false, c, astrips);
       if (win_a.uniform()) {
@@ -906,7 +976,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       if (tpl > 1 && win_y.uniform()) dram.missing(w.a_name, false, c, astrips, NT * (tpl - 1), win_y);
       // Y block: read-modify-written once, the lines in sets a k-step overflows once per
       // k-tile of every column tile.
-      const double fY = frac(y_tile[c], win_y);
+      const double fY = r == 0 || win_y.uniform() ? frac(y_tile[c], win_y) : 0.0;
       fY_worst = std::max(fY_worst, fY);
       if (!win_y.uniform()) {
         // Set-resolved (k_step_misses below): read once, then the lines that miss at later

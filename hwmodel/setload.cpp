@@ -6,7 +6,7 @@
 namespace bertlab::hw {
 
 SetLoad::SetLoad(const CacheDesc& c)
-    : uniform_(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets)),
+    : uniform_(!resolves_sets(c)),
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),
@@ -14,11 +14,11 @@ SetLoad::SetLoad(const CacheDesc& c)
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0.0);
 }
 
-void SetLoad::add(const Sweep& s) {
+void SetLoad::add(const Sweep& s, double times) {
   if (s.count <= 0 || s.width <= 0) return;
   const int64_t n_lines = distinct_blocks(s, line_);
   if (uniform_) {
-    base_ += static_cast<double>(n_lines) / std::max<int64_t>(1, sets_);
+    base_ += times * (static_cast<double>(n_lines) / std::max<int64_t>(1, sets_));
     return;
   }
   // One contiguous run of lines: whole turns of the set index load every set, the rest
@@ -28,15 +28,15 @@ void SetLoad::add(const Sweep& s) {
       // XOR-folded index (system.h): each aligned block of `sets` lines loads every set
       // once; the partial blocks at the ends are hashed line by line.
       const int64_t head = std::min(n, (sets_ - first_line % sets_) % sets_);
-      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += 1;
+      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += times;
       const int64_t whole = (n - head) / sets_;
-      base_ += static_cast<double>(whole);
-      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += 1;
+      base_ += times * static_cast<double>(whole);
+      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += times;
       return;
     }
-    base_ += static_cast<double>(n / sets_);
+    base_ += times * static_cast<double>(n / sets_);
     const int64_t rest = n % sets_;
-    for (int64_t i = 0; i < rest; ++i) per_set_[(first_line + i) % sets_] += 1;
+    for (int64_t i = 0; i < rest; ++i) per_set_[(first_line + i) % sets_] += times;
   };
   if (s.count == 1 || s.stride <= s.width) {
     add_run(static_cast<int64_t>(s.start / line_), n_lines);
@@ -52,7 +52,7 @@ void SetLoad::add(const Sweep& s) {
     const int64_t turns = s.count / period, rest = s.count % period;
     for (int64_t o = 0; o < span; ++o) {
       for (int64_t i = 0; i < std::min(period, s.count); ++i)
-        per_set_[(first + o + i * d) % sets_] += static_cast<double>(turns + (i < rest ? 1 : 0));
+        per_set_[(first + o + i * d) % sets_] += times * static_cast<double>(turns + (i < rest ? 1 : 0));
     }
     return;
   }

@@ -24,16 +24,24 @@ inline constexpr int64_t kMaxResolvedHashedSets = 512;
 class SetLoad {
  public:
   explicit SetLoad(const CacheDesc& c);
-  // Adds the distinct lines of `s` (sweeps of one operand touch disjoint lines).
-  void add(const Sweep& s);
-  void add(const std::vector<Sweep>& v) {
-    for (const auto& s : v) add(s);
+  // Whether SetLoad(c) resolves sets (not uniform()), without building one (O(sets)).
+  static bool resolves_sets(const CacheDesc& c) {
+    return !(c.sets() <= 1 || (c.hashed_index && c.sets() > kMaxResolvedHashedSets));
+  }
+  // Adds the distinct lines of `s` (sweeps of one operand touch disjoint lines), `times`
+  // times: -1 takes back exactly what add(s) added (the per-set counts are whole numbers,
+  // exact in a double), so a window can be moved by removing sweeps instead of rebuilt.
+  void add(const Sweep& s, double times = 1.0);
+  void add(const std::vector<Sweep>& v, double times = 1.0) {
+    for (const auto& s : v) add(s, times);
   }
   void add(const SetLoad& o);
   // `n` lines (negative: fewer) in the set of `line` (set-resolved only).
   void add_line(int64_t line, double n) {
     if (!uniform_) per_set_[index_(line)] += n;
   }
+  // The lines counted in the set of `line` (set-resolved).
+  double set_load(int64_t line) const { return base_ + per_set_[index_(line)]; }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;

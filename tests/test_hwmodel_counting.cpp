@@ -295,3 +295,71 @@ TEST_CASE("SweepRuns: repeated bodies and units give the list and DRAM counts of
     REQUIRE(t1.llc_misses[0] == t2.llc_misses[0]);
   }
 }
+
+// MovingWindow (analytic_detail.h) moves a set-resolved reuse window from one window to the
+// next by removing and adding lines (SetLoad::add with times -1; for matrices whose rows sit
+// apart in lines, only the lines between the old and the new column bounds). Random
+// matrices (row strides of whole lines or not, rows apart or sharing lines, misaligned
+// bases), random parts (round blocks or all rows, column ranges that overlap, move apart or
+// empty), modulo and hashed indexes: after every move, every set's load must be exactly that
+// of the window built from scratch (the base plus each part's block sweeps).
+TEST_CASE("MovingWindow: a moved window has the per-set loads of one built from scratch", "[hwmodel]") {
+  using namespace bertlab::hw::analytic_detail;
+  std::mt19937 rng(37);
+  const int64_t L = 64;
+  for (int it = 0; it < 200; ++it) {
+    const int64_t sets = int64_t{1} << (2 + rng() % 6);
+    const CacheDesc c{sets * 2 * L, 2, L, 1, it % 3 == 2};
+    GemmWork w;
+    w.m = 1 + rng() % 24;
+    w.block_rows = 1 + rng() % 6;
+    const int64_t P = 1 + rng() % 3, MB = (w.m + w.block_rows - 1) / w.block_rows, R = (MB + P - 1) / P;
+    std::vector<MatrixView> views(3);
+    uint64_t at = 0;
+    for (auto& v : views) {
+      v.elem = rng() % 2 ? 4 : 2;
+      v.rows = w.m;
+      v.cols = 1 + rng() % 80;
+      const int64_t row = v.cols * v.elem;
+      switch (rng() % 3) {
+        case 0: v.row_stride = (row + L - 1) / L * L + L * (rng() % 3); break;  // whole lines
+        case 1: v.row_stride = row; break;                                      // contiguous rows
+        default: v.row_stride = row + v.elem * (rng() % 40); break;             // any
+      }
+      v.base = at + (rng() % 4 == 0 ? v.elem * (rng() % 16) : 0);
+      at = v.base + v.rows * v.row_stride + L * (rng() % 50);
+    }
+    SetLoad base(c);
+    base.add(random_sweep(rng));
+    MovingWindow win(base, w, P, L);
+    struct Part {
+      const MatrixView* v = nullptr;
+      int64_t q = 0, c0 = 0, c1 = 0;
+    };
+    std::vector<Part> parts(4);
+    for (int step = 0; step < 40; ++step) {
+      const size_t i = rng() % parts.size();
+      const MatrixView& v = views[rng() % 3 == 0 ? rng() % 3 : i % 3];  // mostly the same matrix per part
+      const int64_t q = rng() % 6 == 0 ? MovingWindow::kAllRows : static_cast<int64_t>(rng() % (R + 1)) - (rng() % 8 == 0);
+      int64_t c0 = rng() % (v.cols + 1), c1 = rng() % (v.cols + 8);
+      if (parts[i].v == &v && rng() % 2) c0 = parts[i].c0 + static_cast<int64_t>(rng() % 9) - 4;  // ends that move a little
+      c0 = std::max<int64_t>(0, c0);
+      win.move(i, v, q, c0, c1);
+      parts[i] = {&v, q, c0, c1};
+      SetLoad ref = base;
+      for (const auto& p : parts) {
+        if (!p.v) continue;
+        const int64_t e1 = std::min(p.c1, p.v->cols);
+        if (p.c0 >= e1) continue;
+        if (p.q == MovingWindow::kAllRows) {
+          ref.add(block_sweeps(*p.v, 0, p.v->rows, p.c0, e1 - p.c0));
+          continue;
+        }
+        for (int64_t blk = p.q * P; p.q >= 0 && blk < std::min(MB, (p.q + 1) * P); ++blk)
+          ref.add(block_sweeps(*p.v, blk * w.block_rows, std::min(w.block_rows, w.m - blk * w.block_rows), p.c0,
+                               e1 - p.c0));
+      }
+      for (int64_t l = 0; l < sets; ++l) REQUIRE(win.load().set_load(l) == ref.set_load(l));
+    }
+  }
+}
