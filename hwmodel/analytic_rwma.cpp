@@ -807,6 +807,184 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   return KStepWindows(w, a, b, y, s, P, r, act, full).run();
 }
 
+// Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
+// lines of tiles nb and nb+1 and the Y lines of both (with A's, the same for every nb);
+// when tiles nb-1, nb and nb+1 of the weights and of Y have the same lines (tiles
+// narrower than a line; seen on row 0 when every row sits alike in lines of its own),
+// the windows of nb are those of nb-1 and so are the lines that miss in them.
+bool column_tiles_alike(const MatrixView& b, const MatrixView& y, int64_t S, int64_t L, int64_t NT, int64_t nb) {
+  const bool alike_ok = b.panel_width == 0 && y.panel_width == 0 && rows_apart(b, L) && rows_apart(y, L);
+  return alike_ok && nb >= 1 && nb + 1 < NT && same_tile_lines(b, S, L, nb - 1, nb) &&
+         same_tile_lines(b, S, L, nb, nb + 1) && same_tile_lines(y, S, L, nb - 1, nb) &&
+         same_tile_lines(y, S, L, nb, nb + 1);
+}
+
+// Set-resolved A windows across column tiles (gemm_rwma, round r with `act` cores) that
+// cannot overflow: with rows of A, Y and the weights on lines of their own and distinct
+// matrices, the window from column tile nb to nb+1 holds lines of the round's A, of the
+// weight columns of tiles nb and nb+1 and of the round's Y strip of those tiles only; if
+// the most lines any set gets from each adds up to at most the ways, no A line misses
+// there (speed only). Per nb, whether that holds (false when it cannot be told).
+// A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
+// rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
+// index its per-set counts are round 0's rotated, so the most lines in a set, hence these
+// tests, are those of the first full round (`moved`; kept in `fits_full_round`; speed only).
+std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, const MatrixView& b,
+                                        const MatrixView& y, const SystemDesc& s, int64_t P, int64_t r, int64_t act,
+                                        bool moved, std::vector<uint8_t>& fits_full_round) {
+  const int64_t S = w.S, NT = w.n / S, L = s.llc.line_bytes, Mb = w.block_rows;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  std::vector<uint8_t> a_window_fits(NT, 0);
+  const auto extent = [&](const MatrixView& v) {
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                       static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+  };
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
+    return x.second < z.first || z.second < x.first;
+  };
+  const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                        y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
+                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+  if (!can_skip) return a_window_fits;
+  if (moved && !fits_full_round.empty()) return fits_full_round;
+  const int64_t sets = s.llc.sets();
+  const SetIndex set_of(s.llc);
+  std::vector<int32_t> count(sets, 0);
+  std::vector<int64_t> touched;
+  std::vector<Sweep> av, yv;
+  for (int64_t c2 = 0; c2 < act; ++c2) {
+    const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+    const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
+    av.insert(av.end(), v.begin(), v.end());
+  }
+  const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
+  for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+    if (column_tiles_alike(b, y, S, L, NT, nb)) {
+      a_window_fits[nb] = a_window_fits[nb - 1];
+      continue;
+    }
+    if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
+    yv.clear();
+    for (int64_t c2 = 0; c2 < act; ++c2) {
+      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+      const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
+      yv.insert(yv.end(), v.begin(), v.end());
+    }
+    const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
+    // The Y and weight counts stop once they leave no room (the test fails either way).
+    const int32_t most_ay =
+        most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
+    a_window_fits[nb] = most_ay <= s.llc.ways &&
+                        most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
+                                                      static_cast<int32_t>(s.llc.ways) - most_ay) <=
+                            s.llc.ways;
+  }
+  if (moved) fits_full_round = a_window_fits;
+  return a_window_fits;
+}
+
+// The lines of a run of alike column tiles (the same lines every time, re-read `times`
+// times in a row).
+struct TileRun {
+  std::vector<Sweep> lines;
+  int64_t times = 1;
+};
+
+// Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
+// to nb+1 holds the round's A (`a_round`), the weight rows of tile nb after kb1 and of tile
+// nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb. The window
+// is the same for every core; per core of round r, the lines that miss, as runs of alike
+// column tiles. Tiles whose window fits (rwma_a_windows_fit) have no strip to decide.
+std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const MatrixView& a, const MatrixView& b,
+                                                     const MatrixView& y, const SystemDesc& s, int64_t P, int64_t r,
+                                                     int64_t act, const SetLoad& a_round,
+                                                     const std::vector<uint8_t>& a_window_fits) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = a.elem, Mb = w.block_rows;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  std::vector<std::vector<TileRun>> a_tile_miss(act);
+  const bool b_apart = rows_apart(b, L);
+  const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
+  for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+    if (column_tiles_alike(b, y, S, L, NT, nb)) {
+      for (auto& runs : a_tile_miss) runs.back().times += 1;
+      continue;
+    }
+    for (auto& runs : a_tile_miss) runs.emplace_back();
+    // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
+    // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
+    // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
+    // window is moved row by row instead of rebuilt (speed only).
+    std::optional<SetLoad> win;
+    int64_t win_after = 0, win_upto = 0;
+    auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
+      const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
+      for (int64_t q = q0; q < q1; ++q) {
+        const uint64_t lo = b.addr(q, c0);
+        for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
+      }
+    };
+    for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
+      const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
+      const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
+      if (win && b_apart) {
+        move_rows(win_after, after, nb, -1.0);
+        move_rows(win_upto, upto, nb + 1, 1.0);
+      } else {
+        win = a_round;
+        win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
+        win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
+        for (int64_t c2 = 0; c2 < act; ++c2) {
+          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+          win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+        }
+      }
+      win_after = after, win_upto = upto;
+      const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
+        auto& into = a_tile_miss[c2].back().lines;
+        into.insert(into.end(), miss.begin(), miss.end());
+      }
+    }
+  }
+  return a_tile_miss;
+}
+
+// The Y block of core c (rows [r0, r0 + nr)): read-modify-written once, then the lines in
+// sets a k-step overflows once per k-tile of every column tile: set-resolved, the lines
+// `k_miss` lists (with the A lines that miss from one k-step to the next); uniform, the
+// share fY of every column tile's lines in overflowing sets of the Y window `win_y`.
+void rwma_y_traffic(const GemmWork& w, const MatrixView& y, const SystemDesc& s, int64_t c, int64_t r0, int64_t nr,
+                    const SetLoad& win_y, double fY, const KStepMisses& k_miss, DramStreams& dram) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes;
+  if (!win_y.uniform()) {
+    // Set-resolved (rwma_k_steps): read once, then the lines that miss at later
+    // k-steps; write-backs: each evicted version, then the last one.
+    auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+    dram.sweeps(w.y_name, false, c, ystrips);
+    dram.sweeps(w.y_name, false, c, k_miss.y[c]);
+    dram.sweeps(w.y_name, true, c, k_miss.y[c]);
+    dram.sweeps(w.y_name, true, c, ystrips);
+    dram.sweeps(w.a_name, false, c, k_miss.a[c]);
+  } else if (fY <= 0) {
+    auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+    dram.sweeps(w.y_name, false, c, ystrips);
+    dram.sweeps(w.y_name, true, c, ystrips);
+  } else {
+    // Every column tile does what the previous one did, one tile to the right (the
+    // last one may be narrower).
+    auto tile = [&](int64_t nb) {
+      auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
+      dram.repeat(w.y_name, false, c, yv, 1);
+      dram.repeat(w.y_name, true, c, yv, 1);
+      dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
+      dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
+    };
+    dram.translated(NT - 1, tile);
+    tile(NT - 1);
+  }
+}
+
 }  // namespace
 
 // Weight-stationary GEMM over row-major data with sequence blocks (cache tiling).
@@ -881,133 +1059,13 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     const bool full = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
     const KStepMisses k_miss =
         win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr);
-    // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
-    // A, Y and the weights on lines of their own and distinct matrices, the window from
-    // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
-    // nb and nb+1 and of the round's Y strip of those tiles only; if the most lines any set
-    // gets from each adds up to at most the ways, no A line misses there (speed only).
+    // Set-resolved: the A windows across column tiles that cannot overflow (speed only),
+    // then the A lines that miss across column tiles, per core.
     std::vector<uint8_t> a_window_fits(NT, 0);
-    // Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
-    // lines of tiles nb and nb+1 and the Y lines of both (with A's, the same for every nb);
-    // when tiles nb-1, nb and nb+1 of the weights and of Y have the same lines (tiles
-    // narrower than a line; seen on row 0 when every row sits alike in lines of its own),
-    // the windows of nb are those of nb-1 and so are the lines that miss in them.
-    const bool alike_ok = b.panel_width == 0 && y.panel_width == 0 && rows_apart(b, L) && rows_apart(y, L);
-    auto alike = [&](int64_t nb) {
-      return alike_ok && nb >= 1 && nb + 1 < NT && same_tile_lines(b, S, L, nb - 1, nb) &&
-             same_tile_lines(b, S, L, nb, nb + 1) && same_tile_lines(y, S, L, nb - 1, nb) &&
-             same_tile_lines(y, S, L, nb, nb + 1);
-    };
-    if (!win_a.uniform()) {
-      const auto extent = [&](const MatrixView& v) {
-        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
-                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
-      };
-      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
-        return x.second < z.first || z.second < x.first;
-      };
-      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
-                            y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
-                            disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      // A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
-      // rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
-      // index its per-set counts are round 0's rotated, so the most lines in a set, hence
-      // these tests, are those of the first full round (speed only).
-      const bool moved = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
-      if (can_skip && moved && !fits_full_round.empty()) {
-        a_window_fits = fits_full_round;
-      } else if (can_skip) {
-        const int64_t sets = s.llc.sets();
-        const SetIndex set_of(s.llc);
-        std::vector<int32_t> count(sets, 0);
-        std::vector<int64_t> touched;
-        std::vector<Sweep> av, yv;
-        for (int64_t c2 = 0; c2 < act; ++c2) {
-          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-          const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
-          av.insert(av.end(), v.begin(), v.end());
-        }
-        const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
-        for (int64_t nb = 0; nb + 1 < NT; ++nb) {
-          if (alike(nb)) {
-            a_window_fits[nb] = a_window_fits[nb - 1];
-            continue;
-          }
-          if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
-          yv.clear();
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-            const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
-            yv.insert(yv.end(), v.begin(), v.end());
-          }
-          const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-          // The Y and weight counts stop once they leave no room (the test fails either way).
-          const int32_t most_ay =
-              most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
-          a_window_fits[nb] = most_ay <= s.llc.ways &&
-                              most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
-                                                            static_cast<int32_t>(s.llc.ways) - most_ay) <=
-                                  s.llc.ways;
-        }
-        if (moved) fits_full_round = a_window_fits;
-      }
-    }
-    // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
-    // to nb+1 holds the round's A, the weight rows of tile nb after kb1 and of tile nb+1 up
-    // to kb0, and the round's Y of both tiles; its sets shift with j and nb. The window is
-    // the same for every core; per core, the lines of each run of alike column tiles (the
-    // same lines every time, re-read `times` times in a row).
-    struct TileRun {
-      std::vector<Sweep> lines;
-      int64_t times = 1;
-    };
     std::vector<std::vector<TileRun>> a_tile_miss(act);
-    const bool b_apart = rows_apart(b, L);
     if (!win_a.uniform()) {
-      const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
-      for (int64_t nb = 0; nb + 1 < NT; ++nb) {
-        if (alike(nb)) {
-          for (auto& runs : a_tile_miss) runs.back().times += 1;
-          continue;
-        }
-        for (auto& runs : a_tile_miss) runs.emplace_back();
-        // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
-        // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
-        // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
-        // window is moved row by row instead of rebuilt (speed only).
-        std::optional<SetLoad> win;
-        int64_t win_after = 0, win_upto = 0;
-        auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
-          const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
-          for (int64_t q = q0; q < q1; ++q) {
-            const uint64_t lo = b.addr(q, c0);
-            for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
-          }
-        };
-        for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
-          const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
-          const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
-          if (win && b_apart) {
-            move_rows(win_after, after, nb, -1.0);
-            move_rows(win_upto, upto, nb + 1, 1.0);
-          } else {
-            win = a_round;
-            win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
-            win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-              win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
-            }
-          }
-          win_after = after, win_upto = upto;
-          const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
-            auto& into = a_tile_miss[c2].back().lines;
-            into.insert(into.end(), miss.begin(), miss.end());
-          }
-        }
-      }
+      a_window_fits = rwma_a_windows_fit(w, a, b, y, s, P, r, act, full, fits_full_round);
+      a_tile_miss = rwma_a_tile_misses(w, a, b, y, s, P, r, act, a_round, a_window_fits);
     }
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
@@ -1034,32 +1092,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       // k-tile of every column tile.
       const double fY = r == 0 || win_y.uniform() ? frac(y_tile[c], win_y) : 0.0;
       fY_worst = std::max(fY_worst, fY);
-      if (!win_y.uniform()) {
-        // Set-resolved (k_step_misses below): read once, then the lines that miss at later
-        // k-steps; write-backs: each evicted version, then the last one.
-        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
-        dram.sweeps(w.y_name, false, c, ystrips);
-        dram.sweeps(w.y_name, false, c, k_miss.y[c]);
-        dram.sweeps(w.y_name, true, c, k_miss.y[c]);
-        dram.sweeps(w.y_name, true, c, ystrips);
-        dram.sweeps(w.a_name, false, c, k_miss.a[c]);
-      } else if (fY <= 0) {
-        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
-        dram.sweeps(w.y_name, false, c, ystrips);
-        dram.sweeps(w.y_name, true, c, ystrips);
-      } else {
-        // Every column tile does what the previous one did, one tile to the right (the
-        // last one may be narrower).
-        auto tile = [&](int64_t nb) {
-          auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
-          dram.repeat(w.y_name, false, c, yv, 1);
-          dram.repeat(w.y_name, true, c, yv, 1);
-          dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
-          dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
-        };
-        dram.translated(NT - 1, tile);
-        tile(NT - 1);
-      }
+      rwma_y_traffic(w, y, s, c, r0, nr, win_y, fY, k_miss, dram);
       // L1: the block's A rows across column tiles, Y lines across the tiles sharing them.
       const int64_t F1 = Ablk + Wp2 + Ys2;
       t.l1_misses[c] += (F1 <= C1 ? Ablk : Ablk * NT) + (F1 <= C1 ? Yblk : Yblk * per_line_y) +
