@@ -1021,7 +1021,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
-  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
+  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (rwma_a_windows_fit)
   // Round r's rows of A and Y are round 0's moved by whole lines (P x Mb rows span whole
   // lines), so under a modulo index the per-set counts of a full round are the first full
   // round's rotated: the skip bounds (most lines in a set) of full rounds are the same.
