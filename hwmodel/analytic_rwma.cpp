@@ -40,26 +40,50 @@ bool same_tile_lines(const MatrixView& v, int64_t S, int64_t L, int64_t t1, int6
 //   tile too after k-step 0.
 // On a uniformly loaded cache (one set or hashed index) the windows depend only on whether
 // the group is the first or the last and whether kb is 0, starts an A line or lies inside
-// one, so each such class is decided once.
-void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-                  const SystemDesc& s, int64_t P, DramStreams& dram, OperandTraffic& bo) {
+// one, so each such class is decided once. The members keep the names of the formulas
+// (S, KT, tpg, ...); run() goes over the rounds once.
+class WeightWindows {
+ public:
+  WeightWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view, const MatrixView& y_view,
+                const SystemDesc& sys, int64_t cores_per_round, DramStreams& streams)
+      : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), dram(streams) {}
+  void run(OperandTraffic& bo);
+
+ private:
+  struct Missed {  // lines `DramStreams::missing` read, with their repeat count
+    std::vector<Sweep> lines;
+    int64_t times;
+  };
+  int64_t rows_of(int64_t blk) const { return std::min(Mb, w.m - blk * Mb); }
+  int64_t group_c0(int64_t g) const { return g * tpg * S; }
+  int64_t group_c1(int64_t g) const { return std::min(b.cols, (g + 1) * tpg * S); }
+  void add_round(SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) const;
+  bool turns(const MatrixView& v) const { return v.panel_width == 0 && (P * Mb * v.row_stride) % turn == 0; }
+  void missing(const std::vector<Sweep>& v, int64_t times, const SetLoad& win);
+  void read_again(const std::vector<Missed>& lists);
+  SetLoad within(int64_t r, int64_t g) const;
+  SetLoad across(int64_t r, int64_t g, int64_t kb) const;
+  std::vector<Sweep> tile_rows(int64_t g, int64_t kb0, int64_t kb1) const;
+  void within_round(int64_t r, bool alike);
+  void across_set_resolved(int64_t r, int64_t g);
+  void across_uniform(int64_t r, int64_t g);
+  static SetLoad whole(const MatrixView& v, const CacheDesc& c) {
+    SetLoad l(c);
+    l.add(block_sweeps(v, 0, v.rows, 0, v.cols));
+    return l;
+  }
+
+  const GemmWork& w;
+  const MatrixView &a, &b, &y;
+  const SystemDesc& s;
+  const int64_t P;
+  DramStreams& dram;
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = b.elem;
   const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
   const int64_t tpg = std::max<int64_t>(1, L / (S * e));  // column tiles per weight line
   const int64_t NG = (NT + tpg - 1) / tpg;
   const bool uniform = !SetLoad::resolves_sets(s.llc);
-  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
-  // The lines of round q's blocks of `v` in columns [c0, c1).
-  auto add_round = [&](SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) {
-    c1 = std::min(c1, v.cols);
-    if (q < 0 || c0 >= c1) return;
-    for (int64_t blk = q * P; blk < std::min(MB, (q + 1) * P); ++blk)
-      into.add(block_sweeps(v, blk * Mb, rows_of(blk), c0, c1 - c0));
-  };
-  auto group_c0 = [&](int64_t g) { return g * tpg * S; };
-  auto group_c1 = [&](int64_t g) { return std::min(b.cols, (g + 1) * tpg * S); };
-  SetLoad b_all(s.llc);
-  b_all.add(block_sweeps(b, 0, b.rows, 0, b.cols));
+  const SetLoad b_all = whole(b, s.llc);  // all the weights
   const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);
   // Full rounds alike (speed only; the counts are unchanged). Under a modulo index, when
   // each round's rows of A and Y start a whole number of turns of the set index (sets x L
@@ -68,153 +92,180 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   // holds its lines at the same sets as the same window of the first full round: the same
   // per-set loads, so the same weight lines miss. The first such round's lists (the lines
   // `DramStreams::missing` reads, with their repeat counts) are read again in the same order.
-  struct Missed {
-    std::vector<Sweep> lines;
-    int64_t times;
-  };
   const int64_t turn = s.llc.sets() * L;
-  auto turns = [&](const MatrixView& v) { return v.panel_width == 0 && (P * Mb * v.row_stride) % turn == 0; };
   const bool rounds_alike = !uniform && !s.llc.hashed_index && turns(a) && turns(y);
   std::optional<std::vector<Missed>> within_lists, across_lists;  // of the first full round
   std::vector<Missed>* listing = nullptr;  // where `missing` records, if anywhere
-  auto missing = [&](const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
-    if (!listing) return dram.missing(w.b_name, false, 0, v, times, win);
-    if (times <= 0) return;
-    auto lines = win.overflowing_lines(v);  // as DramStreams::missing
-    if (lines.empty()) return;
-    dram.repeat(w.b_name, false, 0, lines, times);
-    listing->push_back({std::move(lines), times});
-  };
-  auto read_again = [&](const std::vector<Missed>& lists) {
-    for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
-  };
   // The set-resolved windows within and across rounds, moved rather than rebuilt.
-  MovingWindow within_win(SetLoad(s.llc), w, P, L), across_win(b_all, w, P, L);
+  MovingWindow within_win{SetLoad(s.llc), w, P, L}, across_win{b_all, w, P, L};
+};
+
+// The lines of round q's blocks of `v` in columns [c0, c1).
+void WeightWindows::add_round(SetLoad& into, const MatrixView& v, int64_t q, int64_t c0, int64_t c1) const {
+  c1 = std::min(c1, v.cols);
+  if (q < 0 || c0 >= c1) return;
+  for (int64_t blk = q * P; blk < std::min(MB, (q + 1) * P); ++blk)
+    into.add(block_sweeps(v, blk * Mb, rows_of(blk), c0, c1 - c0));
+}
+
+// The weight lines of `v` that miss `times` times in the window `win` (DramStreams::missing),
+// also recorded into `listing` while it is set.
+void WeightWindows::missing(const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
+  if (!listing) return dram.missing(w.b_name, false, 0, v, times, win);
+  if (times <= 0) return;
+  auto lines = win.overflowing_lines(v);  // as DramStreams::missing
+  if (lines.empty()) return;
+  dram.repeat(w.b_name, false, 0, lines, times);
+  listing->push_back({std::move(lines), times});
+}
+
+// The lists of the first full round, read again in the same order.
+void WeightWindows::read_again(const std::vector<Missed>& lists) {
+  for (const auto& x : lists) dram.repeat(w.b_name, false, 0, x.lines, x.times);
+}
+
+// The window of group g's weight lines within round r (from one tile of the group to the next).
+SetLoad WeightWindows::within(int64_t r, int64_t g) const {
+  SetLoad win(s.llc);
+  add_round(win, a, r, 0, a.cols);
+  win.add(block_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g)));
+  add_round(win, y, r, group_c0(g), group_c1(g));
+  return win;
+}
+
+// The window of group g's weight lines of k-step kb from round r-1 to round r.
+SetLoad WeightWindows::across(int64_t r, int64_t g, int64_t kb) const {
+  const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+  SetLoad win = b_all;
+  add_round(win, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+  add_round(win, y, r - 1, nb_last * S, y.cols);
+  add_round(win, a, r, 0, nb_first > 0 ? a.cols : kb * S);
+  add_round(win, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+  return win;
+}
+
+// The weight lines of k-tiles [kb0, kb1) of group g.
+std::vector<Sweep> WeightWindows::tile_rows(int64_t g, int64_t kb0, int64_t kb1) const {
+  const int64_t r0 = kb0 * S, r1 = std::min(b.rows, kb1 * S);
+  return r0 < r1 ? strip_sweeps(b, r0, r1 - r0, group_c0(g), group_c1(g) - group_c0(g), L) : std::vector<Sweep>{};
+}
+
+// Within round r: the tiles of a group after its first re-read the group's weight strip
+// where the window from one tile to the next overflows its sets.
+void WeightWindows::within_round(int64_t r, bool alike) {
+  if (tpg <= 1) return;
+  if (alike && within_lists) return read_again(*within_lists);
+  if (alike) listing = &within_lists.emplace();
+  std::optional<SetLoad> first, last;  // uniform only (set-resolved: within_win below)
+  if (uniform) first = within(r, 0), last = within(r, NG - 1);
+  for (int64_t g = 0; g < NG; ++g) {
+    const int64_t tiles = std::min(tpg, NT - g * tpg);
+    if (tiles <= 1 || group_c0(g) >= b.cols) continue;
+    const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
+    if (uniform) {
+      missing(strip, tiles - 1, g == NG - 1 ? *last : *first);
+      continue;
+    }
+    // within(r, g), moved from the last window (MovingWindow above; speed only).
+    within_win.move(0, a, r, 0, a.cols);
+    within_win.move(1, b, MovingWindow::kAllRows, group_c0(g), group_c1(g));
+    within_win.move(2, y, r, group_c0(g), group_c1(g));
+    missing(strip, tiles - 1, within_win.load());
+  }
+  listing = nullptr;
+}
+
+// Across rounds r-1 to r, set-resolved: the first tile of group g at every k-step.
+// The window depends on kb only through the column bounds across() takes from it, which
+// stay the same over the k-steps after the first of a group that is neither the first nor
+// the last: a window is rebuilt only when its bounds change (speed only; the counts are
+// unchanged). When every row of A and Y sits alike in lines of its own (rows_apart), a
+// column range adds the lines of its row 0's line range in every row, so the bounds are
+// compared as line ranges: for the first and the last group the window then changes once
+// per A line, not per k-step.
+void WeightWindows::across_set_resolved(int64_t r, int64_t g) {
+  const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
+  auto line_range = [&](const MatrixView& v, int64_t c0, int64_t c1) {
+    c1 = std::min(c1, v.cols);
+    if (!by_lines || c0 >= c1) return std::array<int64_t, 2>{c0 >= c1 ? -1 : c0, c0 >= c1 ? -1 : c1};
+    return std::array<int64_t, 2>{static_cast<int64_t>(v.addr(0, c0) / L),
+                                  static_cast<int64_t>((v.addr(0, c1 - 1) + v.elem - 1) / L)};
+  };
+  auto bounds = [&](int64_t kb) {
+    const auto x = line_range(a, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+    const auto z = line_range(a, 0, nb_first > 0 ? a.cols : kb * S);
+    const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+    return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
+  };
+  bool have_win = false;
+  std::array<int64_t, 6> win_bounds{};
+  // The k-tiles of a run of k-steps with one window are decided in one call when the
+  // weight rows have lines of their own: the lines that miss, in the same order, and
+  // reads count the same however a run of lines is split into sweeps (speed only).
+  int64_t run0 = 0;
+  auto decide = [&](int64_t kb0, int64_t kb1) {
+    if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, across_win.load());
+  };
+  // across(r, g, kb), moved from the last window (MovingWindow above; speed only).
+  auto move_across = [&](int64_t kb) {
+    across_win.move(0, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
+    across_win.move(1, y, r - 1, nb_last * S, y.cols);
+    across_win.move(2, a, r, 0, nb_first > 0 ? a.cols : kb * S);
+    across_win.move(3, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
+  };
+  for (int64_t kb = 0; kb < KT; ++kb) {
+    if (!have_win || bounds(kb) != win_bounds) {
+      if (have_win) decide(run0, kb);
+      move_across(kb), have_win = true, win_bounds = bounds(kb), run0 = kb;
+    }
+    if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
+  }
+  decide(run0, KT);
+}
+
+// Across rounds r-1 to r, uniform: the class of kb (0, starting an A line, inside one)
+// decides; the groups between the first and the last behave as the second one.
+void WeightWindows::across_uniform(int64_t r, int64_t g) {
+  const int64_t rep = (g == 0 || g == NG - 1) ? g : 1;
+  const int64_t kb_line = std::max<int64_t>(1, L / (S * e));  // k-tiles per A line
+  auto decide = [&](int64_t kb) { return kb < KT && across(r, rep, kb).overflowing_uniform(); };
+  bool miss[3] = {decide(0), decide(kb_line), decide(1)};  // kb = 0, starting an A line, inside
+  if (kb_line >= KT) miss[1] = miss[0];
+  if (kb_line == 1) miss[2] = miss[1];
+  if (KT == 1) miss[1] = miss[2] = miss[0];
+  if (miss[0] == miss[1] && miss[1] == miss[2]) {
+    if (miss[0]) dram.sweeps(w.b_name, false, 0, tile_rows(g, 0, KT));
+    return;
+  }
+  int64_t run = -1;  // first k-tile of the current run of missing tiles
+  for (int64_t kb = 0; kb <= KT; ++kb) {
+    const bool m = kb < KT && miss[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)];
+    if (m && run < 0) run = kb;
+    if (!m && run >= 0) {
+      dram.sweeps(w.b_name, false, 0, tile_rows(g, run, kb));
+      run = -1;
+    }
+  }
+}
+
+// Round 0's first touch of every weight line, then per round the re-reads within it and
+// across from the previous one; `bo` gets the refetch count and its text.
+void WeightWindows::run(OperandTraffic& bo) {
   const int64_t read0 = bo.read_lines;
   dram.sweeps(w.b_name, false, 0, strip_sweeps(b, 0, b.rows, 0, b.cols, L));  // round 0's first touch
   for (int64_t r = 0; r < R; ++r) {
     const bool alike = rounds_alike && (r + 1) * P * Mb <= w.m;  // round r (and r-1) full
-    // Within the round: the tiles of a group after its first.
-    auto within = [&](int64_t g) {
-      SetLoad win(s.llc);
-      add_round(win, a, r, 0, a.cols);
-      win.add(block_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g)));
-      add_round(win, y, r, group_c0(g), group_c1(g));
-      return win;
-    };
-    if (tpg > 1 && alike && within_lists) {
-      read_again(*within_lists);
-    } else if (tpg > 1) {
-      if (alike) listing = &within_lists.emplace();
-      std::optional<SetLoad> first, last;  // uniform only (set-resolved: within_win below)
-      if (uniform) first = within(0), last = within(NG - 1);
-      for (int64_t g = 0; g < NG; ++g) {
-        const int64_t tiles = std::min(tpg, NT - g * tpg);
-        if (tiles <= 1 || group_c0(g) >= b.cols) continue;
-        const auto strip = strip_sweeps(b, 0, b.rows, group_c0(g), group_c1(g) - group_c0(g), L);
-        if (uniform) {
-          missing(strip, tiles - 1, g == NG - 1 ? *last : *first);
-          continue;
-        }
-        // within(g), moved from the last window (MovingWindow above; speed only).
-        within_win.move(0, a, r, 0, a.cols);
-        within_win.move(1, b, MovingWindow::kAllRows, group_c0(g), group_c1(g));
-        within_win.move(2, y, r, group_c0(g), group_c1(g));
-        missing(strip, tiles - 1, within_win.load());
-      }
-      listing = nullptr;
-    }
+    within_round(r, alike);
     if (r == 0) continue;
     if (alike && across_lists) {
       read_again(*across_lists);
       continue;
     }
     if (alike) listing = &across_lists.emplace();
-    // Across rounds: the first tile of each group at every k-step.
-    auto across = [&](int64_t g, int64_t kb) {
-      const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
-      SetLoad win = b_all;
-      add_round(win, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
-      add_round(win, y, r - 1, nb_last * S, y.cols);
-      add_round(win, a, r, 0, nb_first > 0 ? a.cols : kb * S);
-      add_round(win, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
-      return win;
-    };
-    auto tile_rows = [&](int64_t g, int64_t kb0, int64_t kb1) {  // k-tiles [kb0, kb1) of group g
-      const int64_t r0 = kb0 * S, r1 = std::min(b.rows, kb1 * S);
-      return r0 < r1 ? strip_sweeps(b, r0, r1 - r0, group_c0(g), group_c1(g) - group_c0(g), L) : std::vector<Sweep>{};
-    };
     for (int64_t g = 0; g < NG; ++g) {
       if (group_c0(g) >= b.cols) continue;
-      if (!uniform) {
-        // The window depends on kb only through the column bounds across() takes from it,
-        // which stay the same over the k-steps after the first of a group that is neither
-        // the first nor the last: a window is rebuilt only when its bounds change (speed
-        // only; the counts are unchanged). When every row of A and Y sits alike in lines of
-        // its own (rows_apart), a column range adds the lines of its row 0's line range in
-        // every row, so the bounds are compared as line ranges: for the first and the last
-        // group the window then changes once per A line, not per k-step.
-        const int64_t nb_first = g * tpg, nb_last = std::min(NT, (g + 1) * tpg) - 1;
-        auto line_range = [&](const MatrixView& v, int64_t c0, int64_t c1) {
-          c1 = std::min(c1, v.cols);
-          if (!by_lines || c0 >= c1) return std::array<int64_t, 2>{c0 >= c1 ? -1 : c0, c0 >= c1 ? -1 : c1};
-          return std::array<int64_t, 2>{static_cast<int64_t>(v.addr(0, c0) / L),
-                                        static_cast<int64_t>((v.addr(0, c1 - 1) + v.elem - 1) / L)};
-        };
-        auto bounds = [&](int64_t kb) {
-          const auto x = line_range(a, nb_last < NT - 1 ? 0 : kb * S, a.cols);
-          const auto z = line_range(a, 0, nb_first > 0 ? a.cols : kb * S);
-          const auto u = line_range(y, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
-          return std::array<int64_t, 6>{x[0], x[1], z[0], z[1], u[0], u[1]};
-        };
-        bool have_win = false;
-        std::array<int64_t, 6> win_bounds{};
-        // The k-tiles of a run of k-steps with one window are decided in one call when the
-        // weight rows have lines of their own: the lines that miss, in the same order, and
-        // reads count the same however a run of lines is split into sweeps (speed only).
-        int64_t run0 = 0;
-        auto decide = [&](int64_t kb0, int64_t kb1) {
-          if (kb0 < kb1) missing(tile_rows(g, kb0, kb1), 1, across_win.load());
-        };
-        // across(g, kb), moved from the last window (MovingWindow above; speed only).
-        auto move_across = [&](int64_t kb) {
-          across_win.move(0, a, r - 1, nb_last < NT - 1 ? 0 : kb * S, a.cols);
-          across_win.move(1, y, r - 1, nb_last * S, y.cols);
-          across_win.move(2, a, r, 0, nb_first > 0 ? a.cols : kb * S);
-          across_win.move(3, y, r, 0, (nb_first + (kb > 0 ? 1 : 0)) * S);
-        };
-        for (int64_t kb = 0; kb < KT; ++kb) {
-          if (!have_win || bounds(kb) != win_bounds) {
-            if (have_win) decide(run0, kb);
-            move_across(kb), have_win = true, win_bounds = bounds(kb), run0 = kb;
-          }
-          if (!b_apart) decide(kb, kb + 1), run0 = kb + 1;
-        }
-        decide(run0, KT);
-        continue;
-      }
-      // Uniform: the class of kb (0, starting an A line, inside one) decides; the groups
-      // between the first and the last behave as the second one.
-      const int64_t rep = (g == 0 || g == NG - 1) ? g : 1;
-      const int64_t kb_line = std::max<int64_t>(1, L / (S * e));  // k-tiles per A line
-      auto decide = [&](int64_t kb) { return kb < KT && across(rep, kb).overflowing_uniform(); };
-      bool miss[3] = {decide(0), decide(kb_line), decide(1)};  // kb = 0, starting an A line, inside
-      if (kb_line >= KT) miss[1] = miss[0];
-      if (kb_line == 1) miss[2] = miss[1];
-      if (KT == 1) miss[1] = miss[2] = miss[0];
-      if (miss[0] == miss[1] && miss[1] == miss[2]) {
-        if (miss[0]) dram.sweeps(w.b_name, false, 0, tile_rows(g, 0, KT));
-        continue;
-      }
-      int64_t run = -1;  // first k-tile of the current run of missing tiles
-      for (int64_t kb = 0; kb <= KT; ++kb) {
-        const bool m = kb < KT && miss[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)];
-        if (m && run < 0) run = kb;
-        if (!m && run >= 0) {
-          dram.sweeps(w.b_name, false, 0, tile_rows(g, run, kb));
-          run = -1;
-        }
-      }
+      if (uniform) across_uniform(r, g);
+      else across_set_resolved(r, g);
     }
     listing = nullptr;
   }
@@ -223,6 +274,11 @@ void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, c
   bo.why = fmt::format("{} weight lines read {:.2f} times: shared by the cores of a round, re-used across the {} "
                        "column tiles and {} round(s) of sequence blocks where their reuse windows fit their "
                        "LLC sets", all, static_cast<double>(bo.read_lines - read0) / std::max<int64_t>(1, all), NT, R);
+}
+
+void rwma_weights(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
+                  const SystemDesc& s, int64_t P, DramStreams& dram, OperandTraffic& bo) {
+  WeightWindows(w, a, b, y, s, P, dram).run(bo);
 }
 
 // Set-resolved caches: the Y and A lines of each core's block (round r, `act` cores) that
@@ -751,6 +807,184 @@ KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixVie
   return KStepWindows(w, a, b, y, s, P, r, act, full).run();
 }
 
+// Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
+// lines of tiles nb and nb+1 and the Y lines of both (with A's, the same for every nb);
+// when tiles nb-1, nb and nb+1 of the weights and of Y have the same lines (tiles
+// narrower than a line; seen on row 0 when every row sits alike in lines of its own),
+// the windows of nb are those of nb-1 and so are the lines that miss in them.
+bool column_tiles_alike(const MatrixView& b, const MatrixView& y, int64_t S, int64_t L, int64_t NT, int64_t nb) {
+  const bool alike_ok = b.panel_width == 0 && y.panel_width == 0 && rows_apart(b, L) && rows_apart(y, L);
+  return alike_ok && nb >= 1 && nb + 1 < NT && same_tile_lines(b, S, L, nb - 1, nb) &&
+         same_tile_lines(b, S, L, nb, nb + 1) && same_tile_lines(y, S, L, nb - 1, nb) &&
+         same_tile_lines(y, S, L, nb, nb + 1);
+}
+
+// Set-resolved A windows across column tiles (gemm_rwma, round r with `act` cores) that
+// cannot overflow: with rows of A, Y and the weights on lines of their own and distinct
+// matrices, the window from column tile nb to nb+1 holds lines of the round's A, of the
+// weight columns of tiles nb and nb+1 and of the round's Y strip of those tiles only; if
+// the most lines any set gets from each adds up to at most the ways, no A line misses
+// there (speed only). Per nb, whether that holds (false when it cannot be told).
+// A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
+// rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
+// index its per-set counts are round 0's rotated, so the most lines in a set, hence these
+// tests, are those of the first full round (`moved`; kept in `fits_full_round`; speed only).
+std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, const MatrixView& b,
+                                        const MatrixView& y, const SystemDesc& s, int64_t P, int64_t r, int64_t act,
+                                        bool moved, std::vector<uint8_t>& fits_full_round) {
+  const int64_t S = w.S, NT = w.n / S, L = s.llc.line_bytes, Mb = w.block_rows;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  std::vector<uint8_t> a_window_fits(NT, 0);
+  const auto extent = [&](const MatrixView& v) {
+    return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
+                                       static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
+  };
+  auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
+    return x.second < z.first || z.second < x.first;
+  };
+  const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
+                        y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
+                        disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
+  if (!can_skip) return a_window_fits;
+  if (moved && !fits_full_round.empty()) return fits_full_round;
+  const int64_t sets = s.llc.sets();
+  const SetIndex set_of(s.llc);
+  std::vector<int32_t> count(sets, 0);
+  std::vector<int64_t> touched;
+  std::vector<Sweep> av, yv;
+  for (int64_t c2 = 0; c2 < act; ++c2) {
+    const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+    const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
+    av.insert(av.end(), v.begin(), v.end());
+  }
+  const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
+  for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+    if (column_tiles_alike(b, y, S, L, NT, nb)) {
+      a_window_fits[nb] = a_window_fits[nb - 1];
+      continue;
+    }
+    if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
+    yv.clear();
+    for (int64_t c2 = 0; c2 < act; ++c2) {
+      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+      const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
+      yv.insert(yv.end(), v.begin(), v.end());
+    }
+    const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
+    // The Y and weight counts stop once they leave no room (the test fails either way).
+    const int32_t most_ay =
+        most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
+    a_window_fits[nb] = most_ay <= s.llc.ways &&
+                        most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
+                                                      static_cast<int32_t>(s.llc.ways) - most_ay) <=
+                            s.llc.ways;
+  }
+  if (moved) fits_full_round = a_window_fits;
+  return a_window_fits;
+}
+
+// The lines of a run of alike column tiles (the same lines every time, re-read `times`
+// times in a row).
+struct TileRun {
+  std::vector<Sweep> lines;
+  int64_t times = 1;
+};
+
+// Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
+// to nb+1 holds the round's A (`a_round`), the weight rows of tile nb after kb1 and of tile
+// nb+1 up to kb0, and the round's Y of both tiles; its sets shift with j and nb. The window
+// is the same for every core; per core of round r, the lines that miss, as runs of alike
+// column tiles. Tiles whose window fits (rwma_a_windows_fit) have no strip to decide.
+std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const MatrixView& a, const MatrixView& b,
+                                                     const MatrixView& y, const SystemDesc& s, int64_t P, int64_t r,
+                                                     int64_t act, const SetLoad& a_round,
+                                                     const std::vector<uint8_t>& a_window_fits) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = a.elem, Mb = w.block_rows;
+  auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
+  std::vector<std::vector<TileRun>> a_tile_miss(act);
+  const bool b_apart = rows_apart(b, L);
+  const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
+  for (int64_t nb = 0; nb + 1 < NT; ++nb) {
+    if (column_tiles_alike(b, y, S, L, NT, nb)) {
+      for (auto& runs : a_tile_miss) runs.back().times += 1;
+      continue;
+    }
+    for (auto& runs : a_tile_miss) runs.emplace_back();
+    // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
+    // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
+    // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
+    // window is moved row by row instead of rebuilt (speed only).
+    std::optional<SetLoad> win;
+    int64_t win_after = 0, win_upto = 0;
+    auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
+      const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
+      for (int64_t q = q0; q < q1; ++q) {
+        const uint64_t lo = b.addr(q, c0);
+        for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
+      }
+    };
+    for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
+      const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
+      const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
+      if (win && b_apart) {
+        move_rows(win_after, after, nb, -1.0);
+        move_rows(win_upto, upto, nb + 1, 1.0);
+      } else {
+        win = a_round;
+        win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
+        win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
+        for (int64_t c2 = 0; c2 < act; ++c2) {
+          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+          win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
+        }
+      }
+      win_after = after, win_upto = upto;
+      const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
+        auto& into = a_tile_miss[c2].back().lines;
+        into.insert(into.end(), miss.begin(), miss.end());
+      }
+    }
+  }
+  return a_tile_miss;
+}
+
+// The Y block of core c (rows [r0, r0 + nr)): read-modify-written once, then the lines in
+// sets a k-step overflows once per k-tile of every column tile: set-resolved, the lines
+// `k_miss` lists (with the A lines that miss from one k-step to the next); uniform, the
+// share fY of every column tile's lines in overflowing sets of the Y window `win_y`.
+void rwma_y_traffic(const GemmWork& w, const MatrixView& y, const SystemDesc& s, int64_t c, int64_t r0, int64_t nr,
+                    const SetLoad& win_y, double fY, const KStepMisses& k_miss, DramStreams& dram) {
+  const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes;
+  if (!win_y.uniform()) {
+    // Set-resolved (rwma_k_steps): read once, then the lines that miss at later
+    // k-steps; write-backs: each evicted version, then the last one.
+    auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+    dram.sweeps(w.y_name, false, c, ystrips);
+    dram.sweeps(w.y_name, false, c, k_miss.y[c]);
+    dram.sweeps(w.y_name, true, c, k_miss.y[c]);
+    dram.sweeps(w.y_name, true, c, ystrips);
+    dram.sweeps(w.a_name, false, c, k_miss.a[c]);
+  } else if (fY <= 0) {
+    auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
+    dram.sweeps(w.y_name, false, c, ystrips);
+    dram.sweeps(w.y_name, true, c, ystrips);
+  } else {
+    // Every column tile does what the previous one did, one tile to the right (the
+    // last one may be narrower).
+    auto tile = [&](int64_t nb) {
+      auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
+      dram.repeat(w.y_name, false, c, yv, 1);
+      dram.repeat(w.y_name, true, c, yv, 1);
+      dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
+      dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
+    };
+    dram.translated(NT - 1, tile);
+    tile(NT - 1);
+  }
+}
+
 }  // namespace
 
 // Weight-stationary GEMM over row-major data with sequence blocks (cache tiling).
@@ -787,7 +1021,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const SetLoad b_two_between = set_load(strip_sweeps(b, 0, b_rows_between, 0, two, L));
   const SetLoad b_tile = set_load(block_sweeps(b, 0, std::min(S, b.rows), 0, std::min(S, b.cols)));
 
-  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (below)
+  std::vector<uint8_t> fits_full_round;  // a_window_fits of the first full round (rwma_a_windows_fit)
   // Round r's rows of A and Y are round 0's moved by whole lines (P x Mb rows span whole
   // lines), so under a modulo index the per-set counts of a full round are the first full
   // round's rotated: the skip bounds (most lines in a set) of full rounds are the same.
@@ -825,133 +1059,13 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     const bool full = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
     const KStepMisses k_miss =
         win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr);
-    // Set-resolved A windows across column tiles (below) that cannot overflow: with rows of
-    // A, Y and the weights on lines of their own and distinct matrices, the window from
-    // column tile nb to nb+1 holds lines of the round's A, of the weight columns of tiles
-    // nb and nb+1 and of the round's Y strip of those tiles only; if the most lines any set
-    // gets from each adds up to at most the ways, no A line misses there (speed only).
+    // Set-resolved: the A windows across column tiles that cannot overflow (speed only),
+    // then the A lines that miss across column tiles, per core.
     std::vector<uint8_t> a_window_fits(NT, 0);
-    // Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
-    // lines of tiles nb and nb+1 and the Y lines of both (with A's, the same for every nb);
-    // when tiles nb-1, nb and nb+1 of the weights and of Y have the same lines (tiles
-    // narrower than a line; seen on row 0 when every row sits alike in lines of its own),
-    // the windows of nb are those of nb-1 and so are the lines that miss in them.
-    const bool alike_ok = b.panel_width == 0 && y.panel_width == 0 && rows_apart(b, L) && rows_apart(y, L);
-    auto alike = [&](int64_t nb) {
-      return alike_ok && nb >= 1 && nb + 1 < NT && same_tile_lines(b, S, L, nb - 1, nb) &&
-             same_tile_lines(b, S, L, nb, nb + 1) && same_tile_lines(y, S, L, nb - 1, nb) &&
-             same_tile_lines(y, S, L, nb, nb + 1);
-    };
-    if (!win_a.uniform()) {
-      const auto extent = [&](const MatrixView& v) {
-        return std::pair<int64_t, int64_t>(static_cast<int64_t>(v.addr(0, 0) / L),
-                                           static_cast<int64_t>(v.addr(v.rows - 1, v.cols - 1) / L));
-      };
-      auto disjoint = [](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z) {
-        return x.second < z.first || z.second < x.first;
-      };
-      const bool can_skip = a.panel_width == 0 && y.panel_width == 0 && b.panel_width == 0 && a.row_stride >= L &&
-                            y.row_stride >= L && b.row_stride >= L && disjoint(extent(a), extent(y)) &&
-                            disjoint(extent(a), extent(b)) && disjoint(extent(y), extent(b));
-      // A full round's rows are round 0's moved by a whole number of lines (a round's P x Mb
-      // rows of A and of Y span whole lines, e.g. row strides of whole lines): under a modulo
-      // index its per-set counts are round 0's rotated, so the most lines in a set, hence
-      // these tests, are those of the first full round (speed only).
-      const bool moved = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
-      if (can_skip && moved && !fits_full_round.empty()) {
-        a_window_fits = fits_full_round;
-      } else if (can_skip) {
-        const int64_t sets = s.llc.sets();
-        const SetIndex set_of(s.llc);
-        std::vector<int32_t> count(sets, 0);
-        std::vector<int64_t> touched;
-        std::vector<Sweep> av, yv;
-        for (int64_t c2 = 0; c2 < act; ++c2) {
-          const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-          const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
-          av.insert(av.end(), v.begin(), v.end());
-        }
-        const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
-        for (int64_t nb = 0; nb + 1 < NT; ++nb) {
-          if (alike(nb)) {
-            a_window_fits[nb] = a_window_fits[nb - 1];
-            continue;
-          }
-          if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
-          yv.clear();
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-            const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
-            yv.insert(yv.end(), v.begin(), v.end());
-          }
-          const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-          // The Y and weight counts stop once they leave no room (the test fails either way).
-          const int32_t most_ay =
-              most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
-          a_window_fits[nb] = most_ay <= s.llc.ways &&
-                              most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
-                                                            static_cast<int32_t>(s.llc.ways) - most_ay) <=
-                                  s.llc.ways;
-        }
-        if (moved) fits_full_round = a_window_fits;
-      }
-    }
-    // Set-resolved: the window of A's line strip j (k-tiles kb0..kb1) from column tile nb
-    // to nb+1 holds the round's A, the weight rows of tile nb after kb1 and of tile nb+1 up
-    // to kb0, and the round's Y of both tiles; its sets shift with j and nb. The window is
-    // the same for every core; per core, the lines of each run of alike column tiles (the
-    // same lines every time, re-read `times` times in a row).
-    struct TileRun {
-      std::vector<Sweep> lines;
-      int64_t times = 1;
-    };
     std::vector<std::vector<TileRun>> a_tile_miss(act);
-    const bool b_apart = rows_apart(b, L);
     if (!win_a.uniform()) {
-      const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
-      for (int64_t nb = 0; nb + 1 < NT; ++nb) {
-        if (alike(nb)) {
-          for (auto& runs : a_tile_miss) runs.back().times += 1;
-          continue;
-        }
-        for (auto& runs : a_tile_miss) runs.emplace_back();
-        // From strip j to j+1 the window loses the weight rows of tile nb that strip j+1's
-        // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
-        // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
-        // window is moved row by row instead of rebuilt (speed only).
-        std::optional<SetLoad> win;
-        int64_t win_after = 0, win_upto = 0;
-        auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
-          const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
-          for (int64_t q = q0; q < q1; ++q) {
-            const uint64_t lo = b.addr(q, c0);
-            for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
-          }
-        };
-        for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
-          const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
-          const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
-          if (win && b_apart) {
-            move_rows(win_after, after, nb, -1.0);
-            move_rows(win_upto, upto, nb + 1, 1.0);
-          } else {
-            win = a_round;
-            win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
-            win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
-            for (int64_t c2 = 0; c2 < act; ++c2) {
-              const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-              win->add(strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L));
-            }
-          }
-          win_after = after, win_upto = upto;
-          const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
-          for (int64_t c2 = 0; c2 < act; ++c2) {
-            const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
-            auto& into = a_tile_miss[c2].back().lines;
-            into.insert(into.end(), miss.begin(), miss.end());
-          }
-        }
-      }
+      a_window_fits = rwma_a_windows_fit(w, a, b, y, s, P, r, act, full, fits_full_round);
+      a_tile_miss = rwma_a_tile_misses(w, a, b, y, s, P, r, act, a_round, a_window_fits);
     }
     double fA_worst = 0, fY_worst = 0;
     for (int64_t c = 0; c < act; ++c) {
@@ -978,32 +1092,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       // k-tile of every column tile.
       const double fY = r == 0 || win_y.uniform() ? frac(y_tile[c], win_y) : 0.0;
       fY_worst = std::max(fY_worst, fY);
-      if (!win_y.uniform()) {
-        // Set-resolved (k_step_misses below): read once, then the lines that miss at later
-        // k-steps; write-backs: each evicted version, then the last one.
-        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
-        dram.sweeps(w.y_name, false, c, ystrips);
-        dram.sweeps(w.y_name, false, c, k_miss.y[c]);
-        dram.sweeps(w.y_name, true, c, k_miss.y[c]);
-        dram.sweeps(w.y_name, true, c, ystrips);
-        dram.sweeps(w.a_name, false, c, k_miss.a[c]);
-      } else if (fY <= 0) {
-        auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
-        dram.sweeps(w.y_name, false, c, ystrips);
-        dram.sweeps(w.y_name, true, c, ystrips);
-      } else {
-        // Every column tile does what the previous one did, one tile to the right (the
-        // last one may be narrower).
-        auto tile = [&](int64_t nb) {
-          auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
-          dram.repeat(w.y_name, false, c, yv, 1);
-          dram.repeat(w.y_name, true, c, yv, 1);
-          dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
-          dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
-        };
-        dram.translated(NT - 1, tile);
-        tile(NT - 1);
-      }
+      rwma_y_traffic(w, y, s, c, r0, nr, win_y, fY, k_miss, dram);
       // L1: the block's A rows across column tiles, Y lines across the tiles sharing them.
       const int64_t F1 = Ablk + Wp2 + Ys2;
       t.l1_misses[c] += (F1 <= C1 ? Ablk : Ablk * NT) + (F1 <= C1 ? Yblk : Yblk * per_line_y) +
