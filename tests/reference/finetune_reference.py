@@ -212,6 +212,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", help="a file that keeps the encoded data for the next run")
+    ap.add_argument("--eval-only", action="store_true",
+                    help="MODEL is a fine-tuned directory (bertlab finetune --out): evaluate its classifier, no training")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -259,6 +261,19 @@ def main():
     hf_init(model.bert, std, c["pad_token_id"])
     hf_init(model.classifier, std)
     loaded = 0 if a.from_scratch else load_pretrained(model, a.model)
+    if a.eval_only:
+        # The fine-tuned classifier, its rows put in this script's label order.
+        state = mg.read_safetensors(os.path.join(a.model, "model.safetensors"))
+        id2label = {int(k): v for k, v in c["id2label"].items()}
+        rows = [next(i for i, n in id2label.items() if n == name) for name in names]
+        with torch.no_grad():
+            model.classifier.weight.copy_(torch.from_numpy(state["classifier.weight"][rows].copy()))
+            model.classifier.bias.copy_(torch.from_numpy(state["classifier.bias"][rows].copy()))
+        acc, eloss, n = evaluate(model, evald, 32, pad_id)
+        rec = {"model": a.model, "eval_accuracy": acc, "eval_loss": eloss, "eval_count": n, "eval_words": eval_words}
+        open(a.out, "w").write(json.dumps(rec) + "\n")
+        print(json.dumps(rec))
+        return
     for layer in model.bert.encoder.layer[len(model.bert.encoder.layer) - a.reinit_layers:] if a.reinit_layers else []:
         hf_init(layer, std)
 
