@@ -17,6 +17,13 @@ Writes one JSON line per evaluation: step, eval_accuracy (over the words whose f
 fits in --eval-max-seq-length, as bertlab counts them), eval_loss, eval_count, eval_words,
 and the mean training loss and accuracy since the previous evaluation. Options to study the
 recipe (not bertlab flags): --classifier-lr, --reinit-layers, --dropout, --weight-decay.
+--eval-only scores a directory written by `bertlab finetune` (its classifier rows mapped by
+id2label) with this script's forward pass and metric, without training.
+
+    /usr/bin/python3 tests/reference/finetune_reference.py --compare NAME=PATH [NAME=PATH ...]
+
+prints the eval accuracies of bertlab output directories (metrics.jsonl) and of this script's
+JSON lines side by side (markdown), by step.
 """
 
 import argparse
@@ -189,7 +196,26 @@ def evaluate(model, data, batch, pad_id):
     return hits / max(n, 1), loss / max(n, 1), n
 
 
+def evaluations(path):
+    """(step, accuracy, loss) of every evaluation in a bertlab output directory (its
+    metrics.jsonl) or in a JSON-lines file written by this script."""
+    f = os.path.join(path, "metrics.jsonl") if os.path.isdir(path) else path
+    return [(m["step"], m["eval_accuracy"], m["eval_loss"]) for m in map(json.loads, open(f)) if "eval_accuracy" in m]
+
+
+def compare(runs):
+    """A markdown table of the evaluations of NAME=PATH runs, side by side by step."""
+    cols = [(name, {s: (a, l) for s, a, l in evaluations(path)}) for name, path in (r.split("=", 1) for r in runs)]
+    print("| step | " + " | ".join(name for name, _ in cols) + " |")
+    print("|---|" + "---|" * len(cols))
+    for step in sorted(set().union(*(c.keys() for _, c in cols))):
+        cells = [f"{100 * c[step][0]:.2f}%" if step in c else "" for _, c in cols]
+        print(f"| {step} | " + " | ".join(cells) + " |")
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--compare":
+        return compare(sys.argv[2:])
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
     ap.add_argument("train")
