@@ -17,6 +17,8 @@ Writes one JSON line per evaluation: step, eval_accuracy (over the words whose f
 fits in --eval-max-seq-length, as bertlab counts them), eval_loss, eval_count, eval_words,
 and the mean training loss and accuracy since the previous evaluation. Options to study the
 recipe (not bertlab flags): --classifier-lr, --reinit-layers, --dropout, --weight-decay.
+--probe prints, without training, the mean cosine between each layer's output and the
+embedding output at the same position (how much of a token's identity the encoder keeps).
 --eval-only scores a directory written by `bertlab finetune` (its classifier rows mapped by
 id2label) with this script's forward pass and metric, without training.
 
@@ -213,6 +215,22 @@ def compare(runs):
         print(f"| {step} | " + " | ".join(cells) + " |")
 
 
+def probe(model, evald, pad_id, count=200):
+    """How much of a token's own embedding is left in each layer's output: the mean cosine
+    between layer l's hidden state and the embedding output at the same position (1 = the
+    encoder passes the token through unchanged), over the first `count` eval sentences."""
+    model.eval()
+    ids, _, mask = collate(evald[:count], pad_id)
+    with torch.no_grad():
+        x = model.bert.embeddings(ids, torch.zeros_like(ids))
+        ext = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        outs = [x]
+        for layer in model.bert.encoder.layer:
+            outs.append(model.layer(layer, outs[-1], ext))
+    sel = mask.bool()
+    return [round(float(F.cosine_similarity(h[sel], outs[0][sel], dim=-1).mean()), 3) for h in outs]
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "--compare":
         return compare(sys.argv[2:])
@@ -238,6 +256,8 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cache", help="a file that keeps the encoded data for the next run")
+    ap.add_argument("--probe", action="store_true",
+                    help="no training: print how much of each token's embedding each layer's output keeps")
     ap.add_argument("--eval-only", action="store_true",
                     help="MODEL is a fine-tuned directory (bertlab finetune --out): evaluate its classifier, no training")
     a = ap.parse_args()
@@ -287,6 +307,12 @@ def main():
     hf_init(model.bert, std, c["pad_token_id"])
     hf_init(model.classifier, std)
     loaded = 0 if a.from_scratch else load_pretrained(model, a.model)
+    if a.probe:
+        rec = {"model": a.model, "from_scratch": a.from_scratch, "reinit_layers": a.reinit_layers,
+               "cos_to_embedding_by_layer": probe(model, evald, pad_id)}
+        open(a.out, "w").write(json.dumps(rec) + "\n")
+        print(json.dumps(rec))
+        return
     if a.eval_only:
         # The fine-tuned classifier, its rows put in this script's label order.
         state = mg.read_safetensors(os.path.join(a.model, "model.safetensors"))
