@@ -143,7 +143,7 @@ def hf_init(module, std, pad_id=None):
         for name, p in module.named_parameters():
             if "LayerNorm" in name:
                 p.fill_(1.0 if name.endswith("weight") else 0.0)
-            elif name.endswith(".weight"):
+            elif name == "weight" or name.endswith(".weight"):  # "weight": a bare nn.Linear
                 p.normal_(0.0, std)
             else:
                 p.zero_()
@@ -371,6 +371,7 @@ def main():
         log_sum += float(loss)
         if a.log_steps and step % a.log_steps == 0:
             out.write(json.dumps({"step": step, "loss": log_sum / a.log_steps, "lr": lr_used}) + "\n")
+            out.flush()
             log_sum = 0.0
         hits += int((logits[sel].argmax(-1) == lab[sel]).sum())
         count += int(sel.sum())
