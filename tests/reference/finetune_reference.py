@@ -24,7 +24,8 @@ id2label) with this script's forward pass and metric, without training.
 
     /usr/bin/python3 tests/reference/finetune_reference.py --compare NAME=PATH [NAME=PATH ...]
 
-prints the eval accuracies of bertlab output directories (metrics.jsonl) and of this script's
+prints the eval accuracies (and the mean training loss per 100 steps; run this script with
+--log-steps 100) of bertlab output directories (metrics.jsonl) and of this script's
 JSON lines side by side (markdown), by step.
 """
 
@@ -205,14 +206,36 @@ def evaluations(path):
     return [(m["step"], m["eval_accuracy"], m["eval_loss"]) for m in map(json.loads, open(f)) if "eval_accuracy" in m]
 
 
+def train_losses(path, window=100):
+    """Mean training loss over each window of `window` steps, by the window's last step: from
+    bertlab's per-step lines, or from this script's --log-steps lines (taken when they fall on
+    a window's end, so run it with --log-steps equal to the window)."""
+    f = os.path.join(path, "metrics.jsonl") if os.path.isdir(path) else path
+    lines = [m for m in map(json.loads, open(f)) if "loss" in m and "eval_accuracy" not in m]
+    if os.path.isdir(path):
+        by_step = {m["step"]: m["loss"] for m in lines}
+        return {s: sum(by_step[t] for t in range(s - window + 1, s + 1)) / window
+                for s in range(window, max(by_step, default=0) + 1, window)
+                if all(t in by_step for t in range(s - window + 1, s + 1))}
+    return {m["step"]: m["loss"] for m in lines if m["step"] % window == 0}
+
+
 def compare(runs):
-    """A markdown table of the evaluations of NAME=PATH runs, side by side by step."""
-    cols = [(name, {s: (a, l) for s, a, l in evaluations(path)}) for name, path in (r.split("=", 1) for r in runs)]
-    print("| step | " + " | ".join(name for name, _ in cols) + " |")
-    print("|---|" + "---|" * len(cols))
-    for step in sorted(set().union(*(c.keys() for _, c in cols))):
-        cells = [f"{100 * c[step][0]:.2f}%" if step in c else "" for _, c in cols]
-        print(f"| {step} | " + " | ".join(cells) + " |")
+    """Markdown tables of the evaluations of NAME=PATH runs, side by side by step, and of their
+    mean training loss per 100 steps."""
+    runs = [r.split("=", 1) for r in runs]
+    for title, fmt, get in (("eval accuracy", lambda v: f"{100 * v:.2f}%",
+                             lambda p: {s: a for s, a, _ in evaluations(p)}),
+                            ("mean training loss of the 100 steps up to", lambda v: f"{v:.3f}", train_losses)):
+        cols = [(name, get(path)) for name, path in runs]
+        steps = sorted(set().union(*(c.keys() for _, c in cols)))
+        if not steps:
+            continue
+        print(f"\n{title}:\n")
+        print("| step | " + " | ".join(name for name, _ in cols) + " |")
+        print("|---|" + "---|" * len(cols))
+        for step in steps:
+            print(f"| {step} | " + " | ".join(fmt(c[step]) if step in c else "" for _, c in cols) + " |")
 
 
 def probe(model, evald, pad_id, count=200):
