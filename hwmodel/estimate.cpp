@@ -3,10 +3,12 @@
 #include "hwmodel/estimate.h"
 
 #include <algorithm>
+#include <exception>
 #include <unordered_map>
 
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
+#include "hwmodel/setload.h"
 
 namespace bertlab::hw {
 
@@ -94,6 +96,53 @@ void check_kernel_fits(const Graph& g, int64_t kernel, const std::string& what) 
         what, kernel, largest, largest);
 }
 
+namespace {
+
+// The estimate of every node class at its first node, the classes spread over the OpenMP
+// threads (each with its own NodeModel: a node's estimate depends on its shapes only, since
+// `run` places its operands afresh). Largest GEMMs first, handed out one at a time, so that
+// a long class (the vocabulary projection's gradients) does not start last. Only LLCs resolved
+// per set (modulo-indexed, small hashed) are worth the threads: on the others a class costs
+// about 0.1 ms, which the threads' start and barrier would eat.
+std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const SystemDesc& s, Arrangement a,
+                                                        const NodeClasses& classes) {
+  const int64_t n = static_cast<int64_t>(classes.first.size());
+  std::vector<std::pair<double, int64_t>> order;  // (GEMM multiply-adds, class)
+  order.reserve(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c) {
+    const Node& node = g.node(classes.first[static_cast<size_t>(c)]);
+    const auto gm = node.category == Category::gemm ? node_gemm(g, node) : std::nullopt;
+    order.emplace_back(gm ? double(gm->m) * double(gm->n) * double(gm->k) : 0.0, c);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<std::vector<NodeEstimate>> done(static_cast<size_t>(n));
+  // An exception must not leave an OpenMP region: the one of the earliest class (graph order,
+  // as a serial run would meet it) is kept and rethrown after.
+  std::exception_ptr error;
+  int64_t error_class = n;
+#pragma omp parallel if (n > 1 && SetLoad::resolves_sets(s.llc))
+  {
+    NodeModel model(g, s, a);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = order[static_cast<size_t>(i)].second;
+      try {
+        done[static_cast<size_t>(c)] = model.run(g.node(classes.first[static_cast<size_t>(c)]), false);
+      } catch (...) {
+#pragma omp critical(bertlab_estimate_error)
+        if (c < error_class) {
+          error = std::current_exception();
+          error_class = c;
+        }
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return done;
+}
+
+}  // namespace
+
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a, const EstimateOptions& o) {
   GraphEstimate ge;
   ge.system = s;
@@ -122,8 +171,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
   // Estimates of each class, computed at its first node and copied to the others (24
   // identical encoder layers share them); nodes whose terms are asked for are computed on
   // their own, since the terms name the node.
-  std::vector<std::vector<NodeEstimate>> done(classes ? classes->first.size() : 0);
-  std::vector<uint8_t> have(done.size(), 0);
+  std::vector<std::vector<NodeEstimate>> done = classes ? estimate_classes(g, s, a, *classes) : decltype(done){};
   for (const auto& node : g.nodes()) {
     const bool terms = o.terms || node.name == o.explain;
     if (terms || !classes) {
@@ -131,10 +179,6 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       continue;
     }
     const int c = classes->class_of.at(node.id);
-    if (!have[c]) {
-      done[c] = model.run(node, false);
-      have[c] = 1;
-    }
     const std::string region = region_of(node), phase = to_string(node.phase);
     for (const auto& proto : done[c]) {
       NodeEstimate n = proto;
