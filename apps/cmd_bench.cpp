@@ -131,15 +131,16 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
   add_threads_option(*cmd, o->threads);
   cmd->add_flag("--no-peak", o->no_peak, "Skip measuring the GEMM peak");
-  cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  CLI::Option* optimizer =
+      cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
   cmd->add_flag("--optimizer-only", o->optimizer_only,
                 "Training: time the optimizer's work alone (gradient norm, update, gradient zeroing) "
                 "against the triad bandwidth");
-  cmd->callback([o] {
+  cmd->callback([o, optimizer] {
     set_threads(o->threads);
     const auto& s = o->shape;
     const bool train = s.mode == "train";
-    if (!train && (o->optimizer_only || o->optimizer != "adamw"))
+    if (!train && (o->optimizer_only || optimizer->count() > 0))
       fail("--optimizer and --optimizer-only need --mode train (got --mode {})", s.mode);
     BertConfig c = resolve_config(s.config);
     Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);

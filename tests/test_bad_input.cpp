@@ -713,3 +713,14 @@ TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full dou
     CHECK_THAT(r.output, Contains(c.expect) && !Contains("1797693134"));
   }
 }
+
+TEST_CASE("bench: optimizer flags without --mode train are refused, even at their default value", "[errors][cli]") {
+  for (const char* args : {"bench --config bert-tiny --mode infer --optimizer adamw",
+                           "bench --config bert-tiny --mode infer --optimizer lamb",
+                           "bench --config bert-tiny --optimizer-only"}) {
+    auto r = run_bertlab(args);
+    INFO(args << "\n" << r.output);
+    CHECK(r.exit_code != 0);
+    CHECK_THAT(r.output, Contains("--optimizer and --optimizer-only need --mode train (got --mode infer)"));
+  }
+}
