@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Helpers of scripts/hwmodel_reference.sh: cachegrind sums, the instruction-coefficient fit,
 and the per-op comparison of the in-order core model with the reference."""
+import hashlib
 import json
 import os
 import re
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["qkv", "k_transpose", "scores", "softmax", "context", "attn_out", "residual_add",
        "layernorm", "ffn_in", "gelu", "ffn_out"]
 
@@ -181,6 +183,38 @@ def model_key(k, hashed_one_core=False):
     return " ".join(map(str, k)) + (" hashed" if hashed_one_core else "")
 
 
+def model_sources(start="hwmodel/reference/main.cpp"):
+    """The sources of the core model's binary: its main and, transitively, every project header
+    it includes ("dir/name.h") with that header's .cpp beside it."""
+    seen, todo = set(), [start]
+    while todo:
+        p = todo.pop()
+        if p in seen or not os.path.isfile(os.path.join(ROOT, p)):
+            continue
+        seen.add(p)
+        with open(os.path.join(ROOT, p), encoding="utf-8") as f:
+            for inc in re.findall(r'^#include "([^"]+)"', f.read(), re.M):
+                todo += [inc] + ([inc[:-2] + ".cpp"] if inc.endswith(".h") else [])
+    return sorted(seen)
+
+
+def model_fingerprint(system, coeffs, stack):
+    """What the model's outputs depend on: its sources, the system and coefficient files and
+    the measured stack lines. models.json is valid only for the fingerprint it was made with."""
+    h = hashlib.sha256()
+    for p in model_sources():
+        with open(os.path.join(ROOT, p), "rb") as f:
+            h.update(p.encode() + b"\0" + f.read())
+    for path in (system, coeffs):
+        if path and os.path.isfile(path):
+            with open(path, "rb") as f:
+                h.update(f.read())
+        elif path:
+            h.update(path.encode())  # not a file here (the model reports it): its name
+    h.update(repr(sorted(stack.items())).encode())
+    return h.hexdigest()[:16]
+
+
 def compare(d, tool, system, coeffs):
     cg = {}
     for r in read_rows(os.path.join(d, "cachegrind.txt")):
@@ -194,8 +228,9 @@ def compare(d, tool, system, coeffs):
     # Model runs: per key the modulo-indexed LLC against cachegrind (1 core) and the paper's
     # hashed LLC against the replay (2 and 4 cores); at 1 core with a replay, a second run on
     # the hashed LLC against the replay's LLC misses and DRAM bytes.
-    # The model's outputs are kept in D/models.json (a later compare reruns only new keys);
-    # delete it after changing the model.
+    # The model's outputs are kept in D/models.json (a later compare reruns only new keys),
+    # under the fingerprint of the model's sources and inputs: a cache made by another
+    # version of the model, or on other inputs, is dropped and every run made again.
     # With D/stack.txt (scripts/hwmodel_reference.sh stack), the model gets the measured stack
     # lines of the reference binary as its stack stream (core_model.h, CoreStack).
     stack = read_stack(d)
@@ -204,6 +239,13 @@ def compare(d, tool, system, coeffs):
     if os.path.exists(cache_path):
         with open(cache_path) as f:
             cache = json.load(f)
+    fingerprint = model_fingerprint(system, coeffs, stack)
+    if cache and cache.get("fingerprint") != fingerprint:
+        print("%s: made by another version of the model or other inputs (fingerprint %s, now %s): "
+              "running every model again" % (cache_path, cache.get("fingerprint", "none"), fingerprint),
+              file=sys.stderr)
+        cache = {}
+    cache["fingerprint"] = fingerprint
     # (key, hashed_one_core): the modulo LLC for the plain 1-core key only.
     runs = [(k, False) for k in keys] + [(k, True) for k in keys if k[4] == 1 and k in rp]
     todo = [job for job in runs if model_key(*job) not in cache]

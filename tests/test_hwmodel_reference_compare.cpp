@@ -108,8 +108,9 @@ TEST_CASE("reference compare: 1-core DRAM bytes and LLC misses of the replay aga
                      "--coefficients coeffs.json --modulo") == 1);
 
   // The cache: the modulo run under the plain 1-core key, the hashed one under its own.
-  const auto cache = nlohmann::json::parse(read(dir / "models.json"));
-  CHECK(cache.size() == 4);
+  auto cache = nlohmann::json::parse(read(dir / "models.json"));
+  CHECK(cache.size() == 5);  // the four runs and the fingerprint of the model they were made with
+  CHECK(cache.at("fingerprint").is_string());
   CHECK(cache.at("qkv rwma 64 4 1")["dram_bytes"] == 640);
   CHECK(cache.at("qkv rwma 64 4 1 hashed")["dram_bytes"] == 1280);
   CHECK(cache.at("qkv rwma 64 4 2")["dram_bytes"] == 1280);
@@ -145,4 +146,16 @@ TEST_CASE("reference compare: 1-core DRAM bytes and LLC misses of the replay aga
   REQUIRE(again.exit_code == 0);
   CHECK(lines(read(dir / "calls.log")).size() == 4);
   CHECK(again.output == r.output);
+
+  // A cache made by another version of the model (another fingerprint) is dropped: every run
+  // is made again, and compare says why.
+  cache["fingerprint"] = "0123456789abcdef";
+  write(dir / "models.json", cache.dump());
+  const auto stale = run_shell(compare_cmd(dir));
+  INFO(stale.output);
+  REQUIRE(stale.exit_code == 0);
+  CHECK(lines(read(dir / "calls.log")).size() == 8);
+  CHECK_THAT(stale.output, Catch::Contains("made by another version of the model or other inputs (fingerprint "
+                                           "0123456789abcdef"));
+  CHECK(nlohmann::json::parse(read(dir / "models.json")).at("fingerprint") != "0123456789abcdef");
 }
