@@ -20,10 +20,11 @@ namespace bertlab::hw {
 // evenly, so contiguous footprints load the sets within a line or two of the mean). A speed
 // limit, not a property of the cache: the per-set windows cost O(sets) and a loop over the
 // rows per window; resolving every hashed cache made the hashed benchmark (100
-// configurations of the BERT-large training graph, 8-way LLCs of 1-16 MB) ~60x slower,
-// measured under load. At 8 ways the capacity test matched the simulator on 13 of 14 GEMM
-// shapes on a 1 MB hashed LLC; at 2 ways on 4 of them, off by up to 46%, where the per-set
-// windows are within 0.6% (docs/hwmodel.md, "Hashed set index").
+// configurations of the BERT-large training graph, 8-way LLCs of 1-16 MB) 62.7 s of CPU
+// instead of ~0.9 s, measured under load. On a 1 MB hashed LLC the capacity test matched the
+// simulator's DRAM bytes within 2% on 13 of 14 GEMM shapes at 8 ways (worst 33%), but on 6
+// of 14 at 2 ways (worst 46%), where the per-set windows are within 0.53% on all 14
+// (docs/hwmodel.md, "Hashed set index").
 inline constexpr int64_t kMaxResolvedHashedSets = 512;
 inline constexpr int64_t kUniformHashedWays = 8;
 
