@@ -1,6 +1,9 @@
 #include "ops/bf16.h"
 
 #include <array>
+#include <bit>
+#include <immintrin.h>
+#include <vector>
 
 #include "base/buffer.h"
 #include "base/error.h"
@@ -55,6 +58,48 @@ const void* GemmInput::operator()(const float* base) const {
   std::byte* copy = gemm_scratch(slot_, dense_.get_size());
   args_.execute(convert_, {{DNNL_ARG_FROM, view_, base}, {DNNL_ARG_TO, dense_, copy}});
   return copy;
+}
+
+uint16_t to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  if ((u & 0x7F800000u) == 0) return static_cast<uint16_t>((u >> 16) & 0x8000u);     // denormal: +-0
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+namespace {
+
+void cast_row(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#ifdef __AVX512BF16__
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
+#endif
+  for (; i < n; ++i) dst[i] = to_bf16(src[i]);
+}
+
+}  // namespace
+
+void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs) {
+  check(jobs.size() <= 4, "cast_rows_to_bf16: at most 4 jobs, got {}", jobs.size());
+  std::array<Bf16Rows, 4> job{};
+  std::array<int64_t, 5> first{};  // first[j]: the global index of job j's first row
+  size_t n = 0;
+  for (const Bf16Rows& j : jobs) {
+    job[n] = j;
+    first[n + 1] = first[n] + j.rows;
+    ++n;
+  }
+  const int64_t total = first[n];
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < total; ++r) {
+    size_t j = 0;
+    while (r >= first[j + 1]) ++j;
+    const Bf16Rows& b = job[j];
+    const int64_t i = r - first[j];
+    cast_row(b.dst + i * b.width, b.src + i * b.stride, b.width);
+  }
 }
 
 }  // namespace bertlab::ops

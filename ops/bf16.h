@@ -4,6 +4,7 @@
 // per-thread scratch just before the matmul, which accumulates in f32 and writes f32.
 // Everything outside GEMMs stays f32.
 #include <cstdint>
+#include <initializer_list>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/dnnl_context.h"
@@ -40,5 +41,21 @@ class GemmInput {
 
 // Grow-only scratch of at least `bytes` in slot `slot` of the calling thread.
 std::byte* gemm_scratch(int slot, size_t bytes);
+
+// f32 -> bf16, round to nearest even, as oneDNN's reorders and the AVX512-BF16 instruction
+// (vcvtneps2bf16) round: a NaN stays a (quiet) NaN, a denormal input becomes a zero of its sign.
+uint16_t to_bf16(float f);
+
+// One dense bf16 copy of strided f32 rows: row r of `width` floats starts at src + r * stride and
+// goes to dst + r * width. The element order does not change, so a third of the fused qkv
+// (width H, stride 3H) becomes a dense (B,S,H) array, whose heads oneDNN's bf16 brgemm reads as
+// a permuted (B,heads,S,d) view without another copy.
+struct Bf16Rows {
+  const float* src;
+  int64_t rows, width, stride;
+  uint16_t* dst;
+};
+// Converts every job in one parallel region (the rows of all jobs split over the threads).
+void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs);
 
 }  // namespace bertlab::ops

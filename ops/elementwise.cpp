@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/normalization.h"
 #include "base/error.h"
 
 namespace bertlab::ops {
@@ -117,6 +118,31 @@ void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt
   for (int64_t i = 0; i < n; ++i) {
     const bool keep = static_cast<uint32_t>(mix64(base + uint64_t(i)) >> 32) >= threshold;
     y[i] = keep ? x[i] * scale : 0.f;
+  }
+}
+
+void dropout_softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L, float p,
+                              uint64_t salt, DropoutKey key) {
+  const uint64_t base = stream_key(salt, key);
+  const uint32_t threshold = keep_threshold(p);
+  const float scale = 1.f / (1.f - p);
+  // Per thread: the dropped-out row of dy, then the softmax backward of that row.
+  thread_local std::vector<float> row;
+#pragma omp parallel
+  {
+    if (static_cast<int64_t>(row.size()) < L) row.resize(static_cast<size_t>(L));
+    float* g = row.data();
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* dyr = dy + r * L;
+      const uint64_t first = base + uint64_t(r * L);
+#pragma omp simd
+      for (int64_t i = 0; i < L; ++i) {
+        const bool keep = static_cast<uint32_t>(mix64(first + uint64_t(i)) >> 32) >= threshold;
+        g[i] = keep ? dyr[i] * scale : 0.f;
+      }
+      softmax_backward_row(dx + r * L, g, y + r * L, L);
+    }
   }
 }
 

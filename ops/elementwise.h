@@ -64,4 +64,12 @@ struct DropoutKey {
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key);
 bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key);  // the mask, for tests
 
+// The attention's dropout backward and softmax backward in one pass (the executor runs a
+// dropout_grad node whose only reader is the next node, a softmax_grad, as this):
+// dx (rows,L) = softmax_backward(dropout(dy), y), the mask of element (r, i) that of flat index
+// r * L + i as in dropout_forward; bit-identical to the two kernels one after the other.
+// dx may alias dy or y.
+void dropout_softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L, float p,
+                              uint64_t salt, DropoutKey key);
+
 }  // namespace bertlab::ops

@@ -1,6 +1,8 @@
 #include "ops/matmul.h"
 
 #include <cmath>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ops/dnnl_context.h"
@@ -17,6 +19,35 @@ using dt = memory::data_type;
 namespace {
 
 std::string impl_of(const dnnl::primitive_desc_base& pd) { return pd.impl_info_str(); }
+
+// bf16 attention inputs. heads: B*S rows of H floats `stride` apart (a third of qkv: 3H; ctx: H),
+// read as the heads (B,heads,S,d) of the dense copy, or as their transposes (B,heads,d,S).
+AttentionBf16Input heads_bf16(int64_t B, int64_t S, int64_t heads, int64_t d, int64_t stride,
+                              bool transposed, int slot) {
+  const int64_t H = heads * d;
+  memory::desc view = transposed ? memory::desc({B, heads, d, S}, dt::bf16, memory::dims{S * H, d, 1, H})
+                                 : memory::desc({B, heads, S, d}, dt::bf16, memory::dims{S * H, d, H, 1});
+  return {B * S, H, stride, slot, view};
+}
+// scores: (B,heads,S,S), dense, or read transposed.
+AttentionBf16Input scores_bf16(int64_t B, int64_t S, int64_t heads, bool transposed, int slot) {
+  return {B * heads * S, S, S, slot, memory::desc({B, heads, S, S}, dt::bf16, transposed ? tag::abdc : tag::abcd)};
+}
+void reserve(const std::array<AttentionBf16Input, 2>& in) {
+  for (const auto& i : in) gemm_scratch(i.slot, size_t(i.rows * i.width) * sizeof(uint16_t));
+}
+// Both inputs cast in one parallel region; returns the copies (valid until the slots are reused).
+std::pair<const void*, const void*> cast_inputs(const std::array<AttentionBf16Input, 2>& in,
+                                                const float* a, const float* b) {
+  Bf16Rows job[2];
+  for (int i = 0; i < 2; ++i) {
+    const auto& x = in[size_t(i)];
+    auto* dst = reinterpret_cast<uint16_t*>(gemm_scratch(x.slot, size_t(x.rows * x.width) * sizeof(uint16_t)));
+    job[i] = {i == 0 ? a : b, x.rows, x.width, x.stride, dst};
+  }
+  cast_rows_to_bf16({job[0], job[1]});
+  return {job[0].dst, job[1].dst};
+}
 
 }  // namespace
 
@@ -114,15 +145,20 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
     }
 }
 
-// Q, K and V are strided views of qkv (B,S,3,heads,d): no copies, the matmul reads in place.
+// Q, K and V are strided views of qkv (B,S,3,heads,d): in f32 no copies, the matmul reads in
+// place; in bf16 each is cast into a dense (B,S,H) copy, read as heads (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
                                  bool bf16)
-    : H_(heads * d) {
+    : H_(heads * d), bf16_(bf16) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
-  q_ = GemmInput(memory::desc({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1}), bf16, 0);
-  kt_ = GemmInput(memory::desc({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row}), bf16, 1);
-  const memory::desc &q = q_.desc(), &kt = kt_.desc();
+  memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
+  memory::desc kt({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row});
+  if (bf16) {
+    in16_ = {heads_bf16(B, S, heads, d, row, false, 0), heads_bf16(B, S, heads, d, row, true, 1)};
+    reserve(in16_);
+    q = in16_[0].view, kt = in16_[1].view;
+  }
   memory::desc dst({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc bias({B, 1, 1, S}, dt::f32, tag::abcd);
   dnnl::primitive_attr attr;
@@ -135,10 +171,12 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 }
 
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
+  std::pair<const void*, const void*> in{qkv, qkv + H_};  // K: after the H columns of Q
+  if (bf16_) in = cast_inputs(in16_, qkv, qkv + H_);
   args_.execute(
       prim_,
-      {{DNNL_ARG_SRC, pd_.src_desc(), q_(qkv)},
-       {DNNL_ARG_WEIGHTS, pd_.weights_desc(), kt_(qkv + H_)},  // K: after the H columns of Q
+      {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
+       {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
        {DNNL_ARG_DST, pd_.dst_desc(), scores},
        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
         pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1),
@@ -148,20 +186,26 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
 AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16)
-    : H_(heads * d) {
+    : H_(heads * d), bf16_(bf16) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
-  p_ = GemmInput(memory::desc({B, heads, S, S}, dt::f32, tag::abcd), bf16, 0);
-  v_ = GemmInput(memory::desc({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1}), bf16, 1);
-  const memory::desc &p = p_.desc(), &v = v_.desc();
+  memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
+  memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
+  if (bf16) {
+    in16_ = {scores_bf16(B, S, heads, false, 0), heads_bf16(B, S, heads, d, row, false, 1)};
+    reserve(in16_);
+    p = in16_[0].view, v = in16_[1].view;
+  }
   memory::desc dst({B, heads, S, d}, dt::f32, memory::dims{S * H, d, H, 1});
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), p_(probs)},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), v_(qkv + 2 * H_)},  // V: after Q and K
+  std::pair<const void*, const void*> in{probs, qkv + 2 * H_};  // V: after Q and K
+  if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_);
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), out}});
 }
 
@@ -198,6 +242,8 @@ void LinearGradInput::forward(float* dx, const float* dy, const float* w) const 
                         {DNNL_ARG_DST, pd_.dst_desc(), dx}});
 }
 
+std::string LinearGradInput::impl_name() const { return impl_of(pd_); }
+
 LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16) : M_(M), N_(N) {
   auto& ctx = dnnl_context();
   dy_t_ = GemmInput(memory::desc({N, M}, dt::f32, memory::dims{1, N}), bf16, 0);  // dy^T, strided view
@@ -231,6 +277,8 @@ void LinearGradWeight::forward(float* dw, float* db, const float* dy, const floa
         for (int64_t j = 0; j < N; ++j) db[j] += part[j];
       });
 }
+
+std::string LinearGradWeight::impl_name() const { return impl_of(pd_); }
 
 void attn_scores_grad_reference(float* dqkv, const float* dscores, const float* qkv, int64_t B,
                                 int64_t S, int64_t heads, int64_t d, float scale, QkvSlot slot) {
@@ -271,7 +319,7 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
 
 AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
                              bool bf16)
-    : kind_(kind), H_(heads * d) {
+    : kind_(kind), B_(B), S_(S), H_(heads * d), bf16_(bf16) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   // Views: a head of qkv/dqkv (B,heads,S,d), its transpose (B,heads,d,S), a head of ctx/dctx,
@@ -288,25 +336,29 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
     case Kind::scores_k:  // dK = dS^T Q
       src = kind == Kind::scores_q ? scores : scores_t, wei = head, dst = head;
       attr.set_output_scales(0, {scale});
+      if (bf16) in16_ = {scores_bf16(B, S, heads, kind == Kind::scores_k, 0), heads_bf16(B, S, heads, d, row, false, 1)};
       break;
     case Kind::context_probs:  // dP = dctx V^T
       src = ctx_head, wei = head_t, dst = scores;
+      if (bf16) in16_ = {heads_bf16(B, S, heads, d, H, false, 0), heads_bf16(B, S, heads, d, row, true, 1)};
       break;
     case Kind::context_v:  // dV = P^T dctx
       src = scores_t, wei = ctx_head, dst = head;
+      if (bf16) in16_ = {scores_bf16(B, S, heads, true, 0), heads_bf16(B, S, heads, d, H, false, 1)};
       break;
   }
-  src_ = GemmInput(src, bf16, 0);
-  wei_ = GemmInput(wei, bf16, 1);
-  // oneDNN's bf16 kernels do not write a head of dqkv (row stride 3H) in place (they fall back to
-  // a slow GEMM): the product goes to a dense (B,S,H) buffer, then is copied into its third.
-  if (bf16 && kind != Kind::context_probs) {
-    dst_view_ = dst;
-    dst = memory::desc({B, heads, S, d}, dt::f32, tag::acbd);
-    scatter_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, dst, ctx.engine, dst_view_));
-    gemm_scratch(kOutputSlot, dst.get_size());
+  if (bf16) {
+    reserve(in16_);
+    src = in16_[0].view, wei = in16_[1].view;
+    // oneDNN's bf16 kernels do not write a head of dqkv (row stride 3H) in place (they fall back
+    // to a slow GEMM): the product goes to a dense (B,S,H) buffer, then is copied into its third.
+    if (kind != Kind::context_probs) {
+      staged_ = true;
+      dst = ctx_head;
+      gemm_scratch(kOutputSlot, dst.get_size());
+    }
   }
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_.desc(), wei_.desc(), dst), attr, ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -328,17 +380,24 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
       src = b, wei = a, dst = out + 2 * H;
       break;
   }
-  if (dst_view_.is_zero()) {
-    args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src_(src)},
-                          {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei_(wei)},
+  std::pair<const void*, const void*> in{src, wei};
+  if (bf16_) in = cast_inputs(in16_, src, wei);
+  if (!staged_) {
+    args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
+                          {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                           {DNNL_ARG_DST, pd_.dst_desc(), dst}});
     return;
   }
-  std::byte* staged = gemm_scratch(kOutputSlot, pd_.dst_desc().get_size());
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), src_(src)},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei_(wei)},
+  auto* staged = reinterpret_cast<float*>(gemm_scratch(kOutputSlot, pd_.dst_desc().get_size()));
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), staged}});
-  scatter_args_.execute(scatter_, {{DNNL_ARG_FROM, pd_.dst_desc(), staged}, {DNNL_ARG_TO, dst_view_, dst}});
+  // Rows of H floats into the third of dqkv (row stride 3H).
+  const int64_t rows = B_ * S_;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * 3 * H, staged + r * H, size_t(H) * sizeof(float));
 }
+
+std::string AttentionGrad::impl_name() const { return impl_of(pd_); }
 
 }  // namespace bertlab::ops

@@ -4,6 +4,7 @@
 // created once per shape; forward calls allocate nothing. Every GEMM runs in f32 or, with
 // `bf16`, on bf16 copies of its f32 inputs with f32 accumulation and f32 output (ops/bf16.h);
 // packed weights are then stored in bf16.
+#include <array>
 #include <cstdint>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -51,6 +52,17 @@ class Linear {
   dnnl::memory packed_;  // empty until pack_weights()
 };
 
+// One input of a bf16 attention product: `rows` rows of `width` floats, `stride` floats apart,
+// cast densely in their own order (cast_rows_to_bf16) into scratch slot `slot` of the calling
+// thread; `view` is how the matmul reads that copy (a head of a dense (B,S,H) array, the
+// scores, or a transpose of either), a layout oneDNN's bf16 brgemm takes. (A strided bf16 view
+// of the fused qkv, row stride 3H, falls back to a slow GEMM.)
+struct AttentionBf16Input {
+  int64_t rows = 0, width = 0, stride = 0;
+  int slot = 0;
+  dnnl::memory::desc view;
+};
+
 // Attention products on the fused qkv activation (B,S,3H), H = heads * d:
 // scores (B,heads,S,S) = Q K^T * scale + bias[b, key]   (bias: 0 keep, very negative drop)
 // ctx (B,S,H)          = P V, heads concatenated
@@ -67,7 +79,8 @@ class AttentionScores {
 
  private:
   int64_t H_;
-  GemmInput q_, kt_;
+  bool bf16_;
+  std::array<AttentionBf16Input, 2> in16_;  // bf16: Q, K^T
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -81,7 +94,8 @@ class AttentionContext {
 
  private:
   int64_t H_;
-  GemmInput p_, v_;
+  bool bf16_;
+  std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -103,6 +117,7 @@ class LinearGradInput {
  public:
   LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false);
   void forward(float* dx, const float* dy, const float* w) const;
+  std::string impl_name() const;
 
  private:
   GemmInput dy_, w_;
@@ -115,6 +130,7 @@ class LinearGradWeight {
  public:
   LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false);
   void forward(float* dw, float* db, const float* dy, const float* x) const;
+  std::string impl_name() const;
 
  private:
   int64_t M_, N_;
@@ -145,14 +161,14 @@ class AttentionGrad {
                 bool bf16 = false);
   // scores_q/k: (dqkv, dscores, qkv); context_probs: (dprobs, dctx, qkv); context_v: (dqkv, dctx, probs)
   void forward(float* out, const float* a, const float* b) const;
+  std::string impl_name() const;
 
  private:
   Kind kind_;
-  int64_t H_;
-  GemmInput src_, wei_;
-  dnnl::memory::desc dst_view_;  // bf16 with a dqkv output: staged densely, then copied here
-  dnnl::reorder scatter_;
-  mutable PrimitiveArgs scatter_args_;
+  int64_t B_, S_, H_;
+  bool bf16_;
+  std::array<AttentionBf16Input, 2> in16_;  // bf16: the matmul's src and weights
+  bool staged_ = false;  // bf16 with a dqkv output: staged densely (B,S,H), then copied into it
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers

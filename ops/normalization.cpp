@@ -134,15 +134,7 @@ void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const 
 
 void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L) {
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *dyr = dy + r * L, *yr = y + r * L;
-    float dot = 0;
-#pragma omp simd reduction(+ : dot)
-    for (int64_t i = 0; i < L; ++i) dot += dyr[i] * yr[i];
-    float* dxr = dx + r * L;
-#pragma omp simd
-    for (int64_t i = 0; i < L; ++i) dxr[i] = yr[i] * (dyr[i] - dot);
-  }
+  for (int64_t r = 0; r < rows; ++r) softmax_backward_row(dx + r * L, dy + r * L, y + r * L, L);
 }
 
 void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows,

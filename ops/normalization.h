@@ -55,6 +55,15 @@ void layernorm_backward_reference(float* dx, float* dgamma, float* dbeta, const 
 
 // dx (rows,L) = y * (dy - sum(dy * y)) from the softmax output y
 void softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L);
+// One row of it (shared with the fused dropout + softmax backward, ops/elementwise.h, so that
+// both round identically); dx may alias dy or y.
+inline void softmax_backward_row(float* dx, const float* dy, const float* y, int64_t L) {
+  float dot = 0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < L; ++i) dot += dy[i] * y[i];
+#pragma omp simd
+  for (int64_t i = 0; i < L; ++i) dx[i] = y[i] * (dy[i] - dot);
+}
 void softmax_backward_reference(float* dx, const float* dy, const float* y, int64_t rows, int64_t L);
 
 }  // namespace bertlab::ops

@@ -326,4 +326,38 @@ void Executor::fuse_optimizer_steps() {
   }
 }
 
+void Executor::fuse_dropout_softmax_grad() {
+  // The attention probabilities' backward: a dropout_grad whose output only the next node reads,
+  // a softmax_grad (dy = that output), runs as one pass at the dropout_grad node
+  // (ops::dropout_softmax_backward, bit-identical to the two kernels), writing the softmax_grad's
+  // output; the softmax_grad node becomes empty, and the dropout_grad's output is not written.
+  // The fused kernel reads each row before writing it, so the softmax_grad's output may share
+  // memory with either input (in place, or the dropout_grad input dying there).
+  const auto& nodes = graph_.nodes();
+  std::vector<int> readers(graph_.tensors().size(), 0);
+  for (const Node& n : nodes)
+    for (int t : n.inputs) ++readers[static_cast<size_t>(t)];
+  for (const auto& [name, t] : graph_.outputs()) ++readers[static_cast<size_t>(t)];
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    const Node &drop = nodes[i], &soft = nodes[i + 1];
+    if (drop.kind != OpKind::dropout_grad || soft.kind != OpKind::softmax_grad || drop.phase != soft.phase)
+      continue;
+    const int g = drop.outputs.at(0);
+    if (soft.inputs.at(0) != g || soft.inputs.at(1) == g || readers[static_cast<size_t>(g)] != 1) continue;
+    const Shape s = graph_.tensor(soft.inputs.at(1)).shape;
+    if (graph_.tensor(drop.inputs.at(0)).shape != s || graph_.tensor(g).shape != s) continue;
+    const float *dy = f32(drop.inputs.at(0)), *y = f32(soft.inputs.at(1));
+    float* dx = f32(soft.outputs.at(0));
+    const int64_t L = s.back(), rows = numel(s) / L;
+    const float p = drop.attrs.at("p").get<float>();
+    const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
+    StepContext* ctx = &context_;
+    steps_[i] = [=] {
+      ops::dropout_softmax_backward(dx, dy, y, rows, L, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
+    };
+    steps_[i + 1] = [] {};
+    ++i;
+  }
+}
+
 }  // namespace bertlab

@@ -10,7 +10,9 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "ops/bf16.h"
 #include "ops/matmul.h"
 #include "apps/profile_common.h"
 #include "ops/peak.h"
@@ -117,12 +119,70 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
   CHECK(rel_error(db, db_unused) <= 1e-6);
 }
 
+TEST_CASE("cast_rows_to_bf16 rounds strided rows as oneDNN's reorder does", "[ops][bf16]") {
+  // Special values land in both the vector body and the scalar tail of each row (width 19).
+  const float specials[] = {0.f, -0.f, 1.f + 0x1p-8f /* tie, rounds to even */, 1.f + 0x1p-7f + 0x1p-8f /* tie, up */,
+                            1.f + 0x1p-8f + 0x1p-20f, std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::denorm_min(), -1e-39f, std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::lowest(), 3.3895314e38f};
+  struct Shape {
+    int64_t rows, width, stride;
+  };
+  const Shape shapes[] = {{7, 19, 45}, {3, 5, 5}, {2, 33, 40}};
+  std::vector<std::vector<float>> src;
+  std::vector<std::vector<uint16_t>> got;
+  for (size_t j = 0; j < std::size(shapes); ++j) {
+    const auto& s = shapes[j];
+    src.push_back(random_vector(s.rows * s.stride, 40 + int(j), -3.f, 3.f));
+    for (size_t i = 0; i < src[j].size(); i += 5) src[j][i] = specials[(i / 5 + j) % std::size(specials)];
+    got.emplace_back(s.rows * s.width + 8, uint16_t(0xABCD));  // 8 sentinels after the copy
+  }
+  auto job = [&](size_t j) {
+    return ops::Bf16Rows{src[j].data(), shapes[j].rows, shapes[j].width, shapes[j].stride, got[j].data()};
+  };
+  ops::cast_rows_to_bf16({job(0), job(1), job(2)});
+
+  auto& ctx = ops::dnnl_context();
+  for (size_t j = 0; j < std::size(shapes); ++j) {
+    const auto& s = shapes[j];
+    // oneDNN's reorder of the strided view into a dense bf16 array.
+    dnnl::memory::desc view({s.rows, s.width}, dnnl::memory::data_type::f32, dnnl::memory::dims{s.stride, 1});
+    dnnl::memory::desc dense({s.rows, s.width}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab);
+    std::vector<uint16_t> want(s.rows * s.width);
+    dnnl::memory from(view, ctx.engine, src[j].data()), to(dense, ctx.engine, want.data());
+    dnnl::reorder(from, to).execute(ctx.stream, from, to);
+    ctx.stream.wait();
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.width; ++c) {
+        const float x = src[j][r * s.stride + c];
+        const uint16_t g = got[j][r * s.width + c];
+        INFO("job " << j << " row " << r << " col " << c << " x " << x);
+        if (std::isnan(x)) {
+          CHECK(std::isnan(std::bit_cast<float>(uint32_t(g) << 16)));
+          continue;
+        }
+        CHECK(g == want[r * s.width + c]);
+        CHECK(g == ops::to_bf16(x));
+        // Normal finite values: the test's own rounding, independent of both.
+        if (std::isnormal(x)) CHECK(std::bit_cast<float>(uint32_t(g) << 16) == round_bf16(x));
+      }
+    for (int64_t i = s.rows * s.width; i < int64_t(got[j].size()); ++i) CHECK(got[j][i] == 0xABCD);
+  }
+  // Ties round to even, denormals to a zero of their sign.
+  CHECK(ops::to_bf16(1.f + 0x1p-8f) == 0x3F80);
+  CHECK(ops::to_bf16(1.f + 0x1p-7f + 0x1p-8f) == 0x3F82);
+  CHECK(ops::to_bf16(-1e-39f) == 0x8000);
+}
+
 TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", "[ops][bf16]") {
   if (!ops::cpu_has_bf16()) {
     WARN("skipped: no native bf16 matmul on this CPU");
     return;
   }
-  const int64_t B = 2, S = 13, heads = 3, d = 7, H = heads * d;
+  // Ragged sizes, and one with full 16-wide rows and several heads per row of qkv.
+  const auto [B, S, heads, d] = GENERATE(table<int64_t, int64_t, int64_t, int64_t>({{2, 13, 3, 7}, {3, 40, 4, 16}}));
+  const int64_t H = heads * d;
   const float scale = 1.f / std::sqrt(float(d));
   auto qkv = random_vector(B * S * 3 * H, 21), bias = random_vector(B * S, 22, -2.f, 0.f);
   auto probs = random_vector(B * heads * S * S, 23, 0.f, 1.f), dctx = random_vector(B * S * H, 24),

@@ -238,6 +238,25 @@ std::vector<Case> cases() {
     c.wrt = {"x"};
     out.push_back(c);
   }
+  {  // attention probabilities: softmax then dropout; the executor runs their backward as one
+     // fused pass (Executor::fuse_dropout_softmax_grad, ops::dropout_softmax_backward)
+    Case c{"softmax then dropout",
+           [](Graph& g) {
+             int sm = g.apply(OpKind::softmax, "sm", {w(g, "x", {B, S, H})});
+             return g.apply(OpKind::dropout, "drop", {sm}, {{"p", 0.3}, {"salt", 11}});
+           },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             ops::softmax_forward_reference(y.data(), v("x"), B * S, H);
+             const StepContext ctx;
+             const ops::DropoutKey key{ctx.seed, uint64_t(ctx.step), uint64_t(ctx.micro)};
+             for (int64_t i = 0; i < B * S * H; ++i) y[i] = ops::dropout_keeps(i, 0.3f, 11, key) ? y[i] / (1 - 0.3f) : 0.f;
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
   {  // dropout: the executor's first step (StepContext defaults: seed 0, step 1, micro 0)
     Case c{"dropout", [](Graph& g) { return g.apply(OpKind::dropout, "drop", {w(g, "x", {B, S, H})}, {{"p", 0.3}, {"salt", 7}}); },
            [](const Values& v) {

@@ -453,6 +453,59 @@ TEST_CASE("Activation backward: fast equals reference, reference equals finite d
   }
 }
 
+TEST_CASE("Fused dropout + softmax backward equals the two kernels, the reference and finite differences",
+          "[ops][backward]") {
+  struct Dims {
+    int64_t rows, L;
+  };
+  const ops::DropoutKey key{77, 5, 1};
+  const uint64_t salt = 3;
+  for (float p : {0.1f, 0.5f})
+    for (Dims s : {Dims{37, 45}, Dims{1, 45}, Dims{7, 1}, Dims{96, 128}, Dims{5, 131}}) {
+      const std::string tag = fmt::format("p{} rows{} L{}", p, s.rows, s.L);
+      const int64_t n = s.rows * s.L;
+      auto x = random_vector(n, 81, -3.f, 3.f), dy = random_vector(n, 82);
+      std::vector<float> y(n);
+      ops::softmax_forward_reference(y.data(), x.data(), s.rows, s.L);
+      // The two kernels the executor ran before (dropout_grad is dropout_forward on dy).
+      std::vector<float> dropped(n), two(n);
+      ops::dropout_forward(dropped.data(), dy.data(), n, p, salt, key);
+      ops::softmax_backward(two.data(), dropped.data(), y.data(), s.rows, s.L);
+      // Inputs at an odd offset in their buffers (as in the activation arena), then in place:
+      // the output over dy, and over y.
+      std::vector<float> dy_buf(n + 3), y_buf(n + 5), dx_buf(n + 1);
+      std::copy(dy.begin(), dy.end(), dy_buf.begin() + 3);
+      std::copy(y.begin(), y.end(), y_buf.begin() + 5);
+      ops::dropout_softmax_backward(dx_buf.data() + 1, dy_buf.data() + 3, y_buf.data() + 5, s.rows, s.L, p, salt, key);
+      check_bit_identical("dropout_softmax_backward == dropout then softmax_backward " + tag,
+                          std::vector<float>(dx_buf.begin() + 1, dx_buf.end()), two);
+      auto in_place = dy;
+      ops::dropout_softmax_backward(in_place.data(), in_place.data(), y.data(), s.rows, s.L, p, salt, key);
+      check_bit_identical("dropout_softmax_backward in place over dy " + tag, in_place, two);
+      auto over_y = y;
+      ops::dropout_softmax_backward(over_y.data(), dy.data(), over_y.data(), s.rows, s.L, p, salt, key);
+      check_bit_identical("dropout_softmax_backward in place over y " + tag, over_y, two);
+
+      // Against the double reference on the mask from dropout_keeps (an independent loop).
+      std::vector<float> masked(n), ref(n);
+      for (int64_t i = 0; i < n; ++i) masked[i] = ops::dropout_keeps(i, p, salt, key) ? dy[i] / (1.f - p) : 0.f;
+      ops::softmax_backward_reference(ref.data(), masked.data(), y.data(), s.rows, s.L);
+      compare("dropout_softmax_backward vs reference " + tag, two, ref, kFastTol);
+      // Finite differences of L = sum dy * dropout(softmax(x)) in x.
+      if (s.L > 1 && n <= 2000) {
+        auto xd = to_double(x), dyd = to_double(dy);
+        auto loss = [&] {
+          auto sm = softmax_fwd(xd, s.rows, s.L);
+          double acc = 0;
+          for (int64_t i = 0; i < n; ++i)
+            if (ops::dropout_keeps(i, p, salt, key)) acc += dyd[i] * sm[i] / (1.0 - p);
+          return acc;
+        };
+        fd_check("dropout_softmax_backward dx " + tag, xd, two, loss, 83);
+      }
+    }
+}
+
 TEST_CASE("Dropout backward regenerates the forward mask", "[ops][backward]") {
   const ops::DropoutKey key{1234, 17, 2};
   const uint64_t salt = 99;
