@@ -1,6 +1,8 @@
 #include "hwmodel/setload.h"
 
 #include <algorithm>
+#include <bit>
+#include <memory>
 #include <numeric>
 
 namespace bertlab::hw {
@@ -118,14 +120,23 @@ double SetLoad::lines_over(const SetLoad& window) const {
 
 namespace {
 
+// A run of overflowing lines being collected (bytes [start, start + width)).
+struct RawRun {
+  uint64_t start;
+  int64_t width;
+};
+
 // The lines of `v` in sets `cnt` overflows (cnt[set(line)] > lim), each line once when
-// consecutive segments share it, appended to `out` as the runs of consecutive lines that
-// SetLoad::overflowing_lines lists. Branch-free per line (each line writes a candidate
-// sweep that is kept only when it starts a run; partly overflowing windows made the
-// branches unpredictable; speed only). `out` has room for one sweep per line plus one.
+// consecutive segments share it, written to `out` as the runs of consecutive lines that
+// SetLoad::overflowing_lines lists; returns how many. Branch-free per line (each line
+// writes a candidate run that is kept only when it starts one: partly overflowing windows
+// made the branches unpredictable), and a line's number by a shift when the line bytes
+// are a power of two (speed only). `out` has room for one run per line plus one.
 template <class SetOf>
 size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, int64_t lim, SetOf set_of,
-                    Sweep* out) {
+                    RawRun* out) {
+  const int shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  auto line_of = [&](uint64_t a) { return static_cast<int64_t>(shift >= 0 ? a >> shift : a / L); };
   size_t n = 0;
   uint64_t run_end = ~uint64_t{0};  // one past the last run's last byte (none yet)
   int64_t last = -1;
@@ -135,7 +146,7 @@ size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, 
       const bool over = cnt[set_of(ln)] > lim;
       const uint64_t a = static_cast<uint64_t>(ln) * L;
       const bool joins = n > 0 && run_end == a;
-      out[n] = Sweep{a, 1, L, L};  // a new run (kept only when it starts one)
+      out[n] = RawRun{a, L};  // a new run (kept only when it starts one)
       out[n - (n > 0)].width += (over && joins) ? L : 0;
       n += over && !joins;
       run_end = over ? a + L : run_end;
@@ -145,15 +156,14 @@ size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, 
   for (const auto& s : v) {
     if (s.count <= 0 || s.width <= 0) continue;
     if (s.count == 1 || s.stride <= s.width) {
-      take(static_cast<int64_t>(s.start / L), static_cast<int64_t>((s.end() - 1) / L));
+      take(line_of(s.start), line_of(s.end() - 1));
       continue;
     }
     for (int64_t i = 0; i < s.count; ++i) {
       const uint64_t a = s.start + i * s.stride;
-      take(static_cast<int64_t>(a / L), static_cast<int64_t>((a + s.width - 1) / L));
+      take(line_of(a), line_of(a + s.width - 1));
     }
   }
-  for (size_t i = 0; i < n; ++i) out[i].stride = out[i].width;  // one run: stride = width
   return n;
 }
 
@@ -172,12 +182,14 @@ std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const
     else lines += s.count * ((s.width + line_ - 1) / line_ + 1);
   }
   if (lines == 0) return out;
-  out.resize(static_cast<size_t>(lines) + 1);
+  // Scratch without zeroing it first (RawRun has no initialisers; speed only).
+  const std::unique_ptr<RawRun[]> runs(new RawRun[static_cast<size_t>(lines) + 1]);
   const int64_t lim = over_limit();
   const size_t n = mask_ >= 0
-                       ? collect_over(v, line_, per_set_.data(), lim, [m = mask_](int64_t l) { return l & m; }, out.data())
-                       : collect_over(v, line_, per_set_.data(), lim, [this](int64_t l) { return index_(l); }, out.data());
-  out.resize(n);
+                       ? collect_over(v, line_, per_set_.data(), lim, [m = mask_](int64_t l) { return l & m; }, runs.get())
+                       : collect_over(v, line_, per_set_.data(), lim, [this](int64_t l) { return index_(l); }, runs.get());
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(Sweep{runs[i].start, 1, runs[i].width, runs[i].width});
   return out;
 }
 
