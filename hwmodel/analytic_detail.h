@@ -204,7 +204,7 @@ class DramStreams {
     }
     Stream& st = stream(op, core);
     int64_t lines = 0;
-    for (const auto& s : v) lines += distinct_blocks(s, L_);
+    for (const auto& s : v) lines += blocks(s, L_);
     st.traffic->write_lines += lines;
     st.queue.push(v, lines, 256);
     sync(st);
@@ -236,8 +236,8 @@ class DramStreams {
         for (size_t x = g.begin; x < g.end; ++x) {
           const Sweep& sw = pool[x];
           if (sw.count <= 0 || sw.width <= 0) continue;
-          sm.lines += distinct_blocks(sw, L_);
-          int64_t rows = distinct_blocks(sw, R_);
+          sm.lines += blocks(sw, L_);
+          int64_t rows = blocks(sw, R_);
           if (sm.last == 0) sm.first = first_block(sw, R_) + 1;
           else if (sm.last == first_block(sw, R_) + 1) rows -= 1;
           sm.rows += rows;
@@ -280,7 +280,7 @@ class DramStreams {
     });
     auto seg_lines = [&](const SweepRuns::Seg& g) {
       int64_t per_copy = 0;
-      for (size_t x = g.begin; x < g.end; ++x) per_copy += distinct_blocks(pool[x], L_);
+      for (size_t x = g.begin; x < g.end; ++x) per_copy += blocks(pool[x], L_);
       return per_copy * g.times;
     };
     int64_t lines = 0;
@@ -358,6 +358,7 @@ class DramStreams {
   // distinct_blocks (layout.h), its contiguous case inline: most swept lists here are runs
   // of whole lines (speed only; the same value).
   static int64_t blocks(const Sweep& sw, int64_t B) {
+    if (sw.count <= 0 || sw.width <= 0) return 0;
     if (sw.count == 1 || sw.stride <= sw.width) return static_cast<int64_t>((sw.end() - 1) / B - sw.start / B + 1);
     return distinct_blocks(sw, B);
   }
