@@ -1,34 +1,10 @@
 // The analytic traffic of the BWMA GEMM schedule (work.h): reuse windows of the output
 // panels across k-tiles and of the input panels across rounds of output panels.
-#include <bit>
 #include <optional>
 
 #include "hwmodel/analytic_detail.h"
 
 namespace bertlab::hw::analytic_detail {
-
-namespace {
-
-// The lines of rows of columns [c, c + n) of a view, from row 0's address: addr(m, c) is
-// addr(0, c) + m x row_stride (MatrixView::addr), and a line's number is a shift when the
-// line bytes are a power of two (the same lines as dividing each row's addresses; speed only).
-class PanelRows {
- public:
-  PanelRows(const MatrixView& v, int64_t c, int64_t n, int64_t L)
-      : at0_(v.addr(0, c)), rs_(v.row_stride), bytes_(n * v.elem), L_(L),
-        shift_(std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1) {}
-  // The line of row m's first and last byte of the columns.
-  int64_t first_line(int64_t m) const { return line(at0_ + m * rs_); }
-  int64_t last_line(int64_t m) const { return line(at0_ + m * rs_ + bytes_ - 1); }
-
- private:
-  int64_t line(uint64_t x) const { return static_cast<int64_t>(shift_ >= 0 ? x >> shift_ : x / L_); }
-  uint64_t at0_;
-  int64_t rs_, bytes_, L_;
-  int shift_;
-};
-
-}  // namespace
 
 // Weight-stationary GEMM over block-wise (panel) data.
 void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,

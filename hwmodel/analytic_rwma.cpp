@@ -321,6 +321,7 @@ class KStepWindows {
   int64_t rows_of(int64_t blk) const { return std::min(Mb, w.m - blk * Mb); }
   void keep(std::vector<Sweep>& v, int64_t l) const;
   void row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const;
+  std::pair<int64_t, int64_t> row_span(const MatrixView& v, int64_t m, int64_t tile) const;
   std::pair<int64_t, int64_t> tile0(const MatrixView& v, int64_t t) const;
   int32_t max_union(const MatrixView& v, int64_t t1, int64_t t2);
   int32_t max_weight_tile(int64_t kb, int64_t nb, int32_t limit);
@@ -355,7 +356,7 @@ class KStepWindows {
 
   // Skip bounds: per-set counts and scratch lists, and max_union of A's k-tiles kb-1 and kb.
   std::vector<int32_t> count;
-  std::vector<int64_t> touched, lines_p, lines_c, lines_t1, lines_t2;
+  std::vector<int64_t> touched, lines_p, lines_c;
   std::vector<int32_t> max_a;
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
@@ -450,13 +451,19 @@ void KStepWindows::keep(std::vector<Sweep>& v, int64_t l) const {
   else v.push_back({at, 1, L, L});
 }
 
+// The first and last line of row m of column tile `tile` of `v` (its lines are that range).
+std::pair<int64_t, int64_t> KStepWindows::row_span(const MatrixView& v, int64_t m, int64_t tile) const {
+  const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
+  const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
+  return {static_cast<int64_t>(line_shift >= 0 ? lo >> line_shift : lo / L),
+          static_cast<int64_t>(line_shift >= 0 ? hi >> line_shift : hi / L)};
+}
+
 // The lines of row m of column tile `tile` of `v`.
 void KStepWindows::row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const {
   out.clear();
-  const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
-  const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-  const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
-  for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
+  const auto [l0, l1] = row_span(v, m, tile);
+  for (int64_t l = l0; l <= l1; ++l) out.push_back(l);
 }
 
 // Row 0's lines of tile t: the first, how many.
@@ -504,19 +511,17 @@ int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
   int32_t most = 0;
   touched.clear();
   for (int64_t kr = 0; kr < S && kb * S + kr < b.rows && most <= limit; ++kr) {
-    row_lines(lines_p, b, kb * S + kr, nb);
-    for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+    const auto [l0, l1] = row_span(b, kb * S + kr, nb);
+    for (int64_t l = l0; l <= l1; ++l) most = tally_line(l, set_of, count, touched, most);
   }
   for (int64_t st : touched) count[st] = 0;
   return most;
 }
 
-// Whether tiles t1 and t2 of `v` have the same lines in every row (seen on row 0).
+// Whether tiles t1 and t2 of `v` have the same lines in every row (seen on row 0; a row's
+// lines of a tile are one range, so the same range).
 bool KStepWindows::same_lines(const MatrixView& v, int64_t t1, int64_t t2) {
-  if (t1 == t2) return true;
-  row_lines(lines_t1, v, 0, t1);
-  row_lines(lines_t2, v, 0, t2);
-  return lines_t1 == lines_t2;
+  return t1 == t2 || row_span(v, 0, t1) == row_span(v, 0, t2);
 }
 
 // Appends a stored body to list j (and to the log, while one is kept).
@@ -604,8 +609,8 @@ void KStepWindows::walk(int64_t nb, int64_t kb, bool y_again, bool a_again) {
 void KStepWindows::weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb) {
   into.clear();
   for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
-    row_lines(lines_p, b, kb * S + kr, nb);
-    into.insert(into.end(), lines_p.begin(), lines_p.end());
+    const auto [l0, l1] = row_span(b, kb * S + kr, nb);
+    for (int64_t l = l0; l <= l1; ++l) into.push_back(l);
   }
 }
 
@@ -626,11 +631,16 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const auto [ac0, acn] = tile0(a, kb);
   const auto [yp0, ypn] = tile0(y, nbp);
   const auto [yc0, ycn] = tile0(y, nb);
+  // `fast` implies a modulo index: a line's set as a mask when the sets are a power of
+  // two, the counts through a plain pointer (speed only).
+  const int64_t mask = set_of.mask;
+  auto set_at = [&](int64_t l) { return mask >= 0 ? l & mask : l % sets; };
+  int32_t* const cnt = scan_cnt.data();
   auto bump = [&](int64_t first, int64_t n, int32_t d) {
-    for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+    for (int64_t q = 0; q < n; ++q) cnt[set_at(first + q)] += d;
   };
   weight_lines(wl_scan, kb, nb);
-  for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
+  for (int64_t l : wl_scan) cnt[set_at(l)] += 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
@@ -644,11 +654,11 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
       bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
       if (a_again)
         for (int64_t q = 0; q < acn; ++q)
-          if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
+          if (cnt[set_at(al + q)] > ways) keep(out[2 * c + 1], al + q);
       bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
       if (y_again)
         for (int64_t q = 0; q < ycn; ++q)
-          if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
+          if (cnt[set_at(yl + q)] > ways) keep(out[2 * c], yl + q);
     }
   // Back to all zeros: the counts now hold W + Ac + Yc; a fill is cheaper than taking them
   // back line by line when the sets are not many more than those lines (speed only).
@@ -656,7 +666,7 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
     std::fill(scan_cnt.begin(), scan_cnt.end(), 0);
     return;
   }
-  for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;
+  for (int64_t l : wl_scan) cnt[set_at(l)] -= 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
@@ -670,11 +680,11 @@ void KStepWindows::move_tile(const MatrixView& v, int64_t from, int64_t to) {
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
       if (from >= 0) {
-        row_lines(lines_p, v, m, from);
-        for (int64_t l : lines_p) cur().add_line(l, -1);
+        const auto [l0, l1] = row_span(v, m, from);
+        for (int64_t l = l0; l <= l1; ++l) cur().add_line(l, -1);
       }
-      row_lines(lines_p, v, m, to);
-      for (int64_t l : lines_p) cur().add_line(l, 1);
+      const auto [l0, l1] = row_span(v, m, to);
+      for (int64_t l = l0; l <= l1; ++l) cur().add_line(l, 1);
     }
 }
 
@@ -917,11 +927,9 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
     std::optional<SetLoad> win;
     int64_t win_after = 0, win_upto = 0;
     auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
-      const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
-      for (int64_t q = q0; q < q1; ++q) {
-        const uint64_t lo = b.addr(q, c0);
-        for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
-      }
+      const PanelRows rows(b, tile * S, std::min(S, b.cols - tile * S), L);
+      for (int64_t q = q0; q < q1; ++q)
+        for (int64_t l = rows.first_line(q), l1 = rows.last_line(q); l <= l1; ++l) win->add_line(l, d);
     };
     for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
       const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
