@@ -358,6 +358,10 @@ class KStepWindows {
   std::vector<int32_t> count;
   std::vector<int64_t> touched, lines_p, lines_c;
   std::vector<int32_t> max_a;
+  // The fullest set of weight tile (kb, nb), the same for every whole tile kb of column tile
+  // nb when `w_rotates` (see the constructor); -1: not known yet.
+  bool w_rotates = false;
+  std::vector<int32_t> w_tile_max;
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
   int32_t y_tile = 0, y_pair = 0;
@@ -429,6 +433,11 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
          (S * e + L - 1) / L + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
+  // Weight rows at a whole-line stride under a modulo index: tile (kb, nb)'s lines are tile
+  // (0, nb)'s moved by kb x S row strides, a whole number of lines, so its per-set counts
+  // are tile (0, nb)'s rotated and its fullest set is the same (speed only).
+  w_rotates = can_skip && !s.llc.hashed_index && b.row_stride % L == 0;
+  w_tile_max.assign(w_rotates ? NT : 0, -1);
   if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
     max_a = full_bounds->max_a;
   } else {
@@ -746,7 +755,12 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
     }
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
-    if (most_ay <= ways && most_ay + max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay)) <= ways) return;
+    auto most_w = [&] {  // exact when w_rotates, else it may stop past the room left
+      if (!w_rotates || (kb + 1) * S > b.rows) return max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay));
+      if (w_tile_max[nb] < 0) w_tile_max[nb] = max_weight_tile(0, nb, std::numeric_limits<int32_t>::max());
+      return w_tile_max[nb];
+    };
+    if (most_ay <= ways && most_ay + most_w() <= ways) return;
   }
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
   if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
@@ -868,26 +882,54 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
     av.insert(av.end(), v.begin(), v.end());
   }
   const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
+  // Shapes (speed only): under a modulo index, with row strides of whole lines, the Y strip
+  // (or weight columns) of column tiles nb and nb' whose row 0 spans as many lines, with as
+  // many columns, are the same lines moved by a whole number of lines (every row alike), so
+  // their per-set counts are rotated and the fullest set is the same: counted once per
+  // shape, exactly (an exact count decides the tests as the stopped ones do).
+  const bool shapes_rotate = !s.llc.hashed_index && y.row_stride % L == 0 && b.row_stride % L == 0;
+  struct Shape {
+    int64_t lines, cols;
+    int32_t most;
+  };
+  std::vector<Shape> y_shapes, w_shapes;
+  auto by_shape = [&](std::vector<Shape>& shapes, const MatrixView& v, int64_t c0, int64_t nc, auto&& count_most) {
+    const uint64_t lo = v.addr(0, c0);
+    const int64_t n = static_cast<int64_t>((lo + nc * v.elem - 1) / L - lo / L + 1);
+    for (const auto& sh : shapes)
+      if (sh.lines == n && sh.cols == nc) return sh.most;
+    shapes.push_back({n, nc, count_most(std::numeric_limits<int32_t>::max())});
+    return shapes.back().most;
+  };
   for (int64_t nb = 0; nb + 1 < NT; ++nb) {
     if (column_tiles_alike(b, y, S, L, NT, nb)) {
       a_window_fits[nb] = a_window_fits[nb - 1];
       continue;
     }
     if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
-    yv.clear();
-    for (int64_t c2 = 0; c2 < act; ++c2) {
-      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-      const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
-      yv.insert(yv.end(), v.begin(), v.end());
-    }
-    const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-    // The Y and weight counts stop once they leave no room (the test fails either way).
+    const int64_t ny = std::min(2 * S, y.cols - nb * S), nw = std::min(2 * S, b.cols - nb * S);
+    auto y_most = [&](int32_t limit) {
+      yv.clear();
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+        const auto v = strip_sweeps(y, q0, qn, nb * S, ny, L);
+        yv.insert(yv.end(), v.begin(), v.end());
+      }
+      return most_lines_in_a_set(yv, L, set_of, count, touched, limit);
+    };
+    auto w_most = [&](int32_t limit) {
+      return most_lines_in_a_set(block_sweeps(b, 0, b.rows, nb * S, nw), L, set_of, count, touched, limit);
+    };
+    // The Y and weight counts stop once they leave no room (the test fails either way);
+    // with `shapes_rotate` they are exact, once per shape.
+    const int32_t room_a = static_cast<int32_t>(s.llc.ways) - most_a;
     const int32_t most_ay =
-        most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
-    a_window_fits[nb] = most_ay <= s.llc.ways &&
-                        most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
-                                                      static_cast<int32_t>(s.llc.ways) - most_ay) <=
-                            s.llc.ways;
+        most_a + (shapes_rotate ? by_shape(y_shapes, y, nb * S, ny, y_most) : y_most(room_a));
+    a_window_fits[nb] =
+        most_ay <= s.llc.ways &&
+        most_ay + (shapes_rotate ? by_shape(w_shapes, b, nb * S, nw, w_most)
+                                 : w_most(static_cast<int32_t>(s.llc.ways) - most_ay)) <=
+            s.llc.ways;
   }
   if (moved) fits_full_round = a_window_fits;
   return a_window_fits;
