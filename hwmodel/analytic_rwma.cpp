@@ -358,6 +358,12 @@ class KStepWindows {
   std::vector<int32_t> count;
   std::vector<int64_t> touched, lines_p, lines_c;
   std::vector<int32_t> max_a;
+  struct UnionShape {  // max_union of a tile pair of `v` (fast): lines per row, how far apart
+    const MatrixView* v;
+    int64_t n1, n2, apart;
+    int32_t most;
+  };
+  std::vector<UnionShape> union_shapes;
   // The fullest set of weight tile (kb, nb), the same for every whole tile kb of column tile
   // nb when `w_rotates` (see the constructor); -1: not known yet.
   bool w_rotates = false;
@@ -490,6 +496,12 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
   if (fast) {  // the same lines, by row 0's moved (speed only)
     const auto [f1, n1] = tile0(v, t1);
     const auto [f2, n2] = tile0(v, t2);
+    // Tile pairs of one matrix with as many lines each, as far apart, are the same lines
+    // moved by whole lines (f1' - f1, every row alike), so under the modulo index (`fast`)
+    // their per-set counts are rotated and the fullest set is the same: counted once per
+    // shape (speed only).
+    for (const auto& sh : union_shapes)
+      if (sh.v == &v && sh.n1 == n1 && sh.n2 == n2 && sh.apart == f2 - f1) return sh.most;
     const int64_t rs = v.row_stride / L;
     for (int64_t c2 = 0; c2 < act; ++c2)
       for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
@@ -499,6 +511,7 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
           if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
       }
     for (int64_t st : touched) count[st] = 0;
+    union_shapes.push_back({&v, n1, n2, f2 - f1, most});
     return most;
   }
   for (int64_t c2 = 0; c2 < act; ++c2)
