@@ -332,6 +332,7 @@ class KStepWindows {
   void walk(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb);
   void scan(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void scan_clear();
   void move_tile(const MatrixView& v, int64_t from, int64_t to);
   void steady(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void window(int64_t nb, int64_t kb);
@@ -387,7 +388,14 @@ class KStepWindows {
 
   // The scan's per-set counts (all zeros between scans) and weight lines.
   std::vector<int32_t> scan_cnt;
-  std::vector<int64_t> wl_scan;
+  std::vector<int64_t> wl_scan, wl_next;
+  // Whether the counts hold the last scan's W + Ac + Yc (its weight lines in wl_scan), and
+  // row 0's lines of its Ac and Yc tiles (first, how many).
+  bool scan_held = false;
+  std::pair<int64_t, int64_t> held_a, held_y;
+  // `fast` implies a modulo index: a line's set as a mask when the sets are a power of two
+  // (speed only).
+  int64_t scan_set(int64_t l) const { return set_of.mask >= 0 ? l & set_of.mask : l % sets; }
 
   // Steady windows: `cur` holds W + T of the last one (see steady()).
   std::optional<SetLoad> cur_;
@@ -653,21 +661,29 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const auto [ac0, acn] = tile0(a, kb);
   const auto [yp0, ypn] = tile0(y, nbp);
   const auto [yc0, ycn] = tile0(y, nb);
-  // `fast` implies a modulo index: a line's set as a mask when the sets are a power of
-  // two, the counts through a plain pointer (speed only).
-  const int64_t mask = set_of.mask;
-  auto set_at = [&](int64_t l) { return mask >= 0 ? l & mask : l % sets; };
   int32_t* const cnt = scan_cnt.data();
+  const int64_t mask = set_of.mask;  // scan_set, kept in a register (speed only)
+  auto set_at = [&](int64_t l) { return mask >= 0 ? l & mask : l % sets; };
   auto bump = [&](int64_t first, int64_t n, int32_t d) {
     for (int64_t q = 0; q < n; ++q) cnt[set_at(first + q)] += d;
   };
-  weight_lines(wl_scan, kb, nb);
-  for (int64_t l : wl_scan) cnt[set_at(l)] += 1;
-  for (int64_t c2 = 0; c2 < act; ++c2)
-    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-      const int64_t m = (r * P + c2) * Mb + i;
-      bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
-    }
+  weight_lines(wl_next, kb, nb);
+  if (scan_held && held_a == std::pair{ap0, apn} && held_y == std::pair{yp0, ypn}) {
+    // The counts hold the last scan's W + Ac + Yc, and its Ac and Yc are this one's Ap and
+    // Yp (the next k-step of the same column tile): only the weight tile changes (the
+    // same whole-number counts as building W + Ap + Yp afresh; speed only).
+    for (int64_t l : wl_scan) cnt[set_at(l)] -= 1;
+    for (int64_t l : wl_next) cnt[set_at(l)] += 1;
+  } else {
+    scan_clear();
+    for (int64_t l : wl_next) cnt[set_at(l)] += 1;
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
+      }
+  }
+  std::swap(wl_scan, wl_next);
   for (int64_t i = 0; i < Mb; ++i)
     for (int64_t c = 0; c < act; ++c) {
       if (i >= rows_of(r * P + c)) continue;
@@ -682,17 +698,29 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
         for (int64_t q = 0; q < ycn; ++q)
           if (cnt[set_at(yl + q)] > ways) keep(out[2 * c], yl + q);
     }
-  // Back to all zeros: the counts now hold W + Ac + Yc; a fill is cheaper than taking them
-  // back line by line when the sets are not many more than those lines (speed only).
+  // The counts now hold W + Ac + Yc: kept for the next scan (scan_clear).
+  scan_held = true, held_a = {ac0, acn}, held_y = {yc0, ycn};
+}
+
+// Takes the counts the last scan left (W + Ac + Yc) back to all zeros: a fill is cheaper
+// than taking them back line by line when the sets are not many more than those lines
+// (speed only).
+void KStepWindows::scan_clear() {
+  if (!scan_held) return;
+  scan_held = false;
+  const auto [ac0, acn] = held_a;
+  const auto [yc0, ycn] = held_y;
   if (sets <= 8 * static_cast<int64_t>(wl_scan.size() + act * Mb * (acn + ycn))) {
     std::fill(scan_cnt.begin(), scan_cnt.end(), 0);
     return;
   }
-  for (int64_t l : wl_scan) cnt[set_at(l)] -= 1;
+  int32_t* const cnt = scan_cnt.data();
+  for (int64_t l : wl_scan) cnt[scan_set(l)] -= 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
-      bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
+      for (int64_t q = 0; q < acn; ++q) cnt[scan_set(ac0 + m * ra + q)] -= 1;
+      for (int64_t q = 0; q < ycn; ++q) cnt[scan_set(yc0 + m * ry + q)] -= 1;
     }
 }
 
