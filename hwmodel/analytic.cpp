@@ -176,20 +176,30 @@ namespace analytic_detail {
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
                             std::vector<int64_t>& touched, int32_t limit) {
-  int32_t most = 0;
+  // Under a modulo index any `sets` consecutive lines load every set once: a run of n
+  // lines adds n / sets to every set (`turns`) and is tallied line by line only for its
+  // first n % sets lines (the same per-set counts; speed only).
+  int32_t most = 0, turns = 0;
   touched.clear();
   int64_t last = -1;
+  const int64_t sets = set_of.sets;
   for (const auto& sw : v)
-    for (int64_t i = 0; i < sw.count && most <= limit; ++i) {
+    for (int64_t i = 0; i < sw.count && turns + most <= limit; ++i) {
       const uint64_t at = sw.start + i * sw.stride;
-      for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l) {
-        if (l == last) continue;
-        last = l;
-        most = tally_line(l, set_of, count, touched, most);
+      int64_t lo = static_cast<int64_t>(at / L);
+      const int64_t hi = static_cast<int64_t>((at + sw.width - 1) / L);
+      if (lo == last) ++lo;
+      if (lo > hi) continue;
+      last = hi;
+      int64_t n = hi - lo + 1;
+      if (!set_of.hashed && n >= sets) {
+        turns += static_cast<int32_t>(n / sets);
+        n %= sets;
       }
+      for (int64_t l = lo; l < lo + n; ++l) most = tally_line(l, set_of, count, touched, most);
     }
   for (int64_t st : touched) count[st] = 0;
-  return most;
+  return turns + most;
 }
 
 }  // namespace analytic_detail

@@ -301,11 +301,6 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     }
     return win;
   };
-  // The lines of rows [m0, m1] of panel column `col` of a BWMA view (contiguous rows).
-  auto rows_lines = [&](const MatrixView& v, int64_t col, int64_t m0, int64_t m1, auto&& f) {
-    const uint64_t lo = v.addr(m0, col), hi = v.addr(m1, col) + cw(v, col) * v.elem - 1;
-    for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
-  };
   // Set-resolved: which lines of each output panel of round r miss at k-step kb >= 1. The
   // window of the line holding rows m0..m1 of panel c runs from its use at k-step kb-1 to
   // that at kb: every output panel of the round, the round's weight tiles kb, the input
@@ -313,6 +308,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // and the input panel kb up to the line's rows. The input rows are added and removed
   // line group by line group. The sets shift with the input panel, so each k-step has
   // its own (the lines that miss move through the panel with kb).
+  std::vector<PanelRows> y_rows;  // y_misses' scratch: the round's output panel columns
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     std::optional<SetLoad> base;  // built for the first window that may overflow
@@ -333,29 +329,35 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)
         win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S)));
+      // The same lines as rows_lines gives, from each column's row-0 address: a view's
+      // address is linear in the row (MatrixView::addr: + r x row_stride), and a line's
+      // number is a shift for power-of-two lines (speed only: no division per row).
+      const PanelRows ap(a, (kb - 1) * S, cw(a, (kb - 1) * S), L), ac(a, kb * S, cw(a, kb * S), L);
+      y_rows.clear();
+      for (int64_t c = 0; c < act; ++c) y_rows.emplace_back(y, (r * P + c) * S, cw(y, (r * P + c) * S), L);
       for (int64_t m0 = 0; m0 < w.m;) {
-        const int64_t first = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+        const int64_t first = ac.first_line(m0);
         int64_t m1 = m0;
-        while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == first) ++m1;
-        rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
-        rows_lines(a, kb * S, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
+        while (m1 + 1 < w.m && ac.first_line(m1 + 1) == first) ++m1;
+        const int64_t ap0 = ap.first_line(m0), ap1 = ap.last_line(m1);
+        for (int64_t l = ap0; l <= ap1; ++l) win.add_line(l, -1);
+        for (int64_t l = first, l1 = ac.last_line(m1); l <= l1; ++l) win.add_line(l, 1);
         // The group's lines of input panel kb-1: at most that many `extra` lines (speed only: a
         // line whose set does not overflow with all of them, or overflows without them, is
         // decided without counting them).
-        const int64_t a_group = static_cast<int64_t>((a.addr(m1, (kb - 1) * S) + cw(a, (kb - 1) * S) * a.elem - 1) / L -
-                                                     a.addr(m0, (kb - 1) * S) / L + 1);
+        const int64_t a_group = ap1 - ap0 + 1;
         for (int64_t c = 0; c < act; ++c)
-          rows_lines(y, (r * P + c) * S, m0, m1, [&](int64_t l) {
+          for (int64_t l = y_rows[c].first_line(m0), l1 = y_rows[c].last_line(m1); l <= l1; ++l) {
             double extra = 0;
-            if (c + 1 < act && !win.overflowing(l, static_cast<double>(a_group))) return;
+            if (c + 1 < act && !win.overflowing(l, static_cast<double>(a_group))) continue;
             if (c + 1 < act && !win.overflowing(l))
-              rows_lines(a, (kb - 1) * S, m0, m1, [&](int64_t la) { extra += (set_of(la) == set_of(l)); });
-            if (!win.overflowing(l, extra)) return;
+              for (int64_t la = ap0; la <= ap1; ++la) extra += (set_of(la) == set_of(l));
+            if (!win.overflowing(l, extra)) continue;
             auto& v = miss[c][kb];
             const uint64_t at = static_cast<uint64_t>(l) * L;
             if (!v.empty() && v.back().end() == at) v.back().width += L, v.back().stride = v.back().width;
             else v.push_back({at, 1, L, L});
-          });
+          }
         m0 = m1 + 1;
       }
     }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <deque>
@@ -146,7 +147,8 @@ class SweepRuns {
 // stream keeps the last row it touched (its own bank, see tracesim.h).
 class DramStreams {
  public:
-  DramStreams(const SystemDesc& s, Traffic& t) : L_(s.llc.line_bytes), R_(s.dram.row_bytes), t_(t) {}
+  DramStreams(const SystemDesc& s, Traffic& t)
+      : L_(s.llc.line_bytes), R_(s.dram.row_bytes), Lsh_(shift_of(L_)), Rsh_(shift_of(R_)), t_(t) {}
 
   // One sweep of fetches (or write-backs): its lines, and the rows it opens. Reads open
   // rows in sweep order; write-backs wait in the stream's write queue (writequeue.h), which
@@ -204,7 +206,7 @@ class DramStreams {
     }
     Stream& st = stream(op, core);
     int64_t lines = 0;
-    for (const auto& s : v) lines += distinct_blocks(s, L_);
+    for (const auto& s : v) lines += blocks(s, L_);
     st.traffic->write_lines += lines;
     st.queue.push(v, lines, 256);
     sync(st);
@@ -222,8 +224,8 @@ class DramStreams {
       if (segs.empty()) return;
       Stream& st = stream(op, core);
       // A body read from any open row: its lines, its row misses when it does not start
-      // in the open row (one less when it does: open_rows charges only a sweep's first row
-      // to the row left open), its first row and the row it leaves open (open_rows' +1
+      // in the open row (one less when it does: `read` charges only a sweep's first row
+      // to the row left open), its first row and the row it leaves open (`read`'s +1
       // convention). Summed once per body, then each copy costs O(1) (speed only).
       struct Summary {
         int64_t lines = 0, rows = 0, first = 0, last = 0;
@@ -236,8 +238,8 @@ class DramStreams {
         for (size_t x = g.begin; x < g.end; ++x) {
           const Sweep& sw = pool[x];
           if (sw.count <= 0 || sw.width <= 0) continue;
-          sm.lines += distinct_blocks(sw, L_);
-          int64_t rows = distinct_blocks(sw, R_);
+          sm.lines += blocks(sw, L_);
+          int64_t rows = blocks(sw, R_);
           if (sm.last == 0) sm.first = first_block(sw, R_) + 1;
           else if (sm.last == first_block(sw, R_) + 1) rows -= 1;
           sm.rows += rows;
@@ -280,7 +282,7 @@ class DramStreams {
     });
     auto seg_lines = [&](const SweepRuns::Seg& g) {
       int64_t per_copy = 0;
-      for (size_t x = g.begin; x < g.end; ++x) per_copy += distinct_blocks(pool[x], L_);
+      for (size_t x = g.begin; x < g.end; ++x) per_copy += blocks(pool[x], L_);
       return per_copy * g.times;
     };
     int64_t lines = 0;
@@ -358,23 +360,30 @@ class DramStreams {
   // distinct_blocks (layout.h), its contiguous case inline: most swept lists here are runs
   // of whole lines (speed only; the same value).
   static int64_t blocks(const Sweep& sw, int64_t B) {
+    if (sw.count <= 0 || sw.width <= 0) return 0;
     if (sw.count == 1 || sw.stride <= sw.width) return static_cast<int64_t>((sw.end() - 1) / B - sw.start / B + 1);
     return distinct_blocks(sw, B);
   }
+  // -1, or log2(B) when B is a power of two: blocks of a contiguous sweep by shifts.
+  static int shift_of(int64_t B) {
+    return std::has_single_bit(static_cast<uint64_t>(B)) ? std::countr_zero(static_cast<uint64_t>(B)) : -1;
+  }
+  // x / B, by a shift when `sh` says B is a power of two (the same value; speed only).
+  static int64_t block_of(uint64_t x, int64_t B, int sh) { return static_cast<int64_t>(sh >= 0 ? x >> sh : x / B); }
   // One sweep of fetches on stream `st`: its lines, and the rows it opens.
   void read(Stream& st, int64_t core, const Sweep& sw) {
     if (sw.count <= 0 || sw.width <= 0) return;
-    const int64_t lines = blocks(sw, L_);
+    const bool run = sw.count == 1 || sw.stride <= sw.width;  // contiguous: blocks inline, by shifts
+    const uint64_t last = sw.end() - 1;
+    const int64_t lines = run ? block_of(last, L_, Lsh_) - block_of(sw.start, L_, Lsh_) + 1 : distinct_blocks(sw, L_);
     st.traffic->read_lines += lines;
     if (core < static_cast<int64_t>(t_.llc_misses.size())) t_.llc_misses[core] += lines;
-    open_rows(st, sw);
-  }
-  void open_rows(Stream& st, const Sweep& sw) {
     // Row misses of reads: the rows a monotone sweep enters, less the one still open from
     // the previous sweep of this stream.
-    int64_t rows = blocks(sw, R_);
-    if (st.last_row == first_block(sw, R_) + 1) rows -= 1;
-    st.last_row = last_block(sw, R_) + 1;  // 0 = nothing open yet
+    const int64_t first_row = block_of(sw.start, R_, Rsh_), last_row = block_of(last, R_, Rsh_);
+    int64_t rows = run ? last_row - first_row + 1 : distinct_blocks(sw, R_);
+    if (st.last_row == first_row + 1) rows -= 1;
+    st.last_row = last_row + 1;  // 0 = nothing open yet
     st.traffic->row_misses += rows;
   }
   // Every count the streams add to.
@@ -390,6 +399,7 @@ class DramStreams {
   }
 
   int64_t L_, R_;
+  int Lsh_, Rsh_;  // shift_of(L_), shift_of(R_)
   Traffic& t_;
   std::deque<Stream> streams_;  // stable addresses
 };
@@ -499,6 +509,25 @@ class MovingWindow {
   const GemmWork& w_;
   int64_t P_, L_;
   std::vector<Part> parts_;
+};
+
+// The lines of rows of columns [c, c + n) of a view, from row 0's address: addr(m, c) is
+// addr(0, c) + m x row_stride (MatrixView::addr), and a line's number is a shift when the
+// line bytes are a power of two (the same lines as dividing each row's addresses; speed only).
+class PanelRows {
+ public:
+  PanelRows(const MatrixView& v, int64_t c, int64_t n, int64_t L)
+      : at0_(v.addr(0, c)), rs_(v.row_stride), bytes_(n * v.elem), L_(L),
+        shift_(std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1) {}
+  // The line of row m's first and last byte of the columns.
+  int64_t first_line(int64_t m) const { return line(at0_ + m * rs_); }
+  int64_t last_line(int64_t m) const { return line(at0_ + m * rs_ + bytes_ - 1); }
+
+ private:
+  int64_t line(uint64_t x) const { return static_cast<int64_t>(shift_ >= 0 ? x >> shift_ : x / L_); }
+  uint64_t at0_;
+  int64_t rs_, bytes_, L_;
+  int shift_;
 };
 
 // Counts line l once more in its LLC set (modulo or hashed index, SetIndex) and

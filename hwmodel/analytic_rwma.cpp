@@ -321,6 +321,7 @@ class KStepWindows {
   int64_t rows_of(int64_t blk) const { return std::min(Mb, w.m - blk * Mb); }
   void keep(std::vector<Sweep>& v, int64_t l) const;
   void row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const;
+  std::pair<int64_t, int64_t> row_span(const MatrixView& v, int64_t m, int64_t tile) const;
   std::pair<int64_t, int64_t> tile0(const MatrixView& v, int64_t t) const;
   int32_t max_union(const MatrixView& v, int64_t t1, int64_t t2);
   int32_t max_weight_tile(int64_t kb, int64_t nb, int32_t limit);
@@ -331,6 +332,7 @@ class KStepWindows {
   void walk(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb);
   void scan(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void scan_clear();
   void move_tile(const MatrixView& v, int64_t from, int64_t to);
   void steady(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void window(int64_t nb, int64_t kb);
@@ -355,8 +357,18 @@ class KStepWindows {
 
   // Skip bounds: per-set counts and scratch lists, and max_union of A's k-tiles kb-1 and kb.
   std::vector<int32_t> count;
-  std::vector<int64_t> touched, lines_p, lines_c, lines_t1, lines_t2;
+  std::vector<int64_t> touched, lines_p, lines_c;
   std::vector<int32_t> max_a;
+  struct UnionShape {  // max_union of a tile pair of `v` (fast): lines per row, how far apart
+    const MatrixView* v;
+    int64_t n1, n2, apart;
+    int32_t most;
+  };
+  std::vector<UnionShape> union_shapes;
+  // The fullest set of weight tile (kb, nb), the same for every whole tile kb of column tile
+  // nb when `w_rotates` (see the constructor); -1: not known yet.
+  bool w_rotates = false;
+  std::vector<int32_t> w_tile_max;
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
   int32_t y_tile = 0, y_pair = 0;
@@ -376,7 +388,14 @@ class KStepWindows {
 
   // The scan's per-set counts (all zeros between scans) and weight lines.
   std::vector<int32_t> scan_cnt;
-  std::vector<int64_t> wl_scan;
+  std::vector<int64_t> wl_scan, wl_next;
+  // Whether the counts hold the last scan's W + Ac + Yc (its weight lines in wl_scan), and
+  // row 0's lines of its Ac and Yc tiles (first, how many).
+  bool scan_held = false;
+  std::pair<int64_t, int64_t> held_a, held_y;
+  // `fast` implies a modulo index: a line's set as a mask when the sets are a power of two
+  // (speed only).
+  int64_t scan_set(int64_t l) const { return set_of.mask >= 0 ? l & set_of.mask : l % sets; }
 
   // Steady windows: `cur` holds W + T of the last one (see steady()).
   std::optional<SetLoad> cur_;
@@ -428,6 +447,11 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
          (S * e + L - 1) / L + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
+  // Weight rows at a whole-line stride under a modulo index: tile (kb, nb)'s lines are tile
+  // (0, nb)'s moved by kb x S row strides, a whole number of lines, so its per-set counts
+  // are tile (0, nb)'s rotated and its fullest set is the same (speed only).
+  w_rotates = can_skip && !s.llc.hashed_index && b.row_stride % L == 0;
+  w_tile_max.assign(w_rotates ? NT : 0, -1);
   if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
     max_a = full_bounds->max_a;
   } else {
@@ -450,13 +474,19 @@ void KStepWindows::keep(std::vector<Sweep>& v, int64_t l) const {
   else v.push_back({at, 1, L, L});
 }
 
+// The first and last line of row m of column tile `tile` of `v` (its lines are that range).
+std::pair<int64_t, int64_t> KStepWindows::row_span(const MatrixView& v, int64_t m, int64_t tile) const {
+  const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
+  const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
+  return {static_cast<int64_t>(line_shift >= 0 ? lo >> line_shift : lo / L),
+          static_cast<int64_t>(line_shift >= 0 ? hi >> line_shift : hi / L)};
+}
+
 // The lines of row m of column tile `tile` of `v`.
 void KStepWindows::row_lines(std::vector<int64_t>& out, const MatrixView& v, int64_t m, int64_t tile) const {
   out.clear();
-  const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
-  const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-  const uint64_t l1 = line_shift >= 0 ? hi >> line_shift : hi / L;
-  for (uint64_t l = line_shift >= 0 ? lo >> line_shift : lo / L; l <= l1; ++l) out.push_back(static_cast<int64_t>(l));
+  const auto [l0, l1] = row_span(v, m, tile);
+  for (int64_t l = l0; l <= l1; ++l) out.push_back(l);
 }
 
 // Row 0's lines of tile t: the first, how many.
@@ -474,6 +504,12 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
   if (fast) {  // the same lines, by row 0's moved (speed only)
     const auto [f1, n1] = tile0(v, t1);
     const auto [f2, n2] = tile0(v, t2);
+    // Tile pairs of one matrix with as many lines each, as far apart, are the same lines
+    // moved by whole lines (f1' - f1, every row alike), so under the modulo index (`fast`)
+    // their per-set counts are rotated and the fullest set is the same: counted once per
+    // shape (speed only).
+    for (const auto& sh : union_shapes)
+      if (sh.v == &v && sh.n1 == n1 && sh.n2 == n2 && sh.apart == f2 - f1) return sh.most;
     const int64_t rs = v.row_stride / L;
     for (int64_t c2 = 0; c2 < act; ++c2)
       for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
@@ -483,6 +519,7 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
           if (f2 + q < f1 || f2 + q >= f1 + n1) most = tally_line(f2 + at + q, set_of, count, touched, most);
       }
     for (int64_t st : touched) count[st] = 0;
+    union_shapes.push_back({&v, n1, n2, f2 - f1, most});
     return most;
   }
   for (int64_t c2 = 0; c2 < act; ++c2)
@@ -504,19 +541,17 @@ int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
   int32_t most = 0;
   touched.clear();
   for (int64_t kr = 0; kr < S && kb * S + kr < b.rows && most <= limit; ++kr) {
-    row_lines(lines_p, b, kb * S + kr, nb);
-    for (int64_t l : lines_p) most = tally_line(l, set_of, count, touched, most);
+    const auto [l0, l1] = row_span(b, kb * S + kr, nb);
+    for (int64_t l = l0; l <= l1; ++l) most = tally_line(l, set_of, count, touched, most);
   }
   for (int64_t st : touched) count[st] = 0;
   return most;
 }
 
-// Whether tiles t1 and t2 of `v` have the same lines in every row (seen on row 0).
+// Whether tiles t1 and t2 of `v` have the same lines in every row (seen on row 0; a row's
+// lines of a tile are one range, so the same range).
 bool KStepWindows::same_lines(const MatrixView& v, int64_t t1, int64_t t2) {
-  if (t1 == t2) return true;
-  row_lines(lines_t1, v, 0, t1);
-  row_lines(lines_t2, v, 0, t2);
-  return lines_t1 == lines_t2;
+  return t1 == t2 || row_span(v, 0, t1) == row_span(v, 0, t2);
 }
 
 // Appends a stored body to list j (and to the log, while one is kept).
@@ -604,8 +639,8 @@ void KStepWindows::walk(int64_t nb, int64_t kb, bool y_again, bool a_again) {
 void KStepWindows::weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb) {
   into.clear();
   for (int64_t kr = 0; kb >= 0 && kr < S && kb * S + kr < b.rows; ++kr) {
-    row_lines(lines_p, b, kb * S + kr, nb);
-    into.insert(into.end(), lines_p.begin(), lines_p.end());
+    const auto [l0, l1] = row_span(b, kb * S + kr, nb);
+    for (int64_t l = l0; l <= l1; ++l) into.push_back(l);
   }
 }
 
@@ -626,16 +661,29 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const auto [ac0, acn] = tile0(a, kb);
   const auto [yp0, ypn] = tile0(y, nbp);
   const auto [yc0, ycn] = tile0(y, nb);
+  int32_t* const cnt = scan_cnt.data();
+  const int64_t mask = set_of.mask;  // scan_set, kept in a register (speed only)
+  auto set_at = [&](int64_t l) { return mask >= 0 ? l & mask : l % sets; };
   auto bump = [&](int64_t first, int64_t n, int32_t d) {
-    for (int64_t q = 0; q < n; ++q) scan_cnt[set_of(first + q)] += d;
+    for (int64_t q = 0; q < n; ++q) cnt[set_at(first + q)] += d;
   };
-  weight_lines(wl_scan, kb, nb);
-  for (int64_t l : wl_scan) scan_cnt[set_of(l)] += 1;
-  for (int64_t c2 = 0; c2 < act; ++c2)
-    for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
-      const int64_t m = (r * P + c2) * Mb + i;
-      bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
-    }
+  weight_lines(wl_next, kb, nb);
+  if (scan_held && held_a == std::pair{ap0, apn} && held_y == std::pair{yp0, ypn}) {
+    // The counts hold the last scan's W + Ac + Yc, and its Ac and Yc are this one's Ap and
+    // Yp (the next k-step of the same column tile): only the weight tile changes (the
+    // same whole-number counts as building W + Ap + Yp afresh; speed only).
+    for (int64_t l : wl_scan) cnt[set_at(l)] -= 1;
+    for (int64_t l : wl_next) cnt[set_at(l)] += 1;
+  } else {
+    scan_clear();
+    for (int64_t l : wl_next) cnt[set_at(l)] += 1;
+    for (int64_t c2 = 0; c2 < act; ++c2)
+      for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
+        const int64_t m = (r * P + c2) * Mb + i;
+        bump(ap0 + m * ra, apn, 1), bump(yp0 + m * ry, ypn, 1);
+      }
+  }
+  std::swap(wl_scan, wl_next);
   for (int64_t i = 0; i < Mb; ++i)
     for (int64_t c = 0; c < act; ++c) {
       if (i >= rows_of(r * P + c)) continue;
@@ -644,23 +692,35 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
       bump(ap0 + m * ra, apn, -1), bump(al, acn, 1);
       if (a_again)
         for (int64_t q = 0; q < acn; ++q)
-          if (scan_cnt[set_of(al + q)] > ways) keep(out[2 * c + 1], al + q);
+          if (cnt[set_at(al + q)] > ways) keep(out[2 * c + 1], al + q);
       bump(yp0 + m * ry, ypn, -1), bump(yl, ycn, 1);
       if (y_again)
         for (int64_t q = 0; q < ycn; ++q)
-          if (scan_cnt[set_of(yl + q)] > ways) keep(out[2 * c], yl + q);
+          if (cnt[set_at(yl + q)] > ways) keep(out[2 * c], yl + q);
     }
-  // Back to all zeros: the counts now hold W + Ac + Yc; a fill is cheaper than taking them
-  // back line by line when the sets are not many more than those lines (speed only).
+  // The counts now hold W + Ac + Yc: kept for the next scan (scan_clear).
+  scan_held = true, held_a = {ac0, acn}, held_y = {yc0, ycn};
+}
+
+// Takes the counts the last scan left (W + Ac + Yc) back to all zeros: a fill is cheaper
+// than taking them back line by line when the sets are not many more than those lines
+// (speed only).
+void KStepWindows::scan_clear() {
+  if (!scan_held) return;
+  scan_held = false;
+  const auto [ac0, acn] = held_a;
+  const auto [yc0, ycn] = held_y;
   if (sets <= 8 * static_cast<int64_t>(wl_scan.size() + act * Mb * (acn + ycn))) {
     std::fill(scan_cnt.begin(), scan_cnt.end(), 0);
     return;
   }
-  for (int64_t l : wl_scan) scan_cnt[set_of(l)] -= 1;
+  int32_t* const cnt = scan_cnt.data();
+  for (int64_t l : wl_scan) cnt[scan_set(l)] -= 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
-      bump(ac0 + m * ra, acn, -1), bump(yc0 + m * ry, ycn, -1);
+      for (int64_t q = 0; q < acn; ++q) cnt[scan_set(ac0 + m * ra + q)] -= 1;
+      for (int64_t q = 0; q < ycn; ++q) cnt[scan_set(yc0 + m * ry + q)] -= 1;
     }
 }
 
@@ -670,11 +730,11 @@ void KStepWindows::move_tile(const MatrixView& v, int64_t from, int64_t to) {
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
       if (from >= 0) {
-        row_lines(lines_p, v, m, from);
-        for (int64_t l : lines_p) cur().add_line(l, -1);
+        const auto [l0, l1] = row_span(v, m, from);
+        for (int64_t l = l0; l <= l1; ++l) cur().add_line(l, -1);
       }
-      row_lines(lines_p, v, m, to);
-      for (int64_t l : lines_p) cur().add_line(l, 1);
+      const auto [l0, l1] = row_span(v, m, to);
+      for (int64_t l = l0; l <= l1; ++l) cur().add_line(l, 1);
     }
 }
 
@@ -736,7 +796,12 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
     }
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
-    if (most_ay <= ways && most_ay + max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay)) <= ways) return;
+    auto most_w = [&] {  // exact when w_rotates, else it may stop past the room left
+      if (!w_rotates || (kb + 1) * S > b.rows) return max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay));
+      if (w_tile_max[nb] < 0) w_tile_max[nb] = max_weight_tile(0, nb, std::numeric_limits<int32_t>::max());
+      return w_tile_max[nb];
+    };
+    if (most_ay <= ways && most_ay + most_w() <= ways) return;
   }
   const int64_t nbp = kb > 0 ? nb : nb - 1, kbp = kb > 0 ? kb - 1 : KT - 1;
   if (fast && same_lines(a, kbp, kb) && same_lines(y, nbp, nb)) return steady(nb, kb, y_again, a_again);
@@ -858,26 +923,54 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
     av.insert(av.end(), v.begin(), v.end());
   }
   const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
+  // Shapes (speed only): under a modulo index, with row strides of whole lines, the Y strip
+  // (or weight columns) of column tiles nb and nb' whose row 0 spans as many lines, with as
+  // many columns, are the same lines moved by a whole number of lines (every row alike), so
+  // their per-set counts are rotated and the fullest set is the same: counted once per
+  // shape, exactly (an exact count decides the tests as the stopped ones do).
+  const bool shapes_rotate = !s.llc.hashed_index && y.row_stride % L == 0 && b.row_stride % L == 0;
+  struct Shape {
+    int64_t lines, cols;
+    int32_t most;
+  };
+  std::vector<Shape> y_shapes, w_shapes;
+  auto by_shape = [&](std::vector<Shape>& shapes, const MatrixView& v, int64_t c0, int64_t nc, auto&& count_most) {
+    const uint64_t lo = v.addr(0, c0);
+    const int64_t n = static_cast<int64_t>((lo + nc * v.elem - 1) / L - lo / L + 1);
+    for (const auto& sh : shapes)
+      if (sh.lines == n && sh.cols == nc) return sh.most;
+    shapes.push_back({n, nc, count_most(std::numeric_limits<int32_t>::max())});
+    return shapes.back().most;
+  };
   for (int64_t nb = 0; nb + 1 < NT; ++nb) {
     if (column_tiles_alike(b, y, S, L, NT, nb)) {
       a_window_fits[nb] = a_window_fits[nb - 1];
       continue;
     }
     if (most_a > s.llc.ways) continue;  // a_window_fits[nb] stays false
-    yv.clear();
-    for (int64_t c2 = 0; c2 < act; ++c2) {
-      const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
-      const auto v = strip_sweeps(y, q0, qn, nb * S, std::min(2 * S, y.cols - nb * S), L);
-      yv.insert(yv.end(), v.begin(), v.end());
-    }
-    const auto wv = block_sweeps(b, 0, b.rows, nb * S, std::min(2 * S, b.cols - nb * S));
-    // The Y and weight counts stop once they leave no room (the test fails either way).
+    const int64_t ny = std::min(2 * S, y.cols - nb * S), nw = std::min(2 * S, b.cols - nb * S);
+    auto y_most = [&](int32_t limit) {
+      yv.clear();
+      for (int64_t c2 = 0; c2 < act; ++c2) {
+        const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
+        const auto v = strip_sweeps(y, q0, qn, nb * S, ny, L);
+        yv.insert(yv.end(), v.begin(), v.end());
+      }
+      return most_lines_in_a_set(yv, L, set_of, count, touched, limit);
+    };
+    auto w_most = [&](int32_t limit) {
+      return most_lines_in_a_set(block_sweeps(b, 0, b.rows, nb * S, nw), L, set_of, count, touched, limit);
+    };
+    // The Y and weight counts stop once they leave no room (the test fails either way);
+    // with `shapes_rotate` they are exact, once per shape.
+    const int32_t room_a = static_cast<int32_t>(s.llc.ways) - most_a;
     const int32_t most_ay =
-        most_a + most_lines_in_a_set(yv, L, set_of, count, touched, static_cast<int32_t>(s.llc.ways) - most_a);
-    a_window_fits[nb] = most_ay <= s.llc.ways &&
-                        most_ay + most_lines_in_a_set(wv, L, set_of, count, touched,
-                                                      static_cast<int32_t>(s.llc.ways) - most_ay) <=
-                            s.llc.ways;
+        most_a + (shapes_rotate ? by_shape(y_shapes, y, nb * S, ny, y_most) : y_most(room_a));
+    a_window_fits[nb] =
+        most_ay <= s.llc.ways &&
+        most_ay + (shapes_rotate ? by_shape(w_shapes, b, nb * S, nw, w_most)
+                                 : w_most(static_cast<int32_t>(s.llc.ways) - most_ay)) <=
+            s.llc.ways;
   }
   if (moved) fits_full_round = a_window_fits;
   return a_window_fits;
@@ -917,11 +1010,9 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
     std::optional<SetLoad> win;
     int64_t win_after = 0, win_upto = 0;
     auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
-      const int64_t c0 = tile * S, n = std::min(S, b.cols - c0);
-      for (int64_t q = q0; q < q1; ++q) {
-        const uint64_t lo = b.addr(q, c0);
-        for (uint64_t l = lo / L; l <= (lo + n * b.elem - 1) / L; ++l) win->add_line(static_cast<int64_t>(l), d);
-      }
+      const PanelRows rows(b, tile * S, std::min(S, b.cols - tile * S), L);
+      for (int64_t q = q0; q < q1; ++q)
+        for (int64_t l = rows.first_line(q), l1 = rows.last_line(q); l <= l1; ++l) win->add_line(l, d);
     };
     for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
       const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);

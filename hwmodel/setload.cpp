@@ -1,6 +1,8 @@
 #include "hwmodel/setload.h"
 
 #include <algorithm>
+#include <bit>
+#include <memory>
 #include <numeric>
 
 namespace bertlab::hw {
@@ -10,17 +12,19 @@ SetLoad::SetLoad(const CacheDesc& c)
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),
-      line_(c.line_bytes) {
-  if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0.0);
+      line_(c.line_bytes),
+      mask_(index_.hashed ? -1 : index_.mask) {
+  if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
 }
 
 void SetLoad::add(const Sweep& s, double times) {
   if (s.count <= 0 || s.width <= 0) return;
-  const int64_t n_lines = distinct_blocks(s, line_);
   if (uniform_) {
+    const int64_t n_lines = distinct_blocks(s, line_);
     base_ += times * (static_cast<double>(n_lines) / std::max<int64_t>(1, sets_));
     return;
   }
+  const auto t = static_cast<int32_t>(times);  // a whole number (setload.h)
   // One contiguous run of lines: whole turns of the set index load every set, the rest
   // loads consecutive sets from the first line's set on.
   auto add_run = [&](int64_t first_line, int64_t n) {
@@ -28,18 +32,25 @@ void SetLoad::add(const Sweep& s, double times) {
       // XOR-folded index (system.h): each aligned block of `sets` lines loads every set
       // once; the partial blocks at the ends are hashed line by line.
       const int64_t head = std::min(n, (sets_ - first_line % sets_) % sets_);
-      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += times;
+      for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += t;
       const int64_t whole = (n - head) / sets_;
       base_ += times * static_cast<double>(whole);
-      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += times;
+      for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += t;
       return;
     }
     base_ += times * static_cast<double>(n / sets_);
-    const int64_t rest = n % sets_;
-    for (int64_t i = 0; i < rest; ++i) per_set_[(first_line + i) % sets_] += times;
+    // Sets first .. first + rest - 1 modulo the sets: up to the last set, then from set 0
+    // (two contiguous loops that vectorise; speed only).
+    const int64_t first = first_line % sets_, rest = n % sets_;
+    const int64_t upto_end = std::min(rest, sets_ - first);
+    int32_t* p = per_set_.data();
+    for (int64_t i = 0; i < upto_end; ++i) p[first + i] += t;
+    for (int64_t i = 0; i < rest - upto_end; ++i) p[i] += t;
   };
   if (s.count == 1 || s.stride <= s.width) {
-    add_run(static_cast<int64_t>(s.start / line_), n_lines);
+    // One contiguous span (distinct_blocks' contiguous case, inline).
+    const auto first = static_cast<int64_t>(s.start / line_);
+    add_run(first, static_cast<int64_t>((s.end() - 1) / line_) - first + 1);
     return;
   }
   if (s.stride % line_ == 0 && !index_.hashed) {
@@ -50,9 +61,14 @@ void SetLoad::add(const Sweep& s, double times) {
     const int64_t span = static_cast<int64_t>((s.start + s.width - 1) / line_) - first + 1;
     const int64_t period = sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_);
     const int64_t turns = s.count / period, rest = s.count % period;
+    const int64_t step = d % sets_, n = std::min(period, s.count);
     for (int64_t o = 0; o < span; ++o) {
-      for (int64_t i = 0; i < std::min(period, s.count); ++i)
-        per_set_[(first + o + i * d) % sets_] += times * static_cast<double>(turns + (i < rest ? 1 : 0));
+      int64_t at = (first + o) % sets_;  // (first + o + i * d) % sets, stepped (speed only)
+      for (int64_t i = 0; i < n; ++i) {
+        per_set_[at] += t * static_cast<int32_t>(turns + (i < rest ? 1 : 0));
+        at += step;
+        if (at >= sets_) at -= sets_;
+      }
     }
     return;
   }
@@ -71,28 +87,87 @@ void SetLoad::add(const Sweep& s, double times) {
 
 void SetLoad::add(const SetLoad& o) {
   base_ += o.base_;
-  for (size_t i = 0; i < per_set_.size() && i < o.per_set_.size(); ++i) per_set_[i] += o.per_set_[i];
+  const size_t n = std::min(per_set_.size(), o.per_set_.size());
+  int32_t* p = per_set_.data();
+  const int32_t* q = o.per_set_.data();
+  for (size_t i = 0; i < n; ++i) p[i] += q[i];
 }
 
 double SetLoad::total() const {
-  double t = base_ * (uniform_ ? std::max<int64_t>(1, sets_) : sets_);
-  for (double x : per_set_) t += x;
-  return t;
+  int64_t sum = 0;  // whole numbers: the double sum of the counts, exactly
+  for (int32_t x : per_set_) sum += x;
+  return base_ * static_cast<double>(uniform_ ? std::max<int64_t>(1, sets_) : sets_) + static_cast<double>(sum);
 }
 
 double SetLoad::min_load() const {
-  double least = per_set_.empty() ? 0.0 : per_set_[0];
-  for (double x : per_set_) least = std::min(least, x);
+  int32_t least = per_set_.empty() ? 0 : per_set_[0];
+  for (int32_t x : per_set_) least = std::min(least, x);
   return base_ + least;
 }
 
 double SetLoad::lines_over(const SetLoad& window) const {
   if (uniform_) return window.base_ > ways_ + 1e-9 ? total() : 0.0;
-  double over = 0;
-  for (int64_t s = 0; s < sets_; ++s)
-    if (window.base_ + window.per_set_[s] > ways_ + 1e-9) over += base_ + per_set_[s];
-  return over;
+  // Whole numbers: the sum of base_ + per_set_[s] over the overflowing sets, exactly.
+  const int64_t lim = window.over_limit();
+  int64_t sets_over = 0, sum = 0;
+  for (int64_t s = 0; s < sets_; ++s) {
+    const bool over = window.per_set_[s] > lim;
+    sets_over += over;
+    sum += over ? per_set_[s] : 0;
+  }
+  return base_ * static_cast<double>(sets_over) + static_cast<double>(sum);
 }
+
+namespace {
+
+// A run of overflowing lines being collected (bytes [start, start + width)).
+struct RawRun {
+  uint64_t start;
+  int64_t width;
+};
+
+// The lines of `v` in sets `cnt` overflows (cnt[set(line)] > lim), each line once when
+// consecutive segments share it, written to `out` as the runs of consecutive lines that
+// SetLoad::overflowing_lines lists; returns how many. Branch-free per line (each line
+// writes a candidate run that is kept only when it starts one: partly overflowing windows
+// made the branches unpredictable), and a line's number by a shift when the line bytes
+// are a power of two (speed only). `out` has room for one run per line plus one.
+template <class SetOf>
+size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, int64_t lim, SetOf set_of,
+                    RawRun* out) {
+  const int shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  auto line_of = [&](uint64_t a) { return static_cast<int64_t>(shift >= 0 ? a >> shift : a / L); };
+  size_t n = 0;
+  uint64_t run_end = ~uint64_t{0};  // one past the last run's last byte (none yet)
+  int64_t last = -1;
+  auto take = [&](int64_t lo, int64_t hi) {  // lines lo..hi, in order
+    if (lo == last) ++lo;
+    for (int64_t ln = lo; ln <= hi; ++ln) {
+      const bool over = cnt[set_of(ln)] > lim;
+      const uint64_t a = static_cast<uint64_t>(ln) * L;
+      const bool joins = n > 0 && run_end == a;
+      out[n] = RawRun{a, L};  // a new run (kept only when it starts one)
+      out[n - (n > 0)].width += (over && joins) ? L : 0;
+      n += over && !joins;
+      run_end = over ? a + L : run_end;
+    }
+    if (hi >= lo) last = hi;
+  };
+  for (const auto& s : v) {
+    if (s.count <= 0 || s.width <= 0) continue;
+    if (s.count == 1 || s.stride <= s.width) {
+      take(line_of(s.start), line_of(s.end() - 1));
+      continue;
+    }
+    for (int64_t i = 0; i < s.count; ++i) {
+      const uint64_t a = s.start + i * s.stride;
+      take(line_of(a), line_of(a + s.width - 1));
+    }
+  }
+  return n;
+}
+
+}  // namespace
 
 std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const {
   std::vector<Sweep> out;
@@ -100,30 +175,21 @@ std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const
     if (overflowing_uniform()) out = v;
     return out;
   }
-  int64_t last = -1;
-  auto keep = [&](int64_t ln) {
-    if (ln == last) return;
-    last = ln;
-    if (!overflowing(ln)) return;
-    const uint64_t a = static_cast<uint64_t>(ln) * line_;
-    if (!out.empty() && out.back().count == 1 && out.back().end() == a) {
-      out.back().width += line_;
-      out.back().stride = out.back().width;
-    } else {
-      out.push_back({a, 1, line_, line_});
-    }
-  };
+  int64_t lines = 0;  // an upper bound on the runs (a segment's lines, shared ones twice)
   for (const auto& s : v) {
     if (s.count <= 0 || s.width <= 0) continue;
-    if (s.count == 1 || s.stride <= s.width) {
-      for (int64_t ln = s.start / line_; ln <= static_cast<int64_t>((s.end() - 1) / line_); ++ln) keep(ln);
-      continue;
-    }
-    for (int64_t i = 0; i < s.count; ++i) {
-      const uint64_t a = s.start + i * s.stride;
-      for (int64_t ln = a / line_; ln <= static_cast<int64_t>((a + s.width - 1) / line_); ++ln) keep(ln);
-    }
+    if (s.count == 1 || s.stride <= s.width) lines += static_cast<int64_t>((s.end() - 1) / line_ - s.start / line_ + 1);
+    else lines += s.count * ((s.width + line_ - 1) / line_ + 1);
   }
+  if (lines == 0) return out;
+  // Scratch without zeroing it first (RawRun has no initialisers; speed only).
+  const std::unique_ptr<RawRun[]> runs(new RawRun[static_cast<size_t>(lines) + 1]);
+  const int64_t lim = over_limit();
+  const size_t n = mask_ >= 0
+                       ? collect_over(v, line_, per_set_.data(), lim, [m = mask_](int64_t l) { return l & m; }, runs.get())
+                       : collect_over(v, line_, per_set_.data(), lim, [this](int64_t l) { return index_(l); }, runs.get());
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(Sweep{runs[i].start, 1, runs[i].width, runs[i].width});
   return out;
 }
 

@@ -155,6 +155,66 @@ TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
   }
 }
 
+// overflowing_lines lists, in order, the runs of consecutive lines of a list of sweeps that
+// lie in sets the window overflows (a line repeated by consecutive segments or sweeps once),
+// one sweep (count 1, stride = width) per run: checked sweep by sweep against enumeration,
+// for windows built with additions and removals (add with times -1, add_line), modulo
+// indexes of power-of-two and other set counts and hashed ones.
+TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enumeration does", "[hwmodel]") {
+  std::mt19937 rng(23);
+  for (int it = 0; it < 600; ++it) {
+    const int64_t sets_kind = rng() % 3;  // 64 << k sets, or 3 x 64 (not a power of two)
+    const int64_t size = sets_kind == 2 ? 3 * 64 * 64 : int64_t{64} * 64 << (rng() % 3);
+    const CacheDesc c{size * 2, int64_t{2} << (rng() % 3), 64, 1, sets_kind != 2 && it % 2 == 1};
+    const int64_t sets = c.sets(), L = c.line_bytes;
+    SetLoad win(c);
+    std::vector<int64_t> per_set(sets, 0);
+    for (int k = 0; k < 1 + int(rng() % 5); ++k) {
+      Sweep sw = random_sweep(rng);
+      if (rng() % 2) sw.stride = sw.width + L * (rng() % 9);
+      sw.start += k * 1000000;
+      win.add(sw);
+      for (int64_t l : sweep_lines(sw, L)) per_set[c.set_of(l)] += 1;
+      if (rng() % 3 == 0) {  // taken back out again
+        win.add(sw, -1.0);
+        for (int64_t l : sweep_lines(sw, L)) per_set[c.set_of(l)] -= 1;
+      }
+    }
+    for (int k = 0; k < int(rng() % 40); ++k) {
+      const int64_t l = rng() % 4000, n = rng() % 2 ? 1 : -1;
+      if (n < 0 && per_set[c.set_of(l)] == 0) continue;
+      win.add_line(l, static_cast<double>(n));
+      per_set[c.set_of(l)] += n;
+    }
+    std::vector<Sweep> v;
+    for (int k = 0; k < 1 + int(rng() % 4); ++k) {
+      Sweep sw = random_sweep(rng);
+      if (rng() % 2) sw.stride = sw.width + L * (rng() % 5);
+      if (!v.empty() && rng() % 2) sw.start = v.back().end() - (rng() % 2 ? 1 : 0);  // joins or shares a line
+      v.push_back(sw);
+    }
+    std::vector<int64_t> all;  // v's lines in order, a line repeated in a row once
+    for (const auto& sw : v)
+      for (int64_t l : sweep_lines(sw, L))
+        if (all.empty() || all.back() != l) all.push_back(l);
+    std::vector<Sweep> want;
+    for (int64_t l : all) {
+      if (per_set[c.set_of(l)] <= c.ways) continue;
+      const uint64_t at = static_cast<uint64_t>(l) * L;
+      if (!want.empty() && want.back().end() == at) want.back().width += L, want.back().stride = want.back().width;
+      else want.push_back({at, 1, L, L});
+    }
+    const auto got = win.overflowing_lines(v);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK(got[i].start == want[i].start);
+      CHECK(got[i].count == 1);
+      CHECK(got[i].stride == want[i].stride);
+      REQUIRE(got[i].width == want[i].width);
+    }
+  }
+}
+
 // The skip test of the set-resolved BWMA windows (analytic_bwma.cpp) rests on tally_sweep
 // counting every set at least as often as SetLoad does, whatever the sweeps: lines shared
 // by segments or by sweeps, misaligned starts, whole-line strides, hashed indexes. With
