@@ -39,7 +39,8 @@ harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=($(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//'))
 cmake --build build-fuzz -j"${JOBS:-2}" --target "${harnesses[@]}" 2>&1 | grep -E "error|warning: unused" | head -20
 for h in "${harnesses[@]}"; do [ -x "build-fuzz/fuzz/$h" ] || { echo "fuzz: $h did not build" >&2; exit 2; }; done
-[ -d build-fuzz/seeds ] || scripts/fuzz_seeds.sh build-fuzz/seeds build/bertlab || exit 2
+# (again when scripts/fuzz_seeds.sh changed since they were made)
+[ -d build-fuzz/seeds ] && [ build-fuzz/seeds -nt scripts/fuzz_seeds.sh ] || scripts/fuzz_seeds.sh build-fuzz/seeds build/bertlab || exit 2
 export FUZZ_DATA_DIR=$root/build-fuzz/seeds/data
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -51,8 +52,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # harness made tokenizer and vocab inputs 100x their seeds (issue 14: 93 and 330 inputs/s).
 max_len() {
   case $1 in
-    fuzz_graph) echo 32768 ;;                     # tiny_infer.json 24.7 kB (tiny_train 105 kB: clipped)
-    fuzz_safetensors) echo 16384 ;;               # infer_out 3.6 kB; the model's header, data clipped
+    fuzz_graph) echo 32768 ;;                     # micro_infer.json 16 kB (micro_train 69 kB: clipped)
+    fuzz_safetensors) echo 16384 ;;               # the micro model 6.6 kB, its optimizer state 12.9 kB
     fuzz_machine) echo 8192 ;;                    # machine.json 5.5 kB
     fuzz_shard | fuzz_task_data | fuzz_vocab) echo 4096 ;;  # shards of 4 instances 0.4 kB, files < 0.5 kB
     fuzz_config | fuzz_infer_input | fuzz_meta | fuzz_system | fuzz_trainer_state) echo 4096 ;;  # JSON < 1 kB
