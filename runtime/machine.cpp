@@ -115,8 +115,9 @@ template <typename T>
 T positive_count(const nlohmann::json& j, const std::string& path, const std::string& origin, const char* unit) {
   const double v = positive(j, path, origin, unit);
   check(v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0,
-        "{}: field '{}' is {}, more than the largest {} ({}); run `bertlab calibrate` to write a new machine.json",
-        origin, path, field(j, path, origin).dump(), unit, std::numeric_limits<T>::max());
+        "{}: field '{}' is {}, more than the largest value it can hold ({}); run `bertlab calibrate` to write a new "
+        "machine.json",
+        origin, path, field(j, path, origin).dump(), std::numeric_limits<T>::max());
   return static_cast<T>(v);
 }
 

@@ -152,7 +152,6 @@ std::int32_t Vocab::require(std::string_view token, std::string_view what) const
   return id;
 }
 
-
 PieceTrie::PieceTrie(std::vector<Entry> entries) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
   std::size_t bytes = 0;

@@ -44,7 +44,7 @@ using TokenIdMap = std::unordered_map<std::string, std::int32_t, StringHash, std
 // The keys of a vocabulary as a byte trie, for WordPiece's longest-match-first search: one walk
 // along the text finds the longest key that is a prefix of it, where looking up every shorter
 // prefix in a hash map costs one hash of the substring per length tried (the tokenizer's
-// largest cost before: 16 lookups per character with a 16-byte longest piece).
+// largest cost before: up to 16 lookups per piece with a 16-byte longest piece).
 class PieceTrie {
  public:
   struct Entry {
