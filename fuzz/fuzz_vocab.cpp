@@ -5,6 +5,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;
+  // The fixed vocabulary beside a fuzzed tokenizer_config.json: parsed once, copied per input.
+  static const data::Vocab fixed_vocab =
+      data::Vocab::parse("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nquick\n##ly\nfox\n.\n", "vocab.txt");
   if (size < 1) return 0;
   const std::string_view text = fuzz::as_text(data + 1, size - 1);
   return fuzz::expect_clean([&] {
@@ -12,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     data::TokenizerConfig config;
     if (data[0] & 1) {
       config = data::TokenizerConfig::parse(text, "tokenizer_config.json");
-      vocab = data::Vocab::parse("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nquick\n##ly\nfox\n.\n", "vocab.txt");
+      vocab = fixed_vocab;
     } else {
       vocab = data::Vocab::parse(text, "vocab.txt");
     }

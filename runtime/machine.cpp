@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -106,6 +107,18 @@ double positive(const nlohmann::json& j, const std::string& path, const std::str
         "a new machine.json",
         origin, path, unit, v.dump());
   return v.get<double>();
+}
+
+// A positive number read into the integer type T: a value past T's range (2e91 from a mutated
+// file, found by fuzz_machine) is refused, where the conversion would be undefined behaviour.
+template <typename T>
+T positive_count(const nlohmann::json& j, const std::string& path, const std::string& origin, const char* unit) {
+  const double v = positive(j, path, origin, unit);
+  check(v < static_cast<double>(std::numeric_limits<T>::max()) + 1.0,
+        "{}: field '{}' is {}, more than the largest value it can hold ({}); run `bertlab calibrate` to write a new "
+        "machine.json",
+        origin, path, field(j, path, origin).dump(), std::numeric_limits<T>::max());
+  return static_cast<T>(v);
 }
 
 std::string text(const nlohmann::json& j, const std::string& path, const std::string& origin) {
@@ -233,8 +246,8 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   const auto& bf16 = field(j, "cpu.bf16", origin);
   check(bf16.is_boolean(), "{}: field 'cpu.bf16' must be true or false; run `bertlab calibrate`", origin);
   m.bf16 = bf16.get<bool>();
-  m.logical_cpus = static_cast<int>(positive(j, "cpu.logical_cpus", origin, "a count"));
-  m.threads = static_cast<int>(positive(j, "threads", origin, "a count"));
+  m.logical_cpus = positive_count<int>(j, "cpu.logical_cpus", origin, "a count");
+  m.threads = positive_count<int>(j, "threads", origin, "a count");
   m.date = text(j, "date", origin);
   m.gemm_peak_f32 = positive(j, "gemm_peak_gflops.f32", origin, "GFLOP/s");
   if (!field(j, "gemm_peak_gflops.bf16", origin).is_null())
@@ -242,28 +255,30 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   m.bandwidth_read = positive(j, "bandwidth_gbs.read", origin, "GB/s");
   m.bandwidth_write = positive(j, "bandwidth_gbs.write", origin, "GB/s");
   m.bandwidth_triad = positive(j, "bandwidth_gbs.triad", origin, "GB/s");
-  m.bandwidth_array_bytes = static_cast<int64_t>(positive(j, "bandwidth_array_bytes", origin, "bytes"));
+  m.bandwidth_array_bytes = positive_count<int64_t>(j, "bandwidth_array_bytes", origin, "bytes");
   m.seconds_per_measurement = positive(j, "seconds_per_measurement", origin, "seconds");
   // Later additions: optional, so machine.json files written before them still load.
   if (j.at("bandwidth_gbs").contains("triad_resident")) {
     m.bandwidth_triad_resident = positive(j, "bandwidth_gbs.triad_resident", origin, "GB/s");
     m.bandwidth_resident_array_bytes =
-        static_cast<int64_t>(positive(j, "bandwidth_resident_array_bytes", origin, "bytes"));
+        positive_count<int64_t>(j, "bandwidth_resident_array_bytes", origin, "bytes");
   }
-  if (j.contains("passes")) m.passes = static_cast<int>(positive(j, "passes", origin, "a count"));
+  if (j.contains("passes")) m.passes = positive_count<int>(j, "passes", origin, "a count");
   if (j.contains("parallel_region_us"))
     m.parallel_region_us = positive(j, "parallel_region_us", origin, "microseconds");
   const auto& gemms = field(j, "gemms", origin);
   check(gemms.is_array(), "{}: field 'gemms' must be a list; run `bertlab calibrate`", origin);
   for (size_t i = 0; i < gemms.size(); ++i) {
     const auto& g = gemms[i];
+    const auto dim = [&](const char* key) {
+      check(g.is_object() && g.contains(key), "{}: gemms[{}] has no '{}'; run `bertlab calibrate`", origin, i, key);
+      return positive_count<int64_t>(g, key, fmt::format("{}: gemms[{}]", origin, i), "GEMM dimension");
+    };
     try {
       m.gemms.push_back({g.at("name").get<std::string>(),
                          precision_from_string(g.at("precision").get<std::string>(),
                                                fmt::format("{}: gemms[{}].precision", origin, i)),
-                         g.at("batch").get<int64_t>(), g.at("m").get<int64_t>(),
-                         g.at("n").get<int64_t>(), g.at("k").get<int64_t>(),
-                         g.at("gflops").get<double>()});
+                         dim("batch"), dim("m"), dim("n"), dim("k"), g.at("gflops").get<double>()});
     } catch (const nlohmann::json::exception& e) {
       fail("{}: gemms[{}] is malformed ({}); expected name, precision, batch, m, n, k, gflops; "
            "run `bertlab calibrate`",

@@ -4,6 +4,10 @@
 # build-fuzz/crashes/<harness>/; every one becomes a regression test in tests/.
 #   scripts/fuzz.sh SECONDS [HARNESS...]   run (harnesses one after the other)
 #   scripts/fuzz.sh --summary              executions per harness summed over fuzz/runs.tsv
+#   scripts/fuzz.sh --cost RUNS [HARNESS...]  the cost of an execution: RUNS executions from the
+#     seeds alone (-seed=1, an empty corpus), the CPU microseconds per execution and the coverage
+#     reached (libFuzzer's cov and ft); not logged in runs.tsv. CPU time rather than wall time,
+#     so that a shared machine's load changes the figure less (it still does, by tens of percent).
 # Every run appends a line to fuzz/runs.tsv (committed: the executions summed over sessions):
 # date, harness, seconds, executions, executions per second, reproducers found, commit, and the
 # CPU seconds the harness used (user + system: on a shared machine the wall-clock rate says more
@@ -24,12 +28,18 @@ for line in open(sys.argv[1]):
     if len(f) > 7 and float(f[7]) > 0: t[3] += int(f[3]); t[4] += float(f[7])  # runs with their CPU time
 for h, (execs, secs, found, cpu_execs, cpu) in sorted(total.items()):
     per_cpu = f", {cpu_execs / cpu:.0f} per CPU second" if cpu > 0 else ""
+    left = 10_000_000 - execs
+    # The hours left at the wall-clock rate, and (where runs have their CPU time) the CPU hours:
+    # on a shared machine the first measures the load of the runs so far.
+    more = f"{left / max(execs / max(secs, 1), 1) / 3600:.1f} h" + (f" ({left / (cpu_execs / cpu) / 3600:.1f} CPU h)" if cpu > 0 else "")
     print(f"fuzz: {h}: {execs} executions in {secs:.0f} s ({execs / max(secs, 1):.0f}/s{per_cpu}), {found} reproducers; "
-          f"{'10M reached' if execs >= 10_000_000 else f'{(10_000_000 - execs) / max(execs / max(secs, 1), 1) / 3600:.1f} h more to 10M'}")
+          f"{'10M reached' if left <= 0 else more + ' more to 10M'}")
 PY
   exit 0
 fi
-seconds=${1:?usage: scripts/fuzz.sh SECONDS [HARNESS...] | --summary}
+cost_runs=0
+if [ "${1:-}" = "--cost" ]; then cost_runs=${2:?usage: scripts/fuzz.sh --cost RUNS [HARNESS...]}; shift 2; set -- 0 "$@"; fi
+seconds=${1:?usage: scripts/fuzz.sh SECONDS [HARNESS...] | --summary | --cost RUNS [HARNESS...]}
 shift
 scripts/setup.sh fuzz >/dev/null || exit 2  # clang, its sanitizer runtimes and libomp
 launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
@@ -39,7 +49,8 @@ harnesses=("$@")
 [ ${#harnesses[@]} -gt 0 ] || harnesses=($(cd fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//'))
 cmake --build build-fuzz -j"${JOBS:-2}" --target "${harnesses[@]}" 2>&1 | grep -E "error|warning: unused" | head -20
 for h in "${harnesses[@]}"; do [ -x "build-fuzz/fuzz/$h" ] || { echo "fuzz: $h did not build" >&2; exit 2; }; done
-[ -d build-fuzz/seeds ] || scripts/fuzz_seeds.sh build-fuzz/seeds build/bertlab || exit 2
+# (again when scripts/fuzz_seeds.sh changed since they were made)
+[ -d build-fuzz/seeds ] && [ build-fuzz/seeds -nt scripts/fuzz_seeds.sh ] || scripts/fuzz_seeds.sh build-fuzz/seeds build/bertlab || exit 2
 export FUZZ_DATA_DIR=$root/build-fuzz/seeds/data
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -51,8 +62,8 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # harness made tokenizer and vocab inputs 100x their seeds (issue 14: 93 and 330 inputs/s).
 max_len() {
   case $1 in
-    fuzz_graph) echo 32768 ;;                     # tiny_infer.json 24.7 kB (tiny_train 105 kB: clipped)
-    fuzz_safetensors) echo 16384 ;;               # infer_out 3.6 kB; the model's header, data clipped
+    fuzz_graph) echo 32768 ;;                     # micro_infer.json 16 kB (micro_train 69 kB: clipped)
+    fuzz_safetensors) echo 16384 ;;               # the micro model 6.6 kB, its optimizer state 12.9 kB
     fuzz_machine) echo 8192 ;;                    # machine.json 5.5 kB
     fuzz_shard | fuzz_task_data | fuzz_vocab) echo 4096 ;;  # shards of 4 instances 0.4 kB, files < 0.5 kB
     fuzz_config | fuzz_infer_input | fuzz_meta | fuzz_system | fuzz_trainer_state) echo 4096 ;;  # JSON < 1 kB
@@ -65,6 +76,20 @@ max_len() {
 scratch=$(mktemp -d "$( [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/bertlab_fuzz.XXXXXX") || exit 2
 trap 'rm -rf "$scratch"' EXIT
 export TMPDIR=$scratch
+if [ "$cost_runs" -gt 0 ]; then
+  for h in "${harnesses[@]}"; do
+    corpus=$scratch/cost_corpus_$h log=build-fuzz/$h.cost.log crashes=build-fuzz/crashes/${h#fuzz_}
+    mkdir -p "$corpus" "$crashes"
+    TIMEFORMAT='%U %S'
+    { time build-fuzz/fuzz/$h "$corpus" "build-fuzz/seeds/${h#fuzz_}" -seed=1 -runs="$cost_runs" -timeout=10 \
+      -rss_limit_mb=2048 -max_len="$(max_len "$h")" -artifact_prefix="$crashes/" -print_final_stats=1 >"$log" 2>&1; } 2>"$log.cpu"
+    execs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$")
+    awk -v h="$h" -v n="${execs:-0}" -v cov="$(grep DONE "$log" | grep -oE "cov: [0-9]+ ft: [0-9]+ corp: [^ ]+")" \
+      'END { s = $1 + $2; printf "fuzz cost: %s: %d executions in %.2f CPU s, %.0f us each; %s\n", h, n, s, n ? 1e6 * s / n : 0, cov }' "$log.cpu"
+    rm -rf "$corpus"
+  done
+  exit 0
+fi
 total_crashes=0
 for h in "${harnesses[@]}"; do
   name=${h#fuzz_}

@@ -13,10 +13,12 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "base/json_file.h"
 #include "runtime/data/shard.h"
 #include "runtime/data/task_data.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/graph.h"
+#include "runtime/machine.h"
 #include "runtime/safetensors.h"
 #include "test_util.h"
 
@@ -207,6 +209,41 @@ TEST_CASE("Inputs the fuzzers found end in a clean error", "[reliability][fuzz]"
                     Contains("t.jsonl:1: invalid JSON") && Contains("number overflow"));
   spit(dir / "t.jsonl", input);
   CHECK_THROWS_WITH(data::read_text_examples(dir / "t.jsonl", false), Contains("t.jsonl:1: invalid JSON"));
+}
+
+TEST_CASE("machine.json: counts and GEMM sizes past their integer type are named errors", "[reliability][fuzz]") {
+  using Catch::Matchers::Contains;
+  // fuzz_machine crash-d4c67001: a GEMM's "k" of 2.3e91 (the digits of the found input) reached
+  // nlohmann's get<int64_t>, a float-to-integer conversion out of range (undefined behaviour,
+  // UBSan); the counts of the file (threads, CPUs, bytes, passes) were cast from double the same way.
+  const auto valid = parse_json_text(data::read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
+  CHECK_NOTHROW(machine_from_json(valid, "m.json"));
+  auto j = valid;
+  j["gemms"][0]["k"] =
+      parse_json_text("23077777777777777777777777777777777777777777777777777777777777777777777777777777777777777774", "k");
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("m.json: gemms[0]: field 'k'") && Contains("more than the largest"));
+  j = valid;
+  j["gemms"][1]["m"] = 9223372036854775808.0;  // 2^63: one past int64_t
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("gemms[1]: field 'm'"));
+  j["gemms"][1]["m"] = 0;
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("gemms[1]: field 'm' must be a positive number"));
+  j = valid;
+  j["gemms"][1].erase("n");
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("gemms[1] has no 'n'"));
+  for (const char* count : {"threads", "passes"}) {
+    j = valid;
+    j[count] = 1e300;
+    CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains(std::string("field '") + count + "'") && Contains("more than the largest"));
+    j[count] = 2147483647.0;  // the largest int still reads
+    const MachineInfo m = machine_from_json(j, "m.json");
+    CHECK((std::string(count) == "threads" ? m.threads : m.passes) == 2147483647);
+  }
+  j = valid;
+  j["cpu"]["logical_cpus"] = 3e9;
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("field 'cpu.logical_cpus' is 3000000000.0"));
+  j = valid;
+  j["bandwidth_array_bytes"] = 1e19;
+  CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("field 'bandwidth_array_bytes'"));
 }
 
 // The old search for special tokens (every special searched again from the current position

@@ -3,12 +3,17 @@
 // tests/data/tokenizer_cases.txt to write tests/data/tokenizer_expected.json.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
 
 #include "base/file_util.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/data/utf8.h"
+#include "runtime/data/vocab_trainer.h"
 #include "base/error.h"
 
 namespace fs = std::filesystem;
@@ -158,4 +163,115 @@ TEST_CASE("truncation shorter than the special tokens is an error", "[tokenizer]
   o.max_length = 2;
   CHECK_THROWS_WITH(tok.encode("a", std::string_view("b"), o), Catch::Contains("max_length 2 is shorter than the 3 special tokens"));
   CHECK(tok.encode("a b c", std::nullopt, o).ids == std::vector<std::int32_t>{tok.cls_id(), tok.sep_id()});
+}
+
+namespace {
+
+// WordPiece as Hugging Face's Python BertTokenizer writes it (and as bertlab searched before its
+// trie): from each start, try the rest of the word, then one character less, ..., looking up
+// each candidate ("##" + candidate after the first piece) in the vocabulary; a word that cannot
+// be covered, or is longer than 100 characters, is one [UNK].
+std::vector<std::int32_t> wordpiece_by_prefix_search(const Vocab& vocab, const std::vector<std::string>& chars,
+                                                     std::int32_t unk) {
+  if (chars.size() > BertTokenizer::kMaxWordChars) return {unk};
+  std::vector<std::int32_t> ids;
+  std::size_t start = 0;
+  while (start < chars.size()) {
+    std::int32_t id = -1;
+    std::size_t end = chars.size();
+    for (; end > start; --end) {
+      std::string candidate = start == 0 ? "" : "##";
+      for (std::size_t k = start; k < end; ++k) candidate += chars[k];
+      id = vocab.find(candidate);
+      if (id >= 0) break;
+    }
+    if (id < 0) return {unk};
+    ids.push_back(id);
+    start = end;
+  }
+  return ids;
+}
+
+// Checks tok.wordpiece against the search above on every word BasicTokenizer makes of `text`;
+// returns the number of words checked.
+int check_wordpiece(const BertTokenizer& tok, const std::string& text) {
+  Words words;
+  BasicTokenizer(tok.config()).split(text, 0, words);
+  int checked = 0;
+  for (std::size_t w = 0; w < words.size(); ++w) {
+    const SpannedChar* chars = words.chars.data() + words.starts[w];
+    const std::size_t n = words.starts[w + 1] - words.starts[w];
+    std::vector<std::string> utf8(n);
+    std::string word;
+    for (std::size_t k = 0; k < n; ++k) {
+      append_utf8(utf8[k], chars[k].cp);
+      word += utf8[k];
+    }
+    std::vector<Piece> pieces;
+    tok.wordpiece(chars, n, pieces);
+    std::vector<std::int32_t> ids;
+    for (const auto& p : pieces) ids.push_back(p.id);
+    INFO("word: " << word);
+    CHECK(ids == wordpiece_by_prefix_search(tok.vocab(), utf8, tok.unk_id()));
+    ++checked;
+  }
+  return checked;
+}
+
+}  // namespace
+
+TEST_CASE("WordPiece's trie search splits words as the search over every prefix does", "[tokenizer]") {
+  // The tokenizer looked up every prefix of the rest of a word in a hash map (16 lookups per
+  // character with vocab_small, the largest cost of fuzz_tokenizer); it now walks a trie once.
+  std::vector<std::string> texts;
+  for (const fs::path& file : {kData / "corpus_small.txt", kData / "tokenizer_cases.txt",
+                               kData / "brown_sample" / "ca01", kData / "brown_sample" / "cb02"}) {
+    std::istringstream lines(read_file(file));
+    for (std::string line; std::getline(lines, line);) texts.push_back(line);
+  }
+  // Random words of fragments that vocabularies hold in part: multi-byte characters, combining
+  // marks, pieces of tokens, and words past the 100-character limit.
+  const std::vector<std::string> fragments = {"a", "b", "ab", "un", "aff", "able", "the", "ing", "é", "e\xCC\x81",
+                                              "ü", "中", "本", "ελ", "при", "x", "ly", "s", "##", "q"};
+  std::mt19937 rng(14);
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    const int words = 1 + static_cast<int>(rng() % 6);
+    for (int w = 0; w < words; ++w) {
+      const int n = trial == 0 && w == 0 ? 120 : 1 + static_cast<int>(rng() % 12);
+      for (int k = 0; k < n; ++k) text += fragments[rng() % fragments.size()];
+      text += ' ';
+    }
+    texts.push_back(text);
+  }
+
+  // vocab_small (the Hugging Face conformance vocabulary), one trained on the Brown sample
+  // (realistic merged pieces), and one with pieces that end inside a multi-byte character (a
+  // Vocab built in memory is not checked for UTF-8): a search over characters never matches them.
+  std::vector<BertTokenizer> tokenizers;
+  tokenizers.emplace_back(Vocab::load(kData / "vocab_small" / "vocab.txt"), TokenizerConfig{});
+  std::vector<Document> docs;
+  for (const char* name : {"ca01", "cb02"}) {
+    std::istringstream lines(read_file(kData / "brown_sample" / name));
+    Document d{name, {}};
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) d.sentences.push_back(line);
+    docs.push_back(std::move(d));
+  }
+  VocabTrainerOptions options;
+  options.vocab_size = 300;
+  options.min_frequency = 1;
+  tokenizers.emplace_back(train_wordpiece_vocab(docs, options), TokenizerConfig{});
+  tokenizers.emplace_back(Vocab({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "ab", "##b", "##ab", "u", "##n",
+                                 "un", "unaff", "##aff", "##able", "\xC3", "a\xC3", "##\xC3", "##b\xC3", "\xC3\xA9",
+                                 "##\xC3\xBC", "\xE4\xB8", "##e", "e", "##\xCC\x81", "##ly", "##s", "the", "##the"},
+                                "vocabulary with cut characters"),
+                           TokenizerConfig{});
+  const auto& trained = tokenizers[1].vocab().tokens();
+  CHECK(std::count_if(trained.begin(), trained.end(), [](const std::string& t) { return t.size() >= 5; }) > 30);
+  for (const auto& tok : tokenizers) {
+    int checked = 0;
+    for (const auto& text : texts) checked += check_wordpiece(tok, text);
+    CHECK(checked > 2000);
+  }
 }

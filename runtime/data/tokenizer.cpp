@@ -256,8 +256,18 @@ BertTokenizer::BertTokenizer(Vocab vocab, TokenizerConfig config)
   cls_id_ = vocab_.require(config_.cls_token, "cls_token");
   sep_id_ = vocab_.require(config_.sep_token, "sep_token");
   mask_id_ = vocab_.require(config_.mask_token, "mask_token");
-  for (const auto& t : vocab_.tokens())
-    max_piece_bytes_ = std::max(max_piece_bytes_, t.starts_with("##") ? t.size() - 2 : t.size());
+  // WordPiece looks up the first piece of a word among all tokens and every later one among the
+  // "##" continuations (without their "##"), as Vocab::find and Vocab::find_continuation do.
+  std::vector<PieceTrie::Entry> whole, continuation;
+  whole.reserve(vocab_.size());
+  for (std::size_t i = 0; i < vocab_.size(); ++i) {
+    const std::string& t = vocab_.tokens()[i];
+    whole.push_back({t, static_cast<std::int32_t>(i)});
+    if (t.size() > 2 && t.starts_with("##"))
+      continuation.push_back({std::string_view(t).substr(2), static_cast<std::int32_t>(i)});
+  }
+  first_pieces_ = PieceTrie(std::move(whole));
+  continuation_pieces_ = PieceTrie(std::move(continuation));
   for (const auto& s : config_.special_tokens())
     if (std::find(specials_.begin(), specials_.end(), s) == specials_.end()) specials_.push_back(s);
 }
@@ -300,27 +310,23 @@ void BertTokenizer::wordpiece(const SpannedChar* chars, std::size_t n, std::vect
   const std::size_t mark = out.size();
   std::size_t start = 0;
   while (start < n) {
-    // Longest match first, from the longest candidate no vocabulary piece is shorter than (`at`
-    // is increasing, so a binary search finds it instead of a walk down from the word's end).
-    std::size_t end = static_cast<std::size_t>(std::upper_bound(at.begin() + static_cast<std::ptrdiff_t>(start),
-                                                                at.end(), at[start] + max_piece_bytes_) -
-                                               at.begin()) - 1;
-    std::int32_t id = -1;
-    for (; end > start; --end) {
-      std::size_t bytes = at[end] - at[start];
-      std::string_view sub(word.data() + at[start], bytes);
-      id = start == 0 ? vocab_.find(sub) : vocab_.find_continuation(sub);
-      if (id >= 0) break;
-    }
-    if (id < 0) {  // the word cannot be covered: it becomes one [UNK]
+    // Longest match first: the longest vocabulary piece the rest of the word starts with (one
+    // walk down a trie, where the search over every shorter prefix hashed each of them).
+    const std::string_view rest(word.data() + at[start], word.size() - at[start]);
+    const auto match = (start == 0 ? first_pieces_ : continuation_pieces_).longest_prefix(rest);
+    if (match.id < 0) {  // the word cannot be covered: it becomes one [UNK]
       out.resize(mark);
       Piece p = span(0, n);
       p.id = unk_id_;
       out.push_back(p);
       return;
     }
+    // The match ends on a character boundary: the character index whose offset it reaches.
+    const std::size_t end = static_cast<std::size_t>(
+        std::lower_bound(at.begin() + static_cast<std::ptrdiff_t>(start) + 1, at.end(), at[start] + match.bytes) -
+        at.begin());
     Piece p = span(start, end);
-    p.id = id;
+    p.id = match.id;
     out.push_back(p);
     start = end;
   }

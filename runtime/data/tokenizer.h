@@ -99,7 +99,8 @@ class BertTokenizer {
   TokenizerConfig config_;
   BasicTokenizer basic_;
   std::int32_t pad_id_, unk_id_, cls_id_, sep_id_, mask_id_;
-  std::size_t max_piece_bytes_ = 0;  // longest vocabulary entry (without "##"), a search bound
+  PieceTrie first_pieces_;         // every token: the first piece of a word
+  PieceTrie continuation_pieces_;  // "##x" tokens as "x": the pieces after the first
   std::vector<std::string> specials_;
 };
 

@@ -1,5 +1,6 @@
 #include "runtime/data/vocab.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -149,6 +150,54 @@ std::int32_t Vocab::require(std::string_view token, std::string_view what) const
   std::int32_t id = find(token);
   check(id >= 0, "{}: the vocabulary lacks the special token '{}' ({})", source_, token, what);
   return id;
+}
+
+PieceTrie::PieceTrie(std::vector<Entry> entries) {
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+  std::size_t bytes = 0;
+  for (const auto& e : entries) bytes += e.key.size();
+  nodes_.reserve(bytes + 1);  // at most one node per key byte, and the root
+  label_.reserve(bytes + 1);
+  nodes_.push_back({});
+  label_.push_back(0);
+  // Breadth first over ranges of the sorted keys that share a prefix of `depth` bytes, so that
+  // the children of a node are created together and stay contiguous.
+  struct Range {
+    std::uint32_t node;
+    std::size_t lo, hi, depth;
+  };
+  std::vector<Range> queue{{0, 0, entries.size(), 0}};
+  for (std::size_t q = 0; q < queue.size(); ++q) {
+    auto [node, lo, hi, depth] = queue[q];
+    if (lo < hi && entries[lo].key.size() == depth) nodes_[node].id = entries[lo++].id;  // sorts first
+    nodes_[node].first_child = static_cast<std::uint32_t>(nodes_.size());
+    while (lo < hi) {
+      const char byte = entries[lo].key[depth];
+      std::size_t end = lo + 1;
+      while (end < hi && entries[end].key[depth] == byte) ++end;
+      queue.push_back({static_cast<std::uint32_t>(nodes_.size()), lo, end, depth + 1});
+      nodes_.push_back({});
+      label_.push_back(static_cast<unsigned char>(byte));
+      lo = end;
+    }
+    nodes_[node].end_child = static_cast<std::uint32_t>(nodes_.size());
+  }
+}
+
+PieceTrie::Match PieceTrie::longest_prefix(std::string_view text) const {
+  Match best;
+  if (nodes_.empty()) return best;
+  std::uint32_t node = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const auto first = label_.begin() + nodes_[node].first_child, last = label_.begin() + nodes_[node].end_child;
+    const auto it = std::lower_bound(first, last, byte);
+    if (it == last || *it != byte) break;
+    node = static_cast<std::uint32_t>(it - label_.begin());
+    const bool boundary = i + 1 == text.size() || (static_cast<unsigned char>(text[i + 1]) & 0xC0) != 0x80;
+    if (nodes_[node].id >= 0 && boundary) best = {nodes_[node].id, i + 1};
+  }
+  return best;
 }
 
 }  // namespace bertlab::data
