@@ -114,12 +114,10 @@ TEST_CASE("floor_sum and distinct_blocks match enumeration", "[hwmodel]") {
 
 namespace {
 
-// One GEMM (`products` independent products of that shape, as the attention heads) under one
-// arrangement, both models, compared.
-void check_gemm(Arrangement arr, int64_t M, int64_t N, int64_t K, int64_t S, int64_t P, LlcShape llc,
-                Worst& worst, int products = 1) {
-  SystemDesc sys = small_system(S, llc);
-  sys.cores = P;
+// Both models' traffic of `products` independent products of one GEMM shape (as the attention
+// heads) under one arrangement on `sys` (its cores): {simulator, analytic}.
+std::pair<Traffic, Traffic> both_models(const SystemDesc& sys, Arrangement arr, int64_t M, int64_t N, int64_t K,
+                                        int64_t S, int products = 1) {
   Allocator al;
   GemmWork w;
   w.arrangement = arr;
@@ -130,10 +128,18 @@ void check_gemm(Arrangement arr, int64_t M, int64_t N, int64_t K, int64_t S, int
   w.block_rows = sys.rwma_block_rows;
   auto mk = [&](int64_t r, int64_t c) { return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S); };
   for (int i = 0; i < products; ++i) w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
-  TraceSim sim(sys, P);
+  TraceSim sim(sys, sys.cores);
   sim.run(w);
-  const Traffic ex = sim.finish();
-  const Traffic an = analytic_traffic(w, sys, P);
+  return {sim.finish(), analytic_traffic(w, sys, sys.cores)};
+}
+
+// One GEMM (`products` independent products of that shape, as the attention heads) under one
+// arrangement, both models, compared.
+void check_gemm(Arrangement arr, int64_t M, int64_t N, int64_t K, int64_t S, int64_t P, LlcShape llc,
+                Worst& worst, int products = 1) {
+  SystemDesc sys = small_system(S, llc);
+  sys.cores = P;
+  const auto [ex, an] = both_models(sys, arr, M, N, K, S, products);
   compare(an, ex, fmt::format("gemm {} M={} N={} K={} S={} cores={} products={}", to_string(arr), M, N, K, S, P, products),
           worst);
   // Every core that the schedule gives work misses in its L1 at least once in the simulator
@@ -282,19 +288,7 @@ TEST_CASE("hashed LLC: 2 ways miss more than 8 ways, in both models", "[hwmodel]
       worst.check_each = false;  // the DRAM bytes are checked below (row misses: see above)
       SystemDesc sys = small_system(S, {i == 0 ? 2 : 8, true});
       sys.cores = P;
-      Allocator al;
-      GemmWork w;
-      w.arrangement = arr;
-      w.S = S;
-      w.m = M;
-      w.n = N;
-      w.k = K;
-      w.block_rows = sys.rwma_block_rows;
-      auto mk = [&](int64_t r, int64_t c) { return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S); };
-      w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
-      TraceSim sim(sys, P);
-      sim.run(w);
-      const Traffic ex = sim.finish(), an = analytic_traffic(w, sys, P);
+      const auto [ex, an] = both_models(sys, arr, M, N, K, S);
       compare(an, ex, fmt::format("gemm {} M={} N={} K={} S={} cores={} ways={}", to_string(arr), M, N, K, S, P,
                                   sys.llc.ways), worst);
       sim_bytes[i] = ex.dram_bytes();
@@ -333,19 +327,7 @@ std::pair<Traffic, Traffic> gemm_on_1mb_hashed(Arrangement arr, int64_t M, int64
   sys.dram.row_bytes = 8192;
   sys.rwma_block_rows = 128;
   sys.cores = P;
-  Allocator al;
-  GemmWork w;
-  w.arrangement = arr;
-  w.S = S;
-  w.m = M;
-  w.n = N;
-  w.k = K;
-  w.block_rows = sys.rwma_block_rows;
-  auto mk = [&](int64_t r, int64_t c) { return make_view(arr, al.take(view_bytes(arr, r, c, 1, S)), r, c, 1, S); };
-  w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
-  TraceSim sim(sys, P);
-  sim.run(w);
-  return {sim.finish(), analytic_traffic(w, sys, P)};
+  return both_models(sys, arr, M, N, K, S);
 }
 
 }  // namespace
@@ -418,26 +400,7 @@ TEST_CASE("analytic vs trace simulator on 1 MB hashed LLCs, 2 to 16 ways", "[.hw
       const std::string shape = fmt::format("{} M={} N={} K={} S={} cores={}", to_string(d.id), M, N, K, S, P);
       std::string line = shape + ", DRAM bytes simulator / analytic:";
       for (size_t i = 0; i < all_ways.size(); ++i) {
-        SystemDesc sys = small_system(S, {all_ways[i], true});
-        sys.llc.size_bytes = 1 << 20;
-        sys.dram.row_bytes = 8192;
-        sys.rwma_block_rows = 128;
-        sys.cores = P;
-        Allocator al;
-        GemmWork w;
-        w.arrangement = d.id;
-        w.S = S;
-        w.m = M;
-        w.n = N;
-        w.k = K;
-        w.block_rows = sys.rwma_block_rows;
-        auto mk = [&](int64_t r, int64_t c) {
-          return make_view(d.id, al.take(view_bytes(d.id, r, c, 1, S)), r, c, 1, S);
-        };
-        w.instances.push_back({mk(M, K), mk(K, N), mk(M, N)});
-        TraceSim sim(sys, P);
-        sim.run(w);
-        const Traffic ex = sim.finish(), an = analytic_traffic(w, sys, P);
+        const auto [ex, an] = gemm_on_1mb_hashed(d.id, M, N, K, S, P, all_ways[i]);
         const double e = rel(an.dram_bytes(), ex.dram_bytes());
         worst[i].total += 1;
         worst[i].within_bytes += e <= 0.02;
