@@ -393,9 +393,6 @@ class KStepWindows {
   // row 0's lines of its Ac and Yc tiles (first, how many).
   bool scan_held = false;
   std::pair<int64_t, int64_t> held_a, held_y;
-  // `fast` implies a modulo index: a line's set as a mask when the sets are a power of two
-  // (speed only).
-  int64_t scan_set(int64_t l) const { return set_of.mask >= 0 ? l & set_of.mask : l % sets; }
 
   // Steady windows: `cur` holds W + T of the last one (see steady()).
   std::optional<SetLoad> cur_;
@@ -662,8 +659,7 @@ void KStepWindows::scan(int64_t nb, int64_t kb, bool y_again, bool a_again) {
   const auto [yp0, ypn] = tile0(y, nbp);
   const auto [yc0, ycn] = tile0(y, nb);
   int32_t* const cnt = scan_cnt.data();
-  const int64_t mask = set_of.mask;  // scan_set, kept in a register (speed only)
-  auto set_at = [&](int64_t l) { return mask >= 0 ? l & mask : l % sets; };
+  const SetIndex set_at = set_of;  // a local copy, kept in registers (speed only)
   auto bump = [&](int64_t first, int64_t n, int32_t d) {
     for (int64_t q = 0; q < n; ++q) cnt[set_at(first + q)] += d;
   };
@@ -715,12 +711,12 @@ void KStepWindows::scan_clear() {
     return;
   }
   int32_t* const cnt = scan_cnt.data();
-  for (int64_t l : wl_scan) cnt[scan_set(l)] -= 1;
+  for (int64_t l : wl_scan) cnt[set_of(l)] -= 1;
   for (int64_t c2 = 0; c2 < act; ++c2)
     for (int64_t i = 0; i < rows_of(r * P + c2); ++i) {
       const int64_t m = (r * P + c2) * Mb + i;
-      for (int64_t q = 0; q < acn; ++q) cnt[scan_set(ac0 + m * ra + q)] -= 1;
-      for (int64_t q = 0; q < ycn; ++q) cnt[scan_set(yc0 + m * ry + q)] -= 1;
+      for (int64_t q = 0; q < acn; ++q) cnt[set_of(ac0 + m * ra + q)] -= 1;
+      for (int64_t q = 0; q < ycn; ++q) cnt[set_of(yc0 + m * ry + q)] -= 1;
     }
 }
 

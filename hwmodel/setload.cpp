@@ -12,8 +12,7 @@ SetLoad::SetLoad(const CacheDesc& c)
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),
-      line_(c.line_bytes),
-      mask_(index_.hashed ? -1 : index_.mask) {
+      line_(c.line_bytes) {
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
 }
 
@@ -132,8 +131,7 @@ struct RawRun {
 // writes a candidate run that is kept only when it starts one: partly overflowing windows
 // made the branches unpredictable), and a line's number by a shift when the line bytes
 // are a power of two (speed only). `out` has room for one run per line plus one.
-template <class SetOf>
-size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, int64_t lim, SetOf set_of,
+size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, int64_t lim, const SetIndex set_of,
                     RawRun* out) {
   const int shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
   auto line_of = [&](uint64_t a) { return static_cast<int64_t>(shift >= 0 ? a >> shift : a / L); };
@@ -185,9 +183,8 @@ std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const
   // Scratch without zeroing it first (RawRun has no initialisers; speed only).
   const std::unique_ptr<RawRun[]> runs(new RawRun[static_cast<size_t>(lines) + 1]);
   const int64_t lim = over_limit();
-  const size_t n = mask_ >= 0
-                       ? collect_over(v, line_, per_set_.data(), lim, [m = mask_](int64_t l) { return l & m; }, runs.get())
-                       : collect_over(v, line_, per_set_.data(), lim, [this](int64_t l) { return index_(l); }, runs.get());
+  // The index passed by value: a local copy that the stores to `runs` cannot alias (speed only).
+  const size_t n = collect_over(v, line_, per_set_.data(), lim, index_, runs.get());
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) out.push_back(Sweep{runs[i].start, 1, runs[i].width, runs[i].width});
   return out;

@@ -47,10 +47,10 @@ class SetLoad {
   void add(const SetLoad& o);
   // `n` lines (a whole number; negative: fewer) in the set of `line` (set-resolved only).
   void add_line(int64_t line, double n) {
-    if (!uniform_) per_set_[set_(line)] += static_cast<int32_t>(n);
+    if (!uniform_) per_set_[index_(line)] += static_cast<int32_t>(n);
   }
   // The lines counted in the set of `line` (set-resolved).
-  double set_load(int64_t line) const { return base_ + per_set_[set_(line)]; }
+  double set_load(int64_t line) const { return base_ + per_set_[index_(line)]; }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;
@@ -64,7 +64,7 @@ class SetLoad {
   // Whether this window, with `extra` more lines in that set, holds more lines than the
   // ways in the set of `line` (set-resolved).
   bool overflowing(int64_t line, double extra = 0) const {
-    return base_ + per_set_[set_(line)] + extra > ways_ + 1e-9;
+    return base_ + per_set_[index_(line)] + extra > ways_ + 1e-9;
   }
   // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
   // this window overflows: the lines an LRU cache re-fetches at their next use.
@@ -77,10 +77,6 @@ class SetLoad {
   bool uniform_;
   SetIndex index_;  // the line's set (modulo or hashed)
   int64_t sets_, ways_, line_;
-  // The set of `line`: a modulo index of a power-of-two number of sets as a mask, inline
-  // (the same value as index_(line); speed only).
-  int64_t set_(int64_t line) const { return mask_ >= 0 ? (line & mask_) : index_(line); }
-  int64_t mask_;
   // Set-resolved: the window's per-set loads are whole numbers (lines counted whole times),
   // kept as int32 rather than double (exact, half the bytes to copy and add, and the loops
   // over the sets vectorise; speed only).

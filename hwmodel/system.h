@@ -58,9 +58,11 @@ struct SetIndex {
       : sets(c.sets()),
         bits(sets > 0 ? std::countr_zero(static_cast<uint64_t>(sets)) : 0),
         hashed(c.hashed_index && sets > 1),
-        mask(sets > 0 && std::has_single_bit(static_cast<uint64_t>(sets)) ? sets - 1 : -1) {}
+        mask(sets > 0 && std::has_single_bit(static_cast<uint64_t>(sets)) ? sets - 1 : -1),
+        modulo_mask(hashed ? -1 : mask) {}
   int64_t operator()(int64_t line) const {
-    if (!hashed) return mask >= 0 ? (line & mask) : line % sets;  // lines are >= 0
+    if (modulo_mask >= 0) return line & modulo_mask;  // the common case first: one test
+    if (!hashed) return line % sets;                  // lines are >= 0
     uint64_t h = 0;  // XOR-fold (CacheDesc::set_of)
     for (uint64_t x = static_cast<uint64_t>(line); x != 0; x >>= bits) h ^= x;
     return static_cast<int64_t>(h & static_cast<uint64_t>(sets - 1));
@@ -68,7 +70,8 @@ struct SetIndex {
   int64_t sets;
   int bits;
   bool hashed;
-  int64_t mask;  // sets - 1 when sets is a power of two (the modulo as a mask), else -1
+  int64_t mask;         // sets - 1 when sets is a power of two (the modulo as a mask), else -1
+  int64_t modulo_mask;  // mask for a modulo index, -1 for a hashed one
 };
 
 inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }
