@@ -103,11 +103,15 @@ inline uint64_t stream_key(uint64_t salt, DropoutKey k) {
 inline uint32_t keep_threshold(float p) {
   return static_cast<uint32_t>(std::min(4294967295.0, double(p) * 4294967296.0));
 }
+// Whether element i of the stream `base` is kept: the mask of dropout_forward, its backward and
+// dropout_softmax_backward.
+inline bool kept(uint64_t base, uint64_t i, uint32_t threshold) {
+  return static_cast<uint32_t>(mix64(base + i) >> 32) >= threshold;
+}
 }  // namespace
 
 bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key) {
-  return static_cast<uint32_t>(mix64(stream_key(salt, key) + uint64_t(i)) >> 32) >=
-         keep_threshold(p);
+  return kept(stream_key(salt, key), uint64_t(i), keep_threshold(p));
 }
 
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
@@ -116,8 +120,7 @@ void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt
   const float scale = 1.f / (1.f - p);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = static_cast<uint32_t>(mix64(base + uint64_t(i)) >> 32) >= threshold;
-    y[i] = keep ? x[i] * scale : 0.f;
+    y[i] = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;
   }
 }
 
@@ -138,8 +141,7 @@ void dropout_softmax_backward(float* dx, const float* dy, const float* y, int64_
       const uint64_t first = base + uint64_t(r * L);
 #pragma omp simd
       for (int64_t i = 0; i < L; ++i) {
-        const bool keep = static_cast<uint32_t>(mix64(first + uint64_t(i)) >> 32) >= threshold;
-        g[i] = keep ? dyr[i] * scale : 0.f;
+        g[i] = kept(first, uint64_t(i), threshold) ? dyr[i] * scale : 0.f;
       }
       softmax_backward_row(dx + r * L, g, y + r * L, L);
     }
