@@ -233,11 +233,13 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
 }
 
 MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin) {
-  check(j.is_object() && j.value("format", "") == "bertlab-machine",
+  // value() with a json default: a "format" or "version" of another JSON type compares unequal
+  // (a string default made nlohmann throw type_error on an array; fuzz_machine crash-d6fc61e9).
+  check(j.is_object() && j.value("format", nlohmann::json()) == "bertlab-machine",
         "{}: not a bertlab machine description (expected \"format\": \"bertlab-machine\"); run "
         "`bertlab calibrate` to write one",
         origin);
-  check(j.value("version", 0) == kMachineFormatVersion,
+  check(j.value("version", nlohmann::json()) == kMachineFormatVersion,
         "{}: machine.json version {} is not supported (expected {}); run `bertlab calibrate` again",
         origin, j.value("version", nlohmann::json(nullptr)).dump(), kMachineFormatVersion);
   MachineInfo m;

@@ -246,6 +246,26 @@ TEST_CASE("machine.json: counts and GEMM sizes past their integer type are named
   CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("field 'bandwidth_array_bytes'"));
 }
 
+TEST_CASE("machine.json: a format or version of another JSON type is a named error", "[reliability][fuzz]") {
+  using Catch::Matchers::Contains;
+  // fuzz_machine crash-d6fc61e9: "format" was an array (a GEMM list pasted over it). The string
+  // default of j.value("format", "") made nlohmann throw type_error past the reader
+  // (std::terminate in the harness, "internal error" from the CLI).
+  const auto valid = parse_json_text(data::read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
+  for (const char* bad : {R"([{"batch": 1}])", "7", "null", R"({"format": "bertlab-machine"})"}) {
+    auto j = valid;
+    j["format"] = parse_json_text(bad, "format");
+    INFO(bad);
+    CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("m.json: not a bertlab machine description"));
+  }
+  for (const char* bad : {R"("1")", "[1]", "1.5", "true"}) {
+    auto j = valid;
+    j["version"] = parse_json_text(bad, "version");
+    INFO(bad);
+    CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("m.json: machine.json version") && Contains("is not supported"));
+  }
+}
+
 // The old search for special tokens (every special searched again from the current position
 // after each match): the independent reference for the remembered-positions search.
 static std::vector<std::string> tokenize_by_naive_specials(const data::BertTokenizer& tok, std::string_view text,
