@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "base/json_integer.h"
 #include "runtime/op_rules.h"
 
 namespace bertlab {
@@ -23,12 +24,9 @@ const char* name_of(E e, const std::array<const char*, N>& names) {
   return i < N ? names[i] : "?";
 }
 
-// The integers of graph JSON (shapes, ids): nlohmann's get<> of a float, or of an integer out
-// of the target's range, converts with undefined behaviour (fuzz_graph: a shape of 2e+119), so
-// the kind and the range are checked first.
+// The integers of graph JSON (shapes, ids), their kind and range checked first (json_integer_in).
 int64_t graph_integer(const nlohmann::json& v, std::string_view what, int64_t lo, int64_t hi) {
-  check(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(hi)) &&
-            v.get<int64_t>() >= lo && v.get<int64_t>() <= hi,
+  check(json_integer_in(v, lo, hi),
         "malformed graph JSON: {} must be an integer in [{}, {}], got {}", what, lo, hi, v.dump().substr(0, 80));
   return v.get<int64_t>();
 }

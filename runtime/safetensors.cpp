@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "base/json_file.h"
+#include "base/json_integer.h"
 
 namespace bertlab {
 
@@ -77,6 +78,24 @@ nlohmann::json parse_header(std::string_view text, const std::string& file) {
   return header;
 }
 
+// The integer arrays of a header entry ('shape', 'data_offsets'). Each element must be a JSON
+// integer that fits int64 (json_integer_in: fuzz_safetensors crash-44b2b83c had 4e64); floats
+// are refused, even 2.0, as the format's reference reader refuses them.
+std::vector<int64_t> header_integers(const nlohmann::json& entry, const char* field, const std::string& file,
+                                     const std::string& name) {
+  const auto& a = entry.at(field);
+  check(a.is_array(), "{}: tensor '{}': malformed header entry: '{}' must be an array of integers, got {}", file, name,
+        field, a.type_name());
+  std::vector<int64_t> out;
+  for (const auto& v : a) {
+    check(json_integer_in(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()),
+          "{}: tensor '{}': '{}' holds {}, expected an integer from -2^63 to 2^63-1", file, name, field,
+          v.is_number() ? v.dump() : std::string(v.type_name()));
+    out.push_back(v.get<int64_t>());
+  }
+  return out;
+}
+
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path) {
@@ -132,9 +151,12 @@ void SafetensorsFile::parse() {
     t.name = name;
     try {
       t.dtype = v.at("dtype").get<std::string>();
-      t.shape = v.at("shape").get<Shape>();
-      auto offsets = v.at("data_offsets").get<std::vector<uint64_t>>();
-      check(offsets.size() == 2, "{}: tensor '{}': data_offsets must have two entries", file, name);
+      t.shape = header_integers(v, "shape", file, name);
+      const std::vector<int64_t> signed_offsets = header_integers(v, "data_offsets", file, name);
+      check(signed_offsets.size() == 2, "{}: tensor '{}': data_offsets must have two entries", file, name);
+      check(signed_offsets[0] >= 0 && signed_offsets[1] >= 0, "{}: tensor '{}': data_offsets [{}, {}] must not be negative",
+            file, name, signed_offsets[0], signed_offsets[1]);
+      const std::vector<uint64_t> offsets(signed_offsets.begin(), signed_offsets.end());
       check(offsets[0] <= offsets[1] && offsets[1] <= data_size,
             "{}: tensor '{}': data_offsets [{}, {}] lie beyond the {} data bytes (truncated file?)",
             file, name, offsets[0], offsets[1], data_size);

@@ -266,6 +266,36 @@ TEST_CASE("machine.json: a format or version of another JSON type is a named err
   }
 }
 
+TEST_CASE("Safetensors: shape and data_offsets hold JSON integers only", "[reliability][fuzz][safetensors]") {
+  using Catch::Matchers::Contains;
+  // fuzz_safetensors crash-44b2b83c: a data_offsets entry of 4e64 reached nlohmann's
+  // get<uint64_t>, a float-to-integer conversion out of range (undefined behaviour, UBSan).
+  // Floats are refused as the format's reference reader refuses them, even 2.0 and 1.5.
+  auto file = [](const std::string& entry, size_t data_bytes) {
+    const std::string header = R"({"w": )" + entry + "}";
+    std::vector<std::byte> bytes(8 + header.size() + data_bytes, std::byte{0});
+    const uint64_t n = header.size();
+    std::memcpy(bytes.data(), &n, 8);
+    std::memcpy(bytes.data() + 8, header.data(), header.size());
+    return bytes;
+  };
+  CHECK_NOTHROW(SafetensorsFile(file(R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})", 8), "ok.safetensors"));
+  for (const char* entry : {R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 4e64]})",
+                            R"({"dtype": "F32", "shape": [4e64], "data_offsets": [0, 8]})",
+                            R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 8.0]})",
+                            R"({"dtype": "F32", "shape": [1.5], "data_offsets": [0, 8]})",
+                            R"({"dtype": "F32", "shape": [2], "data_offsets": [0, 18446744073709551615]})",
+                            R"({"dtype": "F32", "shape": [2], "data_offsets": [0, "8"]})"}) {
+    INFO(entry);
+    CHECK_THROWS_WITH(SafetensorsFile(file(entry, 8), "bad.safetensors"),
+                      Contains("bad.safetensors: tensor 'w'") && Contains("expected an integer"));
+  }
+  CHECK_THROWS_WITH(SafetensorsFile(file(R"({"dtype": "F32", "shape": [2], "data_offsets": [-8, 0]})", 8), "n.safetensors"),
+                    Contains("n.safetensors: tensor 'w': data_offsets [-8, 0] must not be negative"));
+  CHECK_THROWS_WITH(SafetensorsFile(file(R"({"dtype": "F32", "shape": {"a": 2}, "data_offsets": [0, 8]})", 8), "o.safetensors"),
+                    Contains("malformed header entry: 'shape' must be an array of integers, got object"));
+}
+
 // The old search for special tokens (every special searched again from the current position
 // after each match): the independent reference for the remembered-positions search.
 static std::vector<std::string> tokenize_by_naive_specials(const data::BertTokenizer& tok, std::string_view text,
