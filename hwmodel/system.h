@@ -58,8 +58,7 @@ struct SetIndex {
       : sets(c.sets()),
         bits(sets > 0 ? std::countr_zero(static_cast<uint64_t>(sets)) : 0),
         hashed(c.hashed_index && sets > 1),
-        mask(sets > 0 && std::has_single_bit(static_cast<uint64_t>(sets)) ? sets - 1 : -1),
-        modulo_mask(hashed ? -1 : mask) {}
+        modulo_mask(!hashed && sets > 0 && std::has_single_bit(static_cast<uint64_t>(sets)) ? sets - 1 : -1) {}
   int64_t operator()(int64_t line) const {
     if (modulo_mask >= 0) return line & modulo_mask;  // the common case first: one test
     if (!hashed) return line % sets;                  // lines are >= 0
@@ -70,8 +69,8 @@ struct SetIndex {
   int64_t sets;
   int bits;
   bool hashed;
-  int64_t mask;         // sets - 1 when sets is a power of two (the modulo as a mask), else -1
-  int64_t modulo_mask;  // mask for a modulo index, -1 for a hashed one
+  // sets - 1 for a modulo index of a power-of-two number of sets (the modulo as a mask), else -1
+  int64_t modulo_mask;
 };
 
 inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }
