@@ -49,7 +49,7 @@ GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot) : view_(view
   if (!bf16) return;
   dense_ = dense_bf16(view);
   auto& ctx = dnnl_context();
-  convert_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, view_, ctx.engine, dense_));
+  convert_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, view_, ctx.engine, dense_, scratchpad_attr()));
   gemm_scratch(slot, dense_.get_size());
 }
 

@@ -1,11 +1,28 @@
 #include "ops/dnnl_context.h"
 
+#include "base/buffer.h"
+
 namespace bertlab::ops {
 
 DnnlContext& dnnl_context() {
   static DnnlContext ctx;
   return ctx;
 }
+
+dnnl::primitive_attr scratchpad_attr(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+namespace {
+// The calling thread's scratchpad for every primitive it runs (scratchpad_attr), grown to the
+// largest one asked for.
+void* shared_scratchpad(size_t bytes) {
+  thread_local AlignedBuffer<std::byte> buffer;
+  if (buffer.size() < bytes) buffer = AlignedBuffer<std::byte>(bytes);
+  return buffer.data();
+}
+}  // namespace
 
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data) {
   return dnnl::memory(md, dnnl_context().engine, const_cast<void*>(data));
@@ -24,6 +41,15 @@ const std::unordered_map<int, dnnl::memory>& PrimitiveArgs::bind(std::initialize
 
 void PrimitiveArgs::execute(const dnnl::primitive& p, std::initializer_list<Arg> args) {
   bind(args);
+  if (scratch_of_ != p.get()) {  // first call with this primitive: does it take a scratchpad?
+    scratch_of_ = p.get();
+    const_dnnl_primitive_desc_t pd = nullptr;
+    dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(p.get(), &pd), "could not query a primitive");
+    const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    scratch_md_ = md ? dnnl::memory::desc(*md) : dnnl::memory::desc();
+  }
+  if (const size_t bytes = scratch_md_.get_size(); bytes > 0)
+    bind({{DNNL_ARG_SCRATCHPAD, scratch_md_, shared_scratchpad(bytes)}});
   if (c_args_.size() != map_.size()) {
     c_args_.clear();
     for (const auto& [id, mem] : map_) c_args_.push_back({id, mem.get()});

@@ -15,6 +15,14 @@ struct DnnlContext {
 
 DnnlContext& dnnl_context();
 
+// Every primitive of ops/ is created with these attributes (plus its own): a user-managed
+// scratchpad. Left to the library, each primitive of Debian's oneDNN build owns its scratchpad
+// from creation on (about 100 MiB over the ~200 primitives of a BERT-base training step,
+// measured); PrimitiveArgs::execute instead gives every primitive the calling thread's one
+// shared buffer, as large as the largest scratchpad run so far. Primitives of one thread run
+// one after another, so they never need theirs at the same time.
+dnnl::primitive_attr scratchpad_attr(dnnl::primitive_attr attr = {});
+
 // Wraps a plain float buffer as oneDNN memory without copying.
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 
@@ -29,12 +37,15 @@ class PrimitiveArgs {
   };
   const std::unordered_map<int, dnnl::memory>& bind(std::initializer_list<Arg> args);
   // Binds, runs `p` on the shared stream and waits; through the C API, whose argument array is
-  // kept here (the C++ execute() builds a new one on every call).
+  // kept here (the C++ execute() builds a new one on every call). A primitive created with
+  // scratchpad_attr() gets the thread's shared scratchpad.
   void execute(const dnnl::primitive& p, std::initializer_list<Arg> args);
 
  private:
   std::unordered_map<int, dnnl::memory> map_;
   std::vector<dnnl_exec_arg_t> c_args_;
+  const_dnnl_primitive_t scratch_of_ = nullptr;  // the primitive scratch_md_ was queried from
+  dnnl::memory::desc scratch_md_;                // its user scratchpad (zero: none)
 };
 
 }  // namespace bertlab::ops

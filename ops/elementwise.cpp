@@ -34,7 +34,7 @@ ActivationOp::ActivationOp(int64_t n, Activation act) {
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
   pd_ = dnnl::eltwise_forward::primitive_desc(
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, data, 0.f, 0.f),
-      ctx.engine);
+      scratchpad_attr(), ctx.engine);
   prim_ = dnnl::eltwise_forward(pd_);
 }
 
@@ -79,7 +79,7 @@ ActivationGrad::ActivationGrad(int64_t n, Activation act) {
       dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f),
       ctx.engine);
   pd_ = dnnl::eltwise_backward::primitive_desc(
-      dnnl::eltwise_backward::desc(alg, data, data, 0.f, 0.f), ctx.engine, hint);
+      dnnl::eltwise_backward::desc(alg, data, data, 0.f, 0.f), scratchpad_attr(), ctx.engine, hint);
   prim_ = dnnl::eltwise_backward(pd_);
 }
 

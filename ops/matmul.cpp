@@ -80,9 +80,9 @@ Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, b
   if (residual) po.append_binary(dnnl::algorithm::binary_add, dst);
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei_any, bias, dst), attr, ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei_any, bias, dst), scratchpad_attr(attr), ctx.engine);
   prim_ = dnnl::matmul(pd_);
-  pack_pd_ = dnnl::reorder::primitive_desc(ctx.engine, plain_w, ctx.engine, pd_.weights_desc());
+  pack_pd_ = dnnl::reorder::primitive_desc(ctx.engine, plain_w, ctx.engine, pd_.weights_desc(), scratchpad_attr());
   pack_ = dnnl::reorder(pack_pd_);
 }
 
@@ -166,7 +166,7 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
   dnnl::post_ops po;
   po.append_binary(dnnl::algorithm::binary_add, bias);
   attr.set_post_ops(po);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q, kt, dst), attr, ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -197,7 +197,7 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
     p = in16_[0].view, v = in16_[1].view;
   }
   memory::desc dst({B, heads, S, d}, dt::f32, memory::dims{S * H, d, H, 1});
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), scratchpad_attr(), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -232,7 +232,7 @@ LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16) {
   dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, 0);
   w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1);
   memory::desc dx({M, K}, dt::f32, tag::ab);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.desc(), w_.desc(), dx), ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.desc(), w_.desc(), dx), scratchpad_attr(), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -254,7 +254,7 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16) :
   po.append_sum(1.f);  // accumulate into the gradient
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_t, x, dw), attr, ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_t, x, dw), scratchpad_attr(attr), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -358,7 +358,7 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
       gemm_scratch(kOutputSlot, dst.get_size());
     }
   }
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, ctx.engine);
+  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), scratchpad_attr(attr), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }
 

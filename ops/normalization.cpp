@@ -30,7 +30,7 @@ LayerNorm::LayerNorm(int64_t rows, int64_t H, float eps) {
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   pd_ = dnnl::layer_normalization_forward::primitive_desc(
       dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, data, eps, flags),
-      ctx.engine);
+      scratchpad_attr(), ctx.engine);
   prim_ = dnnl::layer_normalization_forward(pd_);
 }
 
@@ -53,7 +53,7 @@ Softmax::Softmax(int64_t rows, int64_t L) {
   auto& ctx = dnnl_context();
   memory::desc data({rows, L}, dt::f32, tag::ab);
   pd_ = dnnl::softmax_forward::primitive_desc(
-      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, data, 1), ctx.engine);
+      dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, data, 1), scratchpad_attr(), ctx.engine);
   prim_ = dnnl::softmax_forward(pd_);
 }
 
