@@ -87,7 +87,7 @@ def main():
     med = statistics.median(times)
     print(f"torch {torch.__version__} {a.mode} {os.path.basename(a.config)} batch={B} seq={S} {a.precision} threads={a.threads}: "
           f"{B / med:.2f} sequences/s (median of {a.runs}; min {B / max(times):.2f}, max {B / min(times):.2f}); "
-          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -113,11 +113,17 @@ class Differentiator {
     region_ = saved_region;
   }
 
-  // A forward activation that a backward node reads. Outputs of cheap element-wise nodes (GELU,
-  // dropout: the op table's saved rule) are recomputed from their input instead of being kept
-  // from the forward pass: the forward copy then dies early, which saves two activations of the
-  // FFN width per layer and the dropped attention probabilities, for one extra element-wise
-  // pass each.
+  // A forward activation that a backward node reads. Outputs of the nodes whose op table row
+  // says `recomputed` are recomputed in the backward instead of being kept from the forward
+  // pass, so the forward copy dies early: GELU and dropout (two activations of the FFN width per
+  // layer, the dropped attention probabilities), layernorm (two hidden-width activations per
+  // layer; its gradient reads its input, which is kept), and the attention chain scores ->
+  // softmax -> dropout -> context (the probabilities and the context), whose two small GEMMs
+  // (2 B nh S^2 d FLOPs each) are redone once per layer. A recomputation's inputs are
+  // themselves recomputed when their producers are, so the chain needs only qkv and the mask
+  // bias. Each forward tensor is recomputed at most once, where the backward first reads it.
+  // Every backward read of a forward activation goes through here (test "Training graph:
+  // outputs of recomputed kinds are read in the backward only as recomputations").
   bool recomputed(const Node& n) const {
     switch (op_info(n.kind).saved) {
       case Saved::kept: return false;
@@ -132,9 +138,13 @@ class Differentiator {
     auto it = recomputed_.find(tensor);
     if (it != recomputed_.end()) return it->second;
     const Node fwd = g_.node(p);
+    std::vector<int> inputs;
+    for (int t : fwd.inputs) inputs.push_back(saved(t));
     const auto outer = region_;  // the recomputation belongs to the forward node's region
     region_ = nlohmann::json();
-    const int out = recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", fwd.inputs, fwd.attrs);
+    nlohmann::json attrs = fwd.attrs;
+    attrs["recomputed"] = true;  // extra work, not model FLOPs (docs/graph-format.md)
+    const int out = recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", inputs, attrs);
     region_ = outer;
     return out;
   }
@@ -178,7 +188,7 @@ class Differentiator {
         contribute(in[1], dy);
         return;
       case OpKind::layernorm: {
-        auto outs = emit(OpKind::layernorm_grad, name + ".grad", {dy, in[0], in[1]},
+        auto outs = emit(OpKind::layernorm_grad, name + ".grad", {dy, saved(in[0]), in[1]},
                          {-1, param_grad(in[1]), param_grad(in[2])}, n.attrs);
         contribute(in[0], outs[0]);
         return;
@@ -186,7 +196,7 @@ class Differentiator {
       case OpKind::activation: {
         // The derivative reads the input x, or the output y (ops/activation.h).
         const bool from_y = ops::activation_info(activation_of(n)).grad_from_output;
-        contribute(in[0], emit1(OpKind::activation_grad, name + ".grad", {dy, from_y ? n.outputs[0] : in[0]},
+        contribute(in[0], emit1(OpKind::activation_grad, name + ".grad", {dy, saved(from_y ? n.outputs[0] : in[0])},
                                 {{"activation", n.attrs.at("activation")}}));
         return;
       }
@@ -194,11 +204,11 @@ class Differentiator {
         contribute(in[0], emit1(OpKind::dropout_grad, name + ".grad", {dy}, n.attrs));
         return;
       case OpKind::softmax:
-        contribute(in[0], emit1(OpKind::softmax_grad, name + ".grad", {dy, n.outputs[0]}));
+        contribute(in[0], emit1(OpKind::softmax_grad, name + ".grad", {dy, saved(n.outputs[0])}));
         return;
       case OpKind::attn_context: {
         // The V third of dqkv now; attn_scores' backward fills the Q and K thirds.
-        int dprobs = emit1(OpKind::attn_context_grad_probs, name + ".grad_probs", {dy, in[1]}, n.attrs);
+        int dprobs = emit1(OpKind::attn_context_grad_probs, name + ".grad_probs", {dy, saved(in[1])}, n.attrs);
         pending_qkv_[in[1]] = emit1(OpKind::attn_context_grad_v, name + ".grad_v", {dy, saved(in[0])}, n.attrs);
         contribute(in[0], dprobs);
         return;
@@ -207,8 +217,8 @@ class Differentiator {
         auto it = pending_qkv_.find(in[0]);
         check(it != pending_qkv_.end(), "node '{}': its qkv feeds no attn_context", name);
         const int dqkv = it->second;
-        emit(OpKind::attn_scores_grad_q, name + ".grad_q", {dy, in[0]}, {dqkv}, n.attrs);
-        emit(OpKind::attn_scores_grad_k, name + ".grad_k", {dy, in[0]}, {dqkv}, n.attrs);
+        emit(OpKind::attn_scores_grad_q, name + ".grad_q", {dy, saved(in[0])}, {dqkv}, n.attrs);
+        emit(OpKind::attn_scores_grad_k, name + ".grad_k", {dy, saved(in[0])}, {dqkv}, n.attrs);
         contribute(in[0], dqkv);
         return;
       }

@@ -66,6 +66,13 @@ struct Node {
   Category category = Category::memory_bound;
 };
 
+// A forward node re-run in the backward instead of keeping its output (attribute "recomputed",
+// runtime/autodiff.cpp): extra work, not model FLOPs.
+inline bool is_recomputation(const Node& n) {
+  const auto it = n.attrs.find("recomputed");
+  return it != n.attrs.end() && it->is_boolean() && it->get<bool>();
+}
+
 class Graph {
  public:
   int add_tensor(std::string name, Shape shape, DType dtype, Role role,

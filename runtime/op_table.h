@@ -53,8 +53,10 @@ enum class HwFamily : uint8_t {
 // The memory plan may write the output over input 0 when that input dies at the node.
 enum class InPlace : uint8_t { no, yes };
 // A backward node reading this node's output: keeps it from the forward pass, or recomputes it
-// from the node's inputs (cheap element-wise nodes; the forward copy then dies early). For
-// activations the activation's row decides (ops/activation.h, keep).
+// from the node's inputs (runtime/autodiff.cpp, saved: the forward copy then dies early; chosen
+// for element-wise and row ops and the two attention products, whose recomputation costs little
+// against the memory it frees). For activations the activation's row decides (ops/activation.h,
+// keep).
 enum class Saved : uint8_t { kept, recomputed, per_activation };
 // The fusion pass that folds this node into a preceding linear's epilogue (runtime/fusion.h).
 enum class Fusion : uint8_t { none, linear_activation, linear_residual };
@@ -70,15 +72,15 @@ enum class Fusion : uint8_t { none, linear_activation, linear_residual };
   /* x(...,K), w(N,K), b(N) [, residual(...,N)] -> (...,N); attr activation (epilogue) */        \
   X(linear, gemm, gemm_linear, forward, no, kept, none, gemm)                                    \
   /* qkv(B,S,3H), bias(B,S) -> scores(B,nh,S,S) = Q K^T * scale + bias */                       \
-  X(attn_scores, gemm, gemm_attention, forward, no, kept, none, gemm)                            \
+  X(attn_scores, gemm, gemm_attention, forward, no, recomputed, none, gemm)                            \
   /* x(...,L) -> softmax over the last axis */                                                   \
-  X(softmax, memory_bound, softmax, forward, yes, kept, none, softmax)                           \
+  X(softmax, memory_bound, softmax, forward, yes, recomputed, none, softmax)                           \
   /* probs(B,nh,S,S), qkv(B,S,3H) -> ctx(B,S,H) = P V, heads concatenated */                     \
-  X(attn_context, gemm, gemm_attention, forward, no, kept, none, gemm)                           \
+  X(attn_context, gemm, gemm_attention, forward, no, recomputed, none, gemm)                           \
   /* a, b (same shape) -> a + b */                                                               \
   X(add, memory_bound, add, forward, no, kept, linear_residual, stream)                          \
   /* x(...,H), gamma(H), beta(H) -> (...,H); attr eps */                                         \
-  X(layernorm, memory_bound, layernorm, forward, no, kept, none, layernorm)                      \
+  X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm)                      \
   /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu) */                        \
   X(activation, memory_bound, activation, forward, yes, per_activation, linear_activation,       \
     stream)                                                                                      \

@@ -7,13 +7,17 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "ops/activation.h"
 #include "runtime/bert_builder.h"
 #include "runtime/executor.h"
 #include "runtime/fusion.h"
 #include "runtime/memory_plan.h"
 #include "runtime/model.h"
+#include "runtime/op_rules.h"
 #include "test_configs.h"
 
 using namespace bertlab;
@@ -205,4 +209,56 @@ TEST_CASE("Executor: running twice gives identical outputs", "[runtime]") {
   const auto third = snapshot();
   const int64_t H = c.hidden_size;
   CHECK(std::equal(first[0].begin(), first[0].begin() + (in.seq + 9) * H, third[0].begin()));
+}
+
+TEST_CASE("Training graph: outputs of recomputed kinds are read in the backward only as recomputations",
+          "[runtime]") {
+  RunSpec run;
+  run.batch = 2;
+  run.seq = 13;
+  run.mode = "train";
+  const Graph g = build_bert(small_config(), run);
+  std::vector<int> producer(g.tensors().size(), -1);
+  for (const auto& n : g.nodes())
+    for (int t : n.outputs) producer[t] = n.id;
+  // The op table's saved rule, read independently of autodiff.cpp.
+  auto recomputed_kind = [&](const Node& n) {
+    switch (op_info(n.kind).saved) {
+      case Saved::kept: return false;
+      case Saved::recomputed: return true;
+      case Saved::per_activation: return !ops::activation_info(activation_of(n)).keep_output;
+    }
+    return false;
+  };
+  std::map<OpKind, int> recomputations;
+  std::set<std::string> names;
+  int backward_reads = 0;
+  for (const auto& n : g.nodes()) {
+    if (n.phase != Phase::backward) continue;
+    if (is_recomputation(n)) {
+      ++recomputations[n.kind];
+      INFO(n.name);
+      CHECK(names.insert(n.name).second);  // each forward output is recomputed once
+      const std::string fwd = n.name.substr(0, n.name.size() - std::string(".recompute").size());
+      const auto it = std::find_if(g.nodes().begin(), g.nodes().end(), [&](const Node& f) { return f.name == fwd; });
+      REQUIRE(it != g.nodes().end());
+      CHECK(it->kind == n.kind);
+      CHECK(it->phase == Phase::forward);
+    }
+    for (int t : n.inputs) {
+      const int p = producer[t];
+      if (p < 0 || g.node(p).phase != Phase::forward) continue;
+      ++backward_reads;
+      INFO(n.name << " reads " << g.tensor(t).name << ", written by " << g.node(p).name);
+      // The forward copy of a recomputed output must be dead by the backward.
+      CHECK_FALSE(recomputed_kind(g.node(p)));
+    }
+  }
+  CHECK(backward_reads > 0);
+  // Two layers: the layernorm outputs (embeddings and two per layer, each read by a weight
+  // gradient) and the attention chain of each layer.
+  for (OpKind k : {OpKind::layernorm, OpKind::attn_scores, OpKind::softmax, OpKind::dropout, OpKind::attn_context}) {
+    INFO(to_string(k));
+    CHECK(recomputations[k] >= 2);
+  }
 }
