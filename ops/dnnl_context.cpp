@@ -43,6 +43,8 @@ void PrimitiveArgs::execute(const dnnl::primitive& p, std::initializer_list<Arg>
   bind(args);
   if (scratch_of_ != p.get()) {  // first call with this primitive: does it take a scratchpad?
     scratch_of_ = p.get();
+    map_.erase(DNNL_ARG_SCRATCHPAD);  // another primitive's, with its size
+    c_args_.clear();
     const_dnnl_primitive_desc_t pd = nullptr;
     dnnl::error::wrap_c_api(dnnl_primitive_get_primitive_desc(p.get(), &pd), "could not query a primitive");
     const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
