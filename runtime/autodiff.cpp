@@ -143,7 +143,7 @@ class Differentiator {
     const auto outer = region_;  // the recomputation belongs to the forward node's region
     region_ = nlohmann::json();
     nlohmann::json attrs = fwd.attrs;
-    attrs["recomputed"] = true;  // extra work, not model FLOPs (docs/graph-format.md)
+    attrs[kRecomputedAttr] = true;  // extra work, not model FLOPs (docs/graph-format.md)
     const int out = recomputed_[tensor] = emit1(fwd.kind, fwd.name + ".recompute", inputs, attrs);
     region_ = outer;
     return out;

@@ -67,9 +67,10 @@ struct Node {
 };
 
 // A forward node re-run in the backward instead of keeping its output (attribute "recomputed",
-// runtime/autodiff.cpp): extra work, not model FLOPs.
+// set by runtime/autodiff.cpp): extra work, not model FLOPs.
+inline constexpr const char* kRecomputedAttr = "recomputed";
 inline bool is_recomputation(const Node& n) {
-  const auto it = n.attrs.find("recomputed");
+  const auto it = n.attrs.find(kRecomputedAttr);
   return it != n.attrs.end() && it->is_boolean() && it->get<bool>();
 }
 
