@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "base/json_file.h"
+#include "base/json_integer.h"
 #include "runtime/data/shard.h"
 #include "runtime/data/task_data.h"
 #include "runtime/data/tokenizer.h"
@@ -264,6 +265,19 @@ TEST_CASE("machine.json: a format or version of another JSON type is a named err
     INFO(bad);
     CHECK_THROWS_WITH(machine_from_json(j, "m.json"), Contains("m.json: machine.json version") && Contains("is not supported"));
   }
+}
+
+TEST_CASE("json_integer_in: kind and both bounds, for signed and unsigned JSON integers", "[reliability][fuzz]") {
+  // nlohmann stores a non-negative integer literal as unsigned: both bounds must apply to it too.
+  const auto j = nlohmann::json::parse(R"([0, 1, 4096, 4097, -1, 18446744073709551615, 4.0, 4e64, "4", true])");
+  const std::vector<bool> in_1_4096 = {false, true, true, false, false, false, false, false, false, false};
+  for (size_t i = 0; i < j.size(); ++i) {
+    INFO(j[i].dump());
+    CHECK(json_integer_in(j[i], 1, 4096) == in_1_4096[i]);
+  }
+  CHECK(json_integer_in(j[4], -1, 0));  // a negative value in a range that holds it
+  CHECK_FALSE(json_integer_in(j[1], -5, -1));  // unsigned 1 above a negative range
+  CHECK_FALSE(json_integer_in(j[5], 0, std::numeric_limits<int64_t>::max()));  // 2^64-1 past int64
 }
 
 TEST_CASE("Safetensors: shape and data_offsets hold JSON integers only", "[reliability][fuzz][safetensors]") {
