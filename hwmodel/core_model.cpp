@@ -10,6 +10,7 @@
 #include "hwmodel/tracesim.h"
 #include "base/error.h"
 #include "base/json_file.h"
+#include "base/json_integer.h"
 
 namespace bertlab::hw {
 
@@ -238,14 +239,25 @@ double dram_latency_cycles(const Traffic& t, const SystemDesc& s) {
 
 CoreCoefficients load_coefficients(const std::string& path) {
   const auto j = read_json_file(path);
-  check(j.value("format", "") == "bertlab-core-coefficients",
+  // A json default: a "format" of another JSON type compares unequal (as machine.json's reader).
+  check(j.is_object() && j.value("format", nlohmann::json()) == "bertlab-core-coefficients",
         "{}: expected format 'bertlab-core-coefficients'", path);
+  check(j.contains("entries") && j.at("entries").is_array(), "{}: field 'entries' must be an array", path);
   CoreCoefficients c;
-  for (const auto& e : j.at("entries")) {
-    const std::string arr = e.at("arrangement");
-    check(arr == "rwma" || arr == "bwma", "{}: arrangement must be rwma or bwma, got '{}'", path, arr);
-    c.entries[{layer_op_from_string(e.at("op")), arr == "rwma" ? Arrangement::rwma : Arrangement::bwma,
-               e.at("kernel").get<int64_t>()}] = {e.at("per_unit").get<double>(), e.at("per_group").get<double>()};
+  const auto& entries = j.at("entries");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    try {  // a missing field or one of another type: named here, not an internal error
+      const std::string arr = e.at("arrangement");
+      check(arr == "rwma" || arr == "bwma", "{}: arrangement must be rwma or bwma, got '{}'", path, arr);
+      check(json_integer_in(e.at("kernel"), 1, 4096), "{}: entries[{}]: kernel must be an integer in [1, 4096], got {}",
+            path, i, e.at("kernel").dump());
+      c.entries[{layer_op_from_string(e.at("op")), arr == "rwma" ? Arrangement::rwma : Arrangement::bwma,
+                 e.at("kernel").get<int64_t>()}] = {e.at("per_unit").get<double>(), e.at("per_group").get<double>()};
+    } catch (const nlohmann::json::exception&) {
+      fail("{}: entries[{}] must hold op and arrangement (strings), kernel (an integer), per_unit and per_group "
+           "(numbers), got {}", path, i, e.dump().substr(0, 120));
+    }
   }
   return c;
 }

@@ -15,6 +15,7 @@
 #include "hwmodel/core_model.h"
 #include "hwmodel/lackey_replay.h"
 #include "hwmodel/reference/kernels.h"
+#include "test_util.h"
 
 using namespace bertlab::hw;
 namespace hwref = bertlab::hwref;
@@ -202,6 +203,39 @@ TEST_CASE("lackey replay: the warm-up from the warm= store fills the caches, its
   const auto cold = run("#hwref region=0x1000 bytes=4096 marker=0x9000\n");
   CHECK(cold.traffic.l1_misses == std::vector<int64_t>{3});
   CHECK(cold.traffic.operands.at("other").read_lines == 2);
+}
+
+TEST_CASE("core model: a coefficients file of the wrong shape is a named error", "[hwmodel-reference][bad-input]") {
+  using Catch::Matchers::Contains;
+  const bertlab::testing::TempDir dir("coeffs");
+  auto load = [&](const std::string& text) {
+    const auto file = (dir / "c.json").string();
+    std::ofstream(file) << text;
+    return load_coefficients(file);
+  };
+  const std::string entry = R"({"op": "attn_out", "arrangement": "bwma", "kernel": 4, "per_unit": 16.0, "per_group": 116.15})";
+  const auto ok = load(R"({"format": "bertlab-core-coefficients", "entries": [)" + entry + "]}");
+  CHECK(ok.entries.size() == 1);
+  // fuzz_machine found the string default of value("format", "") throwing on an array; the same
+  // reader shape was here.
+  for (const char* format : {R"([1])", "7", "null"})
+    CHECK_THROWS_WITH(load(std::string(R"({"format": )") + format + R"(, "entries": []})"),
+                      Contains("c.json: expected format 'bertlab-core-coefficients'"));
+  CHECK_THROWS_WITH(load(R"({"format": "bertlab-core-coefficients", "entries": {}})"),
+                    Contains("c.json: field 'entries' must be an array"));
+  for (const char* bad : {R"({"op": "attn_out", "arrangement": "bwma", "kernel": 4, "per_unit": "16", "per_group": 1})",
+                          R"({"op": "attn_out", "arrangement": "bwma", "kernel": 4, "per_unit": 16})", R"([1, 2])"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(load(std::string(R"({"format": "bertlab-core-coefficients", "entries": [)") + bad + "]}"),
+                      Contains("c.json: entries[0] must hold op and arrangement"));
+  }
+  for (const char* kernel : {"4.5", "4e64", "0"}) {
+    INFO(kernel);
+    CHECK_THROWS_WITH(
+        load(std::string(R"({"format": "bertlab-core-coefficients", "entries": [{"op": "attn_out", "arrangement": "bwma", "kernel": )") +
+             kernel + R"(, "per_unit": 1, "per_group": 1}]})"),
+        Contains("c.json: entries[0]: kernel must be an integer in [1, 4096]"));
+  }
 }
 
 TEST_CASE("core model: every GEMM product is issued once whatever the core split, cold misses only with a large LLC",
