@@ -124,17 +124,9 @@ class Differentiator {
   // bias. Each forward tensor is recomputed at most once, where the backward first reads it.
   // Every backward read of a forward activation goes through here (test "Training graph:
   // outputs of recomputed kinds are read in the backward only as recomputations").
-  bool recomputed(const Node& n) const {
-    switch (op_info(n.kind).saved) {
-      case Saved::kept: return false;
-      case Saved::recomputed: return true;
-      case Saved::per_activation: return !ops::activation_info(activation_of(n)).keep_output;
-    }
-    return false;
-  }
   int saved(int tensor) {
     const int p = tensor < static_cast<int>(producer_.size()) ? producer_[tensor] : -1;
-    if (p < 0 || !recomputed(g_.node(p))) return tensor;
+    if (p < 0 || !recomputed_in_backward(g_.node(p))) return tensor;
     auto it = recomputed_.find(tensor);
     if (it != recomputed_.end()) return it->second;
     const Node fwd = g_.node(p);

@@ -54,6 +54,15 @@ Outs f32(std::initializer_list<Shape> shapes) {
 
 }  // namespace
 
+bool recomputed_in_backward(const Node& n) {
+  switch (op_info(n.kind).saved) {
+    case Saved::kept: return false;
+    case Saved::recomputed: return true;
+    case Saved::per_activation: return !ops::activation_info(activation_of(n)).keep_output;
+  }
+  return false;
+}
+
 ops::Activation activation_of(const Node& n) {
   auto it = n.attrs.find("activation");
   const bool required = n.kind == OpKind::activation || n.kind == OpKind::activation_grad;

@@ -221,15 +221,6 @@ TEST_CASE("Training graph: outputs of recomputed kinds are read in the backward 
   std::vector<int> producer(g.tensors().size(), -1);
   for (const auto& n : g.nodes())
     for (int t : n.outputs) producer[t] = n.id;
-  // The op table's saved rule, read independently of autodiff.cpp.
-  auto recomputed_kind = [&](const Node& n) {
-    switch (op_info(n.kind).saved) {
-      case Saved::kept: return false;
-      case Saved::recomputed: return true;
-      case Saved::per_activation: return !ops::activation_info(activation_of(n)).keep_output;
-    }
-    return false;
-  };
   std::map<OpKind, int> recomputations;
   std::set<std::string> names;
   int backward_reads = 0;
@@ -251,7 +242,7 @@ TEST_CASE("Training graph: outputs of recomputed kinds are read in the backward 
       ++backward_reads;
       INFO(n.name << " reads " << g.tensor(t).name << ", written by " << g.node(p).name);
       // The forward copy of a recomputed output must be dead by the backward.
-      CHECK_FALSE(recomputed_kind(g.node(p)));
+      CHECK_FALSE(recomputed_in_backward(g.node(p)));
     }
   }
   CHECK(backward_reads > 0);
