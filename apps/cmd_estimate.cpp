@@ -244,10 +244,12 @@ void run_cluster(const EstimateOptions& o) {
     out.push_back({{"nodes", n}, {"global_batch", global}, {"step_s", e.step_s}, {"forward_s", e.forward_s},
                    {"backward_s", e.backward_s}, {"optimizer_s", e.optimizer_s}, {"allreduce_s", e.comm_s},
                    {"exposed_allreduce_s", e.exposed_comm_s}, {"single_node_step_s", e.single_node_step_s},
-                   {"efficiency", e.efficiency()}, {"buckets", e.buckets.size()}});
+                   {"efficiency", e.efficiency()}, {"buckets", e.buckets.size()}, {"rows_allgather_s", e.rows_s}});
   }
   if (!o.json.empty()) write_text_atomically(o.json, out.dump(1) + "\n");
   fmt::print("\nefficiency: the step of one node without communication over the step on N nodes (same work per node)\n");
+  if (c.overlap)
+    fmt::print("allreduce s includes the allgather of the word-embedding rows of each node's batch after backward\n");
 }
 
 void run(const EstimateOptions& o) {

@@ -167,7 +167,7 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
   if (nodes > 1) {
     std::vector<GradBucket> plan;
     if (c.overlap)
-      plan = plan_grad_buckets(g, grads, c.bucket_bytes);
+      plan = plan_grad_buckets(g, grads, c.bucket_bytes, /*defer_rows=*/true);
     else
       plan = {GradBucket{0, grads.arena_size(), -1}};
     for (const GradBucket& b : plan) {
@@ -183,6 +183,24 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
       r.comm_s += bt.end_s - bt.start_s;
       r.buckets.push_back(bt);
     }
+    // Overlapped: the word rows the embedding backward added, exchanged after it (runtime/
+    // grad_sync.h). Each node sends its batch's distinct tokens' rows (an id and `width` floats
+    // each) to every other: an allgather, ring (N - 1 steps, each passing one node's rows on):
+    // (N - 1) (alpha + rows bytes x beta); the distinct tokens of T = batch x seq drawn
+    // uniformly from V: V (1 - (1 - 1/V)^T), an upper bound for text, whose Zipf-distributed
+    // tokens repeat more.
+    if (c.overlap)
+      for (const auto& rs : row_sparse_grads(g, grads)) {
+        const Node& n = g.nodes()[static_cast<size_t>(rs.node)];
+        const double T = static_cast<double>(g.tensor(n.inputs.at(1)).numel()), V = static_cast<double>(rs.rows);
+        const double distinct = V * (1 - std::pow(1 - 1 / V, T));
+        const double bytes = 8 + distinct * (4 + 4 * static_cast<double>(rs.width));
+        const double alpha = c.latency_us * 1e-6, beta = 1.0 / (c.link_gbps * 1e9 / 8);
+        const double s = (static_cast<double>(nodes) - 1) * (alpha + bytes * beta);
+        const double start = std::max(before_last + end_of[static_cast<size_t>(rs.node)], busy_until);
+        busy_until = start + s;
+        r.rows_s += s, r.comm_s += s;
+      }
     last_end = std::max(last_end, busy_until);
   }
   r.exposed_comm_s = last_end - (before_last + micro);

@@ -51,7 +51,8 @@ struct BucketTiming {
 struct ClusterEstimate {
   int64_t nodes = 1, accum = 1;
   double forward_s = 0, backward_s = 0, optimizer_s = 0;  // compute of one node, whole step
-  double comm_s = 0;         // sum of the buckets' allreduce times
+  double comm_s = 0;         // sum of the buckets' allreduce times (and the deferred rows' allgather)
+  double rows_s = 0;         // overlapped: the allgather of the embedding rows (runtime/grad_sync.h)
   double exposed_comm_s = 0; // the part of it not hidden behind backward
   double step_s = 0;
   double single_node_step_s = 0;  // the same per-node work without communication

@@ -223,6 +223,30 @@ std::string World::broadcast_text(const std::string& text, int root) {
   return out;
 }
 
+std::vector<std::vector<std::byte>> World::allgather(const std::vector<std::byte>& mine) {
+  if (!distributed()) return {mine};
+  wait_all();
+  std::vector<int64_t> sizes(static_cast<size_t>(size_));
+  const int64_t own = static_cast<int64_t>(mine.size());
+  mpi_check(MPI_Allgather(&own, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "allgather");
+  std::vector<int> counts(sizes.size()), displs(sizes.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    check(total + sizes[r] <= std::numeric_limits<int>::max(), "MPI allgather of {} bytes and more: at most {} in all",
+          total + sizes[r], std::numeric_limits<int>::max());
+    counts[r] = static_cast<int>(sizes[r]), displs[r] = static_cast<int>(total);
+    total += sizes[r];
+  }
+  std::vector<std::byte> all(static_cast<size_t>(total));
+  mpi_check(MPI_Allgatherv(mine.data(), counts[static_cast<size_t>(rank_)], MPI_BYTE, all.data(), counts.data(),
+                           displs.data(), MPI_BYTE, MPI_COMM_WORLD),
+            "allgather");
+  std::vector<std::vector<std::byte>> out(sizes.size());
+  for (size_t r = 0; r < sizes.size(); ++r)
+    out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+  return out;
+}
+
 void World::abort(int status) {
   if (initialised_) MPI_Abort(MPI_COMM_WORLD, status);
   std::exit(status);

@@ -3,9 +3,11 @@
 // with the whole model and 1/N of every batch; the gradients are summed by an allreduce node
 // of the training graph before the optimizer. A process not started by an MPI launcher is a
 // world of one, and MPI is then never initialised.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace bertlab::dist {
 
@@ -35,6 +37,9 @@ class World {
   void broadcast(float* data, int64_t count, int root = 0);
   // Rank `root`'s text to every rank (returned; `text` as is in a world of one).
   std::string broadcast_text(const std::string& text, int root = 0);
+  // Every rank's bytes, in rank order, on every rank (MPI_Allgather of the sizes, then
+  // MPI_Allgatherv); {mine} in a world of one. All ranks together may send at most INT_MAX bytes.
+  std::vector<std::vector<std::byte>> allgather(const std::vector<std::byte>& mine);
   // Ends every rank of the job (after an error on one of them, the others would wait forever).
   [[noreturn]] void abort(int status);
 

@@ -222,7 +222,19 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float* dy = in(0);
       const int32_t *ids = i32(n.inputs[1]), *types = i32(n.inputs[2]);
       float *dpos = out_at(1), *dtype = out_at(2);
-      return [=] { ops::embedding_backward(out, dpos, dtype, dy, ids, types, s[0], s[1], s[2]); };
+      // Data parallel with overlap: the word rows go to the gradient sync's compact table while
+      // the table's bucket is in flight (runtime/grad_sync.h); made by the allreduce node, later.
+      const std::unique_ptr<GradientSync>* sync = &sync_;
+      const int64_t node = n.id;
+      return [=] {
+        GradientSync* gs = sync->get();
+        if (gs && gs->defers_rows(node)) {
+          const auto rows = gs->rows_for(node, ids, s[0] * s[1]);
+          ops::embedding_backward(rows.table, dpos, dtype, dy, rows.ids, types, s[0], s[1], s[2]);
+          return;
+        }
+        ops::embedding_backward(out, dpos, dtype, dy, ids, types, s[0], s[1], s[2]);
+      };
     }
     case OpKind::gather_rows_grad: {
       auto dy_s = shape(0), pos = shape(1);

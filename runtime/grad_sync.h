@@ -7,7 +7,16 @@
 // the graph waits for them all. With gradient accumulation only the last micro-batch's
 // backward starts buckets (StepContext::sync_gradients). Optionally the sums go over the wire
 // in bf16 (fp32 -> bf16 by round to nearest even before, back after).
+//
+// Row-sparse gradients: the embedding backward adds to the word-embedding gradient only the
+// rows of the batch's tokens, and it runs last. With overlap that table's bucket does not
+// wait for it: the bucket is ready after the table's other last touch (the tied MLM decoder's
+// weight gradient, at the start of backward), the embedding backward adds its rows into a
+// compact table of the batch's distinct tokens instead, and finish() exchanges those rows
+// (MPI_Allgatherv of ids and rows) and adds every rank's, in rank order, on every rank. The sum
+// is the flat allreduce's, in another order.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "runtime/graph.h"
@@ -23,9 +32,21 @@ struct GradBucket {
   int64_t ready_node = -1;
 };
 
+// A gradient whose last contribution is a row scatter-add: output 0 (the word table) of
+// embedding_grad node `node`; the table is `rows` x `width` floats at `offset` in the arena.
+struct RowSparseGrad {
+  int64_t node = -1;
+  std::string param;
+  int64_t offset = 0, rows = 0, width = 0;
+};
+std::vector<RowSparseGrad> row_sparse_grads(const Graph& g, const ParamStore& grads);
+
 // The buckets of a training graph's gradients (tensors of role gradient, named grad:<param>),
 // whose arena `grads` lays out, in the order their allreduces start (ready_node ascending).
-std::vector<GradBucket> plan_grad_buckets(const Graph& g, const ParamStore& grads, int64_t bucket_bytes);
+// defer_rows: each row-sparse gradient is a bucket of its own, ready after its last touch
+// other than its embedding backward (before any node when there is none).
+std::vector<GradBucket> plan_grad_buckets(const Graph& g, const ParamStore& grads, int64_t bucket_bytes,
+                                          bool defer_rows = false);
 
 class GradientSync {
  public:
@@ -36,8 +57,20 @@ class GradientSync {
   void arm();
   // After graph node `node` ran: starts the buckets it made ready.
   void after_node(int64_t node);
-  // The allreduce node: starts what has not started, waits for all, and (bf16) copies back.
+  // The allreduce node: starts what has not started, waits for all, (bf16) copies back, and
+  // adds every rank's deferred rows.
   void finish();
+  // Whether embedding_grad node `node` adds its word rows to the compact table (rows_for)
+  // instead of the gradient arena: overlapped, armed, and its table is row-sparse.
+  bool defers_rows(int64_t node) const;
+  // The compact table (zeroed) and the token ids renumbered into it, for the `count` ids of
+  // embedding_grad node `node`'s batch: scatter-adding there gives the table's rows, in
+  // ascending id order, that finish() exchanges.
+  struct CompactRows {
+    float* table;
+    const int32_t* ids;
+  };
+  CompactRows rows_for(int64_t node, const int32_t* ids, int64_t count);
   const std::vector<GradBucket>& buckets() const { return buckets_; }
   // The last step's start of each bucket: the graph node after which it started, or
   // kAtFinish when the allreduce node started it (for tests and profiles).
@@ -53,6 +86,16 @@ class GradientSync {
   size_t next_ = 0;              // buckets [0, next_) have started this step
   std::vector<uint16_t> wire16_;  // bf16: the arena's sums on the wire
   std::vector<int64_t> started_after_;
+  // Overlapped: the row-sparse gradients and, per one, the last step's distinct ids (ascending),
+  // their compact rows, the renumbered ids and an id -> slot map (-1: absent).
+  struct Deferred {
+    RowSparseGrad grad;
+    std::vector<int32_t> distinct, renumbered, slot;
+    std::vector<float> rows;
+    bool pending = false;
+  };
+  std::vector<Deferred> deferred_;
+  void add_deferred_rows();
 };
 
 }  // namespace bertlab
