@@ -70,12 +70,12 @@ std::vector<GradBucket> plan_grad_buckets(const Graph& g, const ParamStore& grad
 
 GradientSync::GradientSync(const Graph& g, ParamStore& grads, int64_t bucket_bytes, bool overlap, Precision wire)
     : grads_(grads), overlap_(overlap), wire_(wire) {
-  buckets_ = plan_grad_buckets(g, grads, overlap || wire == Precision::bf16 ? bucket_bytes : grads.arena_size() * 4);
+  // Overlapped: the embedding rows are deferred (their table's bucket leaves early).
+  buckets_ = plan_grad_buckets(g, grads, overlap || wire == Precision::bf16 ? bucket_bytes : grads.arena_size() * 4,
+                               /*defer_rows=*/overlap);
   if (wire_ == Precision::bf16) wire16_.resize(static_cast<size_t>(grads.arena_size()));
   started_after_.assign(buckets_.size(), kAtFinish);
   if (overlap_) {
-    buckets_ = plan_grad_buckets(g, grads, bucket_bytes, /*defer_rows=*/true);
-    started_after_.assign(buckets_.size(), kAtFinish);
     for (auto& r : row_sparse_grads(g, grads)) {
       Deferred d;
       d.grad = std::move(r);
@@ -96,12 +96,12 @@ GradientSync::CompactRows GradientSync::rows_for(int64_t node, const int32_t* id
   for (auto& d : deferred_) {
     if (d.grad.node != node) continue;
     // The batch's distinct ids, ascending, numbered 0.. (the slot map is all -1 between steps).
+    for (int64_t t = 0; t < count; ++t)
+      check(ids[t] >= 0 && ids[t] < d.grad.rows, "token id {} outside the {}-row table '{}'", ids[t], d.grad.rows,
+            d.grad.param);
     d.distinct.clear();
-    for (int64_t t = 0; t < count; ++t) {
-      const int32_t id = ids[t];
-      check(id >= 0 && id < d.grad.rows, "token id {} outside the {}-row table '{}'", id, d.grad.rows, d.grad.param);
-      if (d.slot[static_cast<size_t>(id)] < 0) d.slot[static_cast<size_t>(id)] = 0, d.distinct.push_back(id);
-    }
+    for (int64_t t = 0; t < count; ++t)
+      if (d.slot[static_cast<size_t>(ids[t])] < 0) d.slot[static_cast<size_t>(ids[t])] = 0, d.distinct.push_back(ids[t]);
     std::sort(d.distinct.begin(), d.distinct.end());
     for (size_t k = 0; k < d.distinct.size(); ++k) d.slot[static_cast<size_t>(d.distinct[k])] = static_cast<int32_t>(k);
     d.renumbered.resize(static_cast<size_t>(count));
@@ -135,17 +135,16 @@ void GradientSync::add_deferred_rows() {
             "deferred rows of '{}': a rank sent {} bytes for {} rows", d.grad.param, bytes.size(), m);
       std::vector<int32_t> ids(static_cast<size_t>(m));
       std::memcpy(ids.data(), bytes.data() + sizeof m, ids.size() * sizeof(int32_t));
+      for (int32_t id : ids)
+        check(id >= 0 && id < d.grad.rows, "deferred rows of '{}': a rank sent row {} of {}", d.grad.param, id, d.grad.rows);
       const auto* rows = reinterpret_cast<const float*>(bytes.data() + sizeof m + m * sizeof(int32_t));
+      // A rank's ids are distinct: no two threads add to the same row.
 #pragma omp parallel for schedule(static)
       for (int64_t k = 0; k < m; ++k) {
-        const int32_t id = ids[static_cast<size_t>(k)];
-        if (id < 0 || id >= d.grad.rows) continue;  // checked below, outside the parallel loop
-        float* dst = table + int64_t(id) * w;
+        float* dst = table + int64_t(ids[static_cast<size_t>(k)]) * w;
         const float* src = rows + k * w;
         for (int64_t c = 0; c < w; ++c) dst[c] += src[c];
       }
-      for (int32_t id : ids)
-        check(id >= 0 && id < d.grad.rows, "deferred rows of '{}': a rank sent row {} of {}", d.grad.param, id, d.grad.rows);
     }
   }
 }
