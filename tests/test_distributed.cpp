@@ -32,6 +32,34 @@ BertConfig small_config() {
   return c;
 }
 
+// The buckets, sorted by position, tile the gradient arena without gaps (returned sorted), and
+// their start order is readiness order.
+std::vector<GradBucket> check_partition(const std::vector<GradBucket>& buckets, const ParamStore& grads) {
+  REQUIRE(!buckets.empty());
+  auto by_pos = buckets;
+  std::sort(by_pos.begin(), by_pos.end(), [](const GradBucket& a, const GradBucket& b) { return a.begin < b.begin; });
+  CHECK(by_pos.front().begin == 0);
+  CHECK(by_pos.back().end == grads.arena_size());
+  for (size_t k = 1; k < by_pos.size(); ++k) CHECK(by_pos[k].begin == by_pos[k - 1].end);
+  for (size_t k = 1; k < buckets.size(); ++k) CHECK(buckets[k - 1].ready_node <= buckets[k].ready_node);
+  return by_pos;
+}
+
+// A 2-rank training graph of the small model, its parameters and training state.
+struct SmallTraining {
+  Graph g;
+  Model model;
+  TrainingState state;
+  SmallTraining()
+      : g(build_bert(small_config(), [] {
+          RunSpec r;
+          r.batch = 2, r.seq = 8, r.mode = "train", r.world_size = 2;
+          return r;
+        }())),
+        model(init_model(small_config(), Heads::pretraining, 1)),
+        state(model.params) {}
+};
+
 // step -> loss from metrics.jsonl
 std::map<int, double> losses(const fs::path& file) {
   std::map<int, double> out;
@@ -99,11 +127,9 @@ TEST_CASE("A data-parallel training graph sums the gradients before the optimize
 
 TEST_CASE("Gradient buckets partition the arena and start after their gradients' last backward node",
           "[distributed]") {
-  RunSpec r;
-  r.batch = 2, r.seq = 8, r.mode = "train", r.world_size = 2;
-  const Graph g = build_bert(small_config(), r);
-  Model model = init_model(small_config(), Heads::pretraining, 1);
-  TrainingState state(model.params);
+  SmallTraining t;
+  const Graph& g = t.g;
+  TrainingState& state = t.state;
   const ParamStore& grads = state.grads;
   // Last forward/backward node touching each gradient, found here independently of the planner.
   std::map<std::string, int64_t> last;
@@ -117,15 +143,8 @@ TEST_CASE("Gradient buckets partition the arena and start after their gradients'
   for (int64_t bytes : {int64_t{1}, int64_t{4096}, int64_t{64} << 10, int64_t{1} << 30}) {
     INFO("bucket bytes " << bytes);
     const auto buckets = plan_grad_buckets(g, grads, bytes);
-    REQUIRE(!buckets.empty());
-    // A partition of [0, arena): sorted by position, the buckets tile it without gaps.
-    auto by_pos = buckets;
-    std::sort(by_pos.begin(), by_pos.end(), [](const GradBucket& a, const GradBucket& b) { return a.begin < b.begin; });
-    CHECK(by_pos.front().begin == 0);
-    CHECK(by_pos.back().end == grads.arena_size());
-    for (size_t k = 1; k < by_pos.size(); ++k) CHECK(by_pos[k].begin == by_pos[k - 1].end);
-    // Start order is readiness order, and no bucket is ready before any gradient in it is final.
-    for (size_t k = 1; k < buckets.size(); ++k) CHECK(buckets[k - 1].ready_node <= buckets[k].ready_node);
+    const auto by_pos = check_partition(buckets, grads);
+    // No bucket is ready before any gradient in it is final.
     for (const auto& b : buckets)
       for (const auto& p : grads.params())
         if (p.offset >= b.begin && p.offset < b.end) CHECK(b.ready_node >= last.at(p.name));
@@ -167,12 +186,7 @@ TEST_CASE("Gradient buckets partition the arena and start after their gradients'
   for (int64_t bytes : {int64_t{1}, int64_t{4096}, int64_t{1} << 30}) {
     INFO("deferred rows, bucket bytes " << bytes);
     const auto buckets = plan_grad_buckets(g, grads, bytes, true);
-    auto by_pos = buckets;
-    std::sort(by_pos.begin(), by_pos.end(), [](const GradBucket& a, const GradBucket& b) { return a.begin < b.begin; });
-    CHECK(by_pos.front().begin == 0);
-    CHECK(by_pos.back().end == grads.arena_size());
-    for (size_t k = 1; k < by_pos.size(); ++k) CHECK(by_pos[k].begin == by_pos[k - 1].end);
-    for (size_t k = 1; k < buckets.size(); ++k) CHECK(buckets[k - 1].ready_node <= buckets[k].ready_node);
+    check_partition(buckets, grads);
     const ParamInfo& w = grads.info(word);
     int found = 0;
     for (const auto& b : buckets) {
@@ -210,12 +224,9 @@ TEST_CASE("Gradient buckets partition the arena and start after their gradients'
 
 TEST_CASE("Deferred embedding rows: the compact table's rows, added at the allreduce, give the scatter-add's sum",
           "[distributed]") {
-  RunSpec r;
-  r.batch = 2, r.seq = 8, r.mode = "train", r.world_size = 2;
-  const Graph g = build_bert(small_config(), r);
-  Model model = init_model(small_config(), Heads::pretraining, 1);
-  TrainingState state(model.params);
-  ParamStore& grads = state.grads;
+  SmallTraining t;
+  const Graph& g = t.g;
+  ParamStore& grads = t.state.grads;
   const auto rs = row_sparse_grads(g, grads);
   REQUIRE(rs.size() == 1);
   const int64_t V = rs[0].rows, H = rs[0].width, B = 3, S = 5, T = B * S;
