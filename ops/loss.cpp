@@ -3,12 +3,18 @@
 #include <algorithm>
 #include <cmath>
 
+#include <Eigen/Core>
+
 #include "ops/parallel.h"
 #include "base/error.h"
 
 namespace bertlab::ops {
 
 namespace {
+// The first index of the largest element, `mx` (speed only: the maximum itself comes from a
+// vectorised pass, as np.argmax returns the first of equal maxima).
+int64_t first_max(const float* x, int64_t C, float mx) { return std::find(x, x + C, mx) - x; }
+
 void check_label(int32_t label, int64_t row, int64_t C) {
   check(label == kIgnoreLabel || (label >= 0 && label < C),
         "cross-entropy label {} at row {} is outside [0, {}) and is not {}", label, row, C,
@@ -25,13 +31,10 @@ CrossEntropyStats cross_entropy_forward(const float* logits, const int32_t* labe
         for (int64_t r = begin; r < end; ++r) {
           if (labels[r] == kIgnoreLabel) continue;
           const float* x = logits + r * C;
-          float mx = x[0];
-          int64_t arg = 0;
-          for (int64_t i = 1; i < C; ++i)
-            if (x[i] > mx) mx = x[i], arg = i;
-          float sum = 0;
-#pragma omp simd reduction(+ : sum)
-          for (int64_t i = 0; i < C; ++i) sum += std::exp(x[i] - mx);
+          const auto row = Eigen::Map<const Eigen::ArrayXf>(x, C);
+          const float mx = row.maxCoeff();
+          const int64_t arg = first_max(x, C, mx);
+          const float sum = (row - mx).exp().sum();
           part.loss_sum += std::log(double(sum)) + mx - x[labels[r]];
           part.correct += arg == labels[r];
           part.count += 1;
@@ -71,12 +74,10 @@ void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* 
       std::fill_n(d, C, 0.f);
       continue;
     }
-    float mx = *std::max_element(x, x + C), sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < C; ++i) sum += (d[i] = std::exp(x[i] - mx));
-    const float scale = inv / sum;
-#pragma omp simd
-    for (int64_t i = 0; i < C; ++i) d[i] *= scale;
+    const auto row = Eigen::Map<const Eigen::ArrayXf>(x, C);
+    auto out = Eigen::Map<Eigen::ArrayXf>(d, C);
+    out = (row - row.maxCoeff()).exp();
+    out *= inv / out.sum();
     d[labels[r]] -= inv;
   }
 }
