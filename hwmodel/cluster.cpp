@@ -103,11 +103,21 @@ ClusterDesc load_cluster(const std::string& path) {
   return c;
 }
 
+namespace {
+double alpha_of(const ClusterDesc& c) { return c.latency_us * 1e-6; }           // one message's latency
+double beta_of(const ClusterDesc& c) { return 1.0 / (c.link_gbps * 1e9 / 8); }  // seconds per byte on one link
+}  // namespace
+
+double allgather_seconds(const ClusterDesc& c, int64_t nodes, double bytes) {
+  // Ring allgather: N - 1 steps, each passing one node's contribution to the next node while
+  // receiving another (full duplex): (N - 1) (alpha + bytes x beta).
+  return nodes <= 1 ? 0 : (static_cast<double>(nodes) - 1) * (alpha_of(c) + bytes * beta_of(c));
+}
+
 double allreduce_seconds(const ClusterDesc& c, int64_t nodes, double bytes) {
   if (nodes <= 1) return 0;
   const double n = static_cast<double>(nodes);
-  const double alpha = c.latency_us * 1e-6;           // one message's latency
-  const double beta = 1.0 / (c.link_gbps * 1e9 / 8);  // seconds per byte on one link
+  const double alpha = alpha_of(c), beta = beta_of(c);
   switch (c.algorithm) {
     case AllreduceAlgorithm::ring:
       // Ring allreduce (reduce-scatter then allgather, Patarasuk and Yuan 2009): 2 (N-1) steps,
@@ -185,18 +195,15 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
     }
     // Overlapped: the word rows the embedding backward added, exchanged after it (runtime/
     // grad_sync.h). Each node sends its batch's distinct tokens' rows (an id and `width` floats
-    // each) to every other: an allgather, ring (N - 1 steps, each passing one node's rows on):
-    // (N - 1) (alpha + rows bytes x beta); the distinct tokens of T = batch x seq drawn
-    // uniformly from V: V (1 - (1 - 1/V)^T), an upper bound for text, whose Zipf-distributed
-    // tokens repeat more.
+    // each, after an 8-byte count) to every other: an allgather. The distinct tokens of
+    // T = batch x seq drawn uniformly from V: V (1 - (1 - 1/V)^T), an upper bound for text,
+    // whose Zipf-distributed tokens repeat more.
     if (c.overlap)
       for (const auto& rs : row_sparse_grads(g, grads)) {
         const Node& n = g.nodes()[static_cast<size_t>(rs.node)];
         const double T = static_cast<double>(g.tensor(n.inputs.at(1)).numel()), V = static_cast<double>(rs.rows);
         const double distinct = V * (1 - std::pow(1 - 1 / V, T));
-        const double bytes = 8 + distinct * (4 + 4 * static_cast<double>(rs.width));
-        const double alpha = c.latency_us * 1e-6, beta = 1.0 / (c.link_gbps * 1e9 / 8);
-        const double s = (static_cast<double>(nodes) - 1) * (alpha + bytes * beta);
+        const double s = allgather_seconds(c, nodes, 8 + distinct * (4 + 4 * static_cast<double>(rs.width)));
         const double start = std::max(before_last + end_of[static_cast<size_t>(rs.node)], busy_until);
         busy_until = start + s;
         r.rows_s += s, r.comm_s += s;

@@ -66,5 +66,7 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
 
 // Time of one allreduce of `bytes` over `nodes` nodes (0 on one node).
 double allreduce_seconds(const ClusterDesc& c, int64_t nodes, double bytes);
+// One allgather on `nodes` nodes in which each node contributes `bytes` (a ring: N - 1 steps).
+double allgather_seconds(const ClusterDesc& c, int64_t nodes, double bytes);
 
 }  // namespace bertlab::hw

@@ -100,6 +100,9 @@ TEST_CASE("Allreduce cost: ring and tree against a hand count", "[hwmodel][clust
   c.algorithm = AllreduceAlgorithm::tree;
   CHECK(allreduce_seconds(c, 8, mb) == Approx(6 * 1010e-6));
   CHECK(allreduce_seconds(c, 5, mb) == Approx(allreduce_seconds(c, 8, mb)));  // ceil(log2 5) = 3
+  // Allgather, 4 nodes, 1 MB each: 3 steps of 10 us + 1 ms.
+  CHECK(allgather_seconds(c, 1, mb) == 0);
+  CHECK(allgather_seconds(c, 4, mb) == Approx(3 * 1010e-6));
 }
 
 TEST_CASE("Cluster step: one node has no communication; buckets start when ready, one at a time",
@@ -136,6 +139,13 @@ TEST_CASE("Cluster step: one node has no communication; buckets start when ready
       bytes += b.bytes;
     }
     CHECK(bytes == flat.buckets[0].bytes);  // the same arena, cut into buckets
+    // Overlapped, the deferred embedding rows are exchanged after backward; flat, they are in
+    // the one allreduce.
+    double bucket_s = 0;
+    for (const auto& b : over.buckets) bucket_s += b.end_s - b.start_s;
+    CHECK(over.rows_s > 0);
+    CHECK(over.comm_s == Approx(bucket_s + over.rows_s));
+    CHECK(flat.rows_s == 0);
     c.wire = Precision::bf16;
     CHECK(estimate_cluster(g, c, n, 1).buckets[0].bytes * 2 == flat.buckets[0].bytes);
     c.wire = Precision::fp32;
