@@ -99,19 +99,26 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     }
     // Set-resolved caches: the window of each line group is its own rows (their sets
     // shift with the group), and its refetches follow its first fetch.
+    // The windows are emptied after each use by taking their sweeps back (whole numbers per
+    // set: exactly empty), not rebuilt: O(lines) instead of O(sets) per row (speed only).
+    SetLoad win(s.llc), pwin(s.llc);
+    std::vector<Sweep> win_parts, pwin_parts;
+    auto append = [](std::vector<Sweep>& into, const std::vector<Sweep>& v) { into.insert(into.end(), v.begin(), v.end()); };
     for (int64_t i = 0; i < (row_win.uniform() ? 0 : chunk); i += group) {
-      SetLoad win(s.llc);
+      win_parts.clear();
       for (int64_t c = 0; c < P; ++c) {
         const int64_t r = c * chunk + i;
         if (r >= w.rows) continue;
-        for (const auto& v : mat.inputs) win.add(block_sweeps(v, r, 1, 0, v.cols));
-        win.add(block_sweeps(o, r, 1, 0, o.cols));
+        for (const auto& v : mat.inputs) append(win_parts, block_sweeps(v, r, 1, 0, v.cols));
+        append(win_parts, block_sweeps(o, r, 1, 0, o.cols));
       }
+      win.add(win_parts);
       for (int64_t c = 0; c < P; ++c) {
         const int64_t r = c * chunk + i, nr = std::min({group, w.rows - r, chunk - i});
         if (nr <= 0) continue;
-        SetLoad pwin(s.llc);  // this core's row of the inputs (its passes run back to back)
-        for (const auto& v : mat.inputs) pwin.add(block_sweeps(v, r, 1, 0, v.cols));
+        pwin_parts.clear();  // this core's row of the inputs (its passes run back to back)
+        for (const auto& v : mat.inputs) append(pwin_parts, block_sweeps(v, r, 1, 0, v.cols));
+        pwin.add(pwin_parts);
         for (size_t k = 0; k < mat.inputs.size(); ++k) {
           auto v = operand_sweeps(mat.inputs[k], r, nr);
           dram.sweeps(w.input_names[k], false, c, v);
@@ -123,7 +130,9 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
         dram.sweeps(w.output_name, true, c, v);
         dram.missing(w.output_name, false, c, v, group - 1, win);
         dram.missing(w.output_name, true, c, v, group - 1, win);
+        pwin.add(pwin_parts, -1.0);
       }
+      win.add(win_parts, -1.0);
     }
     // Uniform caches: one window per core's rows, except that once the last busy core has
     // run out of rows (it may hold fewer) the others' windows lose its lines.
@@ -171,35 +180,76 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
 
 namespace analytic_detail {
 
+void SetTally::add_long_run(int64_t first, int64_t n) {
+  const int64_t sets = set_of_.sets;
+  if (set_of_.hashed || n % sets < kRangeLines) {
+    if (!set_of_.hashed) turns_ += n / sets, n %= sets;  // whole turns load every set once
+    for (int64_t l = first; l < first + n; ++l) add_line(l);
+    return;
+  }
+  turns_ += n / sets;
+  const int64_t f = set_of_(first), end = f + n % sets;  // sets [f, end), cyclically
+  ends_.emplace_back(f, 1);
+  if (end <= sets) {
+    ends_.emplace_back(end, -1);
+  } else {
+    ends_.emplace_back(sets, -1);
+    ends_.emplace_back(0, 1);
+    ends_.emplace_back(end - sets, -1);
+  }
+}
+
+void SetTally::add_sweep(const Sweep& sw, int64_t L) {
+  if (sw.count <= 0 || sw.width <= 0) return;
+  if (sw.count == 1 || sw.stride <= sw.width) return add_bytes(sw.start, sw.end() - 1, L);
+  for (int64_t i = 0; i < sw.count; ++i) {
+    const uint64_t at = sw.start + i * sw.stride;
+    add_bytes(at, at + sw.width - 1, L);
+  }
+}
+
+int32_t SetTally::take_most() {
+  int64_t best = most_;
+  if (!ends_.empty()) {
+    // The ranges' depth from each end on (ends at a set before starts there: [first, end)).
+    std::sort(ends_.begin(), ends_.end());
+    depth_.clear();
+    int64_t d = 0;
+    for (const auto& [at, step] : ends_) {
+      d += step;
+      if (!depth_.empty() && depth_.back().first == at) depth_.back().second = static_cast<int32_t>(d);
+      else depth_.emplace_back(at, static_cast<int32_t>(d));
+      best = std::max(best, d);
+    }
+    // A set with lines tallied one by one holds them and the ranges' depth there.
+    for (int64_t st : touched_) {
+      const auto it = std::upper_bound(depth_.begin(), depth_.end(), std::pair<int64_t, int32_t>(st, INT32_MAX));
+      best = std::max<int64_t>(best, count_[st] + (it == depth_.begin() ? 0 : std::prev(it)->second));
+    }
+    ends_.clear();
+  }
+  const auto m = static_cast<int32_t>(turns_ + best);
+  clear_tally(count_, touched_);
+  most_ = 0, turns_ = 0;
+  return m;
+}
+
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
 // segments counted once; other repeats count again, which only raises the result).
 // `count` (sets entries, all zero) and `touched` are scratch space, left as found.
-int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched, int32_t limit) {
-  // Under a modulo index any `sets` consecutive lines load every set once: a run of n
-  // lines adds n / sets to every set (`turns`) and is tallied line by line only for its
-  // first n % sets lines (the same per-set counts; speed only).
-  int32_t most = 0, turns = 0;
-  touched.clear();
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, SetTally& tally, int32_t limit) {
   int64_t last = -1;
-  const int64_t sets = set_of.sets;
   for (const auto& sw : v)
-    for (int64_t i = 0; i < sw.count && turns + most <= limit; ++i) {
+    for (int64_t i = 0; i < sw.count && tally.at_least() <= limit; ++i) {
       const uint64_t at = sw.start + i * sw.stride;
       int64_t lo = static_cast<int64_t>(at / L);
       const int64_t hi = static_cast<int64_t>((at + sw.width - 1) / L);
       if (lo == last) ++lo;
       if (lo > hi) continue;
       last = hi;
-      int64_t n = hi - lo + 1;
-      if (!set_of.hashed && n >= sets) {
-        turns += static_cast<int32_t>(n / sets);
-        n %= sets;
-      }
-      for (int64_t l = lo; l < lo + n; ++l) most = tally_line(l, set_of, count, touched, most);
+      tally.add_run(lo, hi - lo + 1);
     }
-  for (int64_t st : touched) count[st] = 0;
-  return turns + most;
+  return tally.take_most();
 }
 
 }  // namespace analytic_detail

@@ -23,19 +23,15 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // Skipping windows that cannot overflow (speed only; the counts are unchanged). Every
   // set-resolved window below is a sum of SetLoads of sweeps (output panels, input panels,
   // weight tiles or panels), plus lines added row group by row group, less lines removed.
-  // Per set it holds at most what tally_sweep counts for each part (analytic_detail.h); if
+  // Per set it holds at most what SetTally::add_sweep counts for each part (analytic_detail.h); if
   // the fullest set of each part adds up to at most the ways, no line of that window
   // misses. No assumption on alignment or on distinct matrices: shared lines are counted
   // in every part, as SetLoad counts them.
   const int64_t sets = s.llc.sets();
   const SetIndex set_of(s.llc);
   const bool resolved = SetLoad::resolves_sets(s.llc);
-  std::vector<int32_t> count(resolved ? sets : 0, 0);
-  std::vector<int64_t> touched;
-  int32_t most = 0;  // the fullest set of the running tally
-  auto tally_range = [&](uint64_t lo, uint64_t hi) {  // the lines of the bytes [lo, hi]
-    for (uint64_t l = lo / L; l <= hi / L; ++l) most = tally_line(static_cast<int64_t>(l), set_of, count, touched, most);
-  };
+  SetTally tally(set_of, resolved ? sets : 0);  // the running tally
+  auto tally_range = [&](uint64_t lo, uint64_t hi) { tally.add_bytes(lo, hi, L); };  // the lines of the bytes [lo, hi]
   // Rows [r0, r0+nr) of the columns [c, c+cw) of v: inside one panel with contiguous rows
   // the one run block_sweeps makes of them (counted without building it), else its sweeps.
   auto one_run = [&](const MatrixView& v, int64_t c) {
@@ -49,14 +45,9 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       tally_range(lo, lo + nr * cw(v, c) * v.elem - 1);
       return;
     }
-    for (const auto& sw : block_sweeps(v, r0, nr, c, cw(v, c))) most = tally_sweep(sw, L, set_of, count, touched, most);
+    for (const auto& sw : block_sweeps(v, r0, nr, c, cw(v, c))) tally.add_sweep(sw, L);
   };
-  auto take_most = [&] {
-    const int32_t m = most;
-    clear_tally(count, touched);
-    most = 0;
-    return m;
-  };
+  auto take_most = [&] { return tally.take_most(); };
   // The row groups of input panel kb (the rows whose first byte lies in one line), as the
   // set-resolved windows walk them.
   auto row_groups = [&](int64_t kb) {
@@ -75,7 +66,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   std::vector<int32_t> max_a(resolved ? KT : 0), max_rows(resolved ? KT : 0);
   int32_t max_a_all = 0;
   for (int64_t kb = 0; kb < static_cast<int64_t>(max_a.size()); ++kb) {
-    for (const auto& sw : a_panel[kb]) most = tally_sweep(sw, L, set_of, count, touched, most);
+    for (const auto& sw : a_panel[kb]) tally.add_sweep(sw, L);
     max_a[kb] = take_most();
     for (const auto& [m0, m1] : row_groups(kb))
       tally_range(a.addr(m0, kb * S), a.addr(m1, kb * S) + cw(a, kb * S) * a.elem - 1);
@@ -83,7 +74,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   }
   if (resolved) {
     for (const auto& p : a_panel)
-      for (const auto& sw : p) most = tally_sweep(sw, L, set_of, count, touched, most);
+      for (const auto& sw : p) tally.add_sweep(sw, L);
     max_a_all = take_most();
   }
   const int64_t Wt = lines(b, 0, std::min(S, b.rows), 0, cw(b, 0), L);   // one weight tile
@@ -156,7 +147,11 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     // the run of their rows' bytes (kb = KT-1), round r+1's as sweeps (kb > 0) or row
     // group by row group of input panel 0 (kb = 0). With panels of one run each these are
     // the same lines.
-    const auto groups0 = row_groups(0);
+    // The row groups of the first and last k-panels, which every round walks (made once; speed only).
+    const auto groups0 = row_groups(0), groups_last = row_groups(KT - 1);
+    auto groups_of = [&](int64_t kb) -> const std::vector<std::pair<int64_t, int64_t>>& {
+      return kb == 0 ? groups0 : groups_last;
+    };
     // A alone fills every set past the ways (A larger than the LLC): every window holds A,
     // so every one of them overflows every set, and each round misses the same lines (all
     // of each k-panel 1 .. KT-2, the first line of each row group of the others). That
@@ -254,7 +249,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           continue;
         }
         if (saturated) {
-          for (const auto& [m0, m1] : row_groups(kb)) keep_line(static_cast<int64_t>(a.addr(m0, kb * S) / L));
+          for (const auto& [m0, m1] : groups_of(kb)) keep_line(static_cast<int64_t>(a.addr(m0, kb * S) / L));
           continue;
         }
         SetLoad win = window(kb);
@@ -262,16 +257,13 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         // r+1's output rows before the line's first row.
         if (kb == KT - 1)
           for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, 0, w.m - 1, [&](int64_t l) { win.add_line(l, 1); });
-        for (int64_t m0 = 0; m0 < w.m;) {
+        for (const auto& [m0, m1] : groups_of(kb)) {
           const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
-          int64_t m1 = m0;
-          while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == line) ++m1;
           if (win.overflowing(line)) keep_line(line);
           if (kb == KT - 1)
             for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
           if (kb == 0)
             for (int64_t c = 0; c < next; ++c) y_lines((r + 1) * P + c, m0, m1, [&](int64_t l) { win.add_line(l, 1); });
-          m0 = m1 + 1;
         }
       }
       if (saturated) {

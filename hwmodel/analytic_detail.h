@@ -539,39 +539,65 @@ inline int32_t tally_line(int64_t l, const SetIndex& set_of, std::vector<int32_t
   if (count[st]++ == 0) touched.push_back(st);
   return std::max(most, count[st]);
 }
-// Counts the lines of `sw` into `count` at least as often per set as SetLoad::add counts
-// them (setload.cpp): a run (count 1, or segments that touch or overlap) each line once, a
-// strided sweep segment by segment without merging lines shared by neighbours. Returns the
-// larger of `most` and the fullest set touched. An upper bound on a window's per-set load
-// built from the same sweeps, so a window whose bound is at most the ways cannot overflow.
-inline int32_t tally_sweep(const Sweep& sw, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                           std::vector<int64_t>& touched, int32_t most) {
-  if (sw.count <= 0 || sw.width <= 0) return most;
-  if (sw.count == 1 || sw.stride <= sw.width) {
-    for (int64_t l = sw.start / L; l <= static_cast<int64_t>((sw.end() - 1) / L); ++l)
-      most = tally_line(l, set_of, count, touched, most);
-    return most;
-  }
-  for (int64_t i = 0; i < sw.count; ++i) {
-    const uint64_t at = sw.start + i * sw.stride;
-    for (int64_t l = at / L; l <= static_cast<int64_t>((at + sw.width - 1) / L); ++l)
-      most = tally_line(l, set_of, count, touched, most);
-  }
-  return most;
-}
 // Clears what tally_line counted.
 inline void clear_tally(std::vector<int32_t>& count, std::vector<int64_t>& touched) {
   for (int64_t st : touched) count[st] = 0;
   touched.clear();
 }
 
+// The fullest LLC set of lines tallied one by one (tally_line) or as runs of consecutive
+// lines, then taken and cleared with take_most(). Under a modulo index any `sets` consecutive lines
+// load every set once, so a run of n lines loads every set n / sets times and the n % sets
+// sets from its first line's on (cyclically) once more: those cyclic ranges of at least
+// kRangeLines sets are kept as ranges, and the fullest set is found from their sorted ends
+// (and, for the sets that lines were also tallied in one by one, their depth there) instead
+// of line by line. The same count (speed only).
+class SetTally {
+ public:
+  static constexpr int64_t kRangeLines = 32;
+  // `sets` entries of scratch counts (0: nothing can be tallied).
+  SetTally(const SetIndex& set_of, int64_t sets) : set_of_(set_of), count_(static_cast<size_t>(sets), 0) {}
+  void add_line(int64_t l) { most_ = tally_line(l, set_of_, count_, touched_, most_); }
+  // Lines first .. first + n - 1 (short runs inline, without a division; speed only).
+  void add_run(int64_t first, int64_t n) {
+    if (n < kRangeLines) {
+      for (int64_t l = first; l < first + n; ++l) add_line(l);
+      return;
+    }
+    add_long_run(first, n);
+  }
+  // The lines of the bytes [lo, hi].
+  void add_bytes(uint64_t lo, uint64_t hi, int64_t L) {
+    add_run(static_cast<int64_t>(lo / L), static_cast<int64_t>(hi / L) - static_cast<int64_t>(lo / L) + 1);
+  }
+  // The lines of `sw`, at least as often per set as SetLoad::add counts them (setload.cpp): a
+  // run (count 1, or segments that touch or overlap) each line once, a strided sweep segment
+  // by segment without merging lines shared by neighbours. An upper bound on a window's
+  // per-set load built from the same sweeps, so a window whose bound is at most the ways
+  // cannot overflow.
+  void add_sweep(const Sweep& sw, int64_t L);
+  // A lower bound on the fullest set so far (exact when no range is kept), without taking it.
+  int32_t at_least() const { return static_cast<int32_t>(turns_) + most_; }
+  // The fullest set so far; the tally starts again from nothing.
+  int32_t take_most();
+
+ private:
+  void add_long_run(int64_t first, int64_t n);  // n >= kRangeLines
+  SetIndex set_of_;
+  std::vector<int32_t> count_;
+  std::vector<int64_t> touched_;
+  int32_t most_ = 0;   // the fullest set of the lines tallied one by one
+  int64_t turns_ = 0;  // whole turns of the set index, in every set
+  std::vector<std::pair<int64_t, int32_t>> ends_;  // the ranges' [first, end) as (set, +1) and (set, -1)
+  std::vector<std::pair<int64_t, int32_t>> depth_;  // take_most's scratch: (set, depth from it on)
+};
+
 // The most lines any set holds among the lines of `v` (a line repeated by consecutive
-// segments counted once; other repeats count again, which only raises the result).
-// `count` (sets entries, all zero) and `touched` are scratch space, left as found. Once the
-// fullest set passes `limit` the count may stop (after the segment it is in): then the
-// result is some value above `limit`, which is all a skip test comparing it with a budget
-// needs (speed only).
-int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, std::vector<int32_t>& count,
-                            std::vector<int64_t>& touched, int32_t limit = std::numeric_limits<int32_t>::max());
+// segments counted once; other repeats count again, which only raises the result), counted
+// in `tally` (empty; left empty). Once the fullest set passes `limit` the count may stop
+// (after the segment it is in): then the result is some value above `limit`, which is all a
+// skip test comparing it with a budget needs (speed only).
+int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, SetTally& tally,
+                            int32_t limit = std::numeric_limits<int32_t>::max());
 
 }  // namespace bertlab::hw::analytic_detail

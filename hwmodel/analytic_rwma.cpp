@@ -910,15 +910,14 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
   if (moved && !fits_full_round.empty()) return fits_full_round;
   const int64_t sets = s.llc.sets();
   const SetIndex set_of(s.llc);
-  std::vector<int32_t> count(sets, 0);
-  std::vector<int64_t> touched;
+  SetTally tally(set_of, sets);
   std::vector<Sweep> av, yv;
   for (int64_t c2 = 0; c2 < act; ++c2) {
     const int64_t q0 = (r * P + c2) * Mb, qn = rows_of(r * P + c2);
     const auto v = strip_sweeps(a, q0, qn, 0, a.cols, L);
     av.insert(av.end(), v.begin(), v.end());
   }
-  const int32_t most_a = most_lines_in_a_set(av, L, set_of, count, touched);
+  const int32_t most_a = most_lines_in_a_set(av, L, tally);
   // Shapes (speed only): under a modulo index, with row strides of whole lines, the Y strip
   // (or weight columns) of column tiles nb and nb' whose row 0 spans as many lines, with as
   // many columns, are the same lines moved by a whole number of lines (every row alike), so
@@ -952,10 +951,10 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
         const auto v = strip_sweeps(y, q0, qn, nb * S, ny, L);
         yv.insert(yv.end(), v.begin(), v.end());
       }
-      return most_lines_in_a_set(yv, L, set_of, count, touched, limit);
+      return most_lines_in_a_set(yv, L, tally, limit);
     };
     auto w_most = [&](int32_t limit) {
-      return most_lines_in_a_set(block_sweeps(b, 0, b.rows, nb * S, nw), L, set_of, count, touched, limit);
+      return most_lines_in_a_set(block_sweeps(b, 0, b.rows, nb * S, nw), L, tally, limit);
     };
     // The Y and weight counts stop once they leave no room (the test fails either way);
     // with `shapes_rotate` they are exact, once per shape.

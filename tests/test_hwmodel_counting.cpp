@@ -215,13 +215,30 @@ TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enu
   }
 }
 
-// The skip test of the set-resolved BWMA windows (analytic_bwma.cpp) rests on tally_sweep
+// What SetTally::add_sweep counts per set, line by line: a run (one segment, or segments
+// that touch or overlap) each line once, a strided sweep each segment's lines.
+static std::vector<int32_t> tally_by_lines(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, int64_t sets) {
+  std::vector<int32_t> per_set(sets, 0);
+  for (const auto& s : v) {
+    if (s.count == 1 || s.stride <= s.width) {
+      for (uint64_t l = s.start / L; l <= (s.end() - 1) / L; ++l) per_set[set_of(static_cast<int64_t>(l))] += 1;
+      continue;
+    }
+    for (int64_t i = 0; i < s.count; ++i) {
+      const uint64_t at = s.start + i * s.stride;
+      for (uint64_t l = at / L; l <= (at + s.width - 1) / L; ++l) per_set[set_of(static_cast<int64_t>(l))] += 1;
+    }
+  }
+  return per_set;
+}
+
+// The skip test of the set-resolved BWMA windows (analytic_bwma.cpp) rests on SetTally
 // counting every set at least as often as SetLoad does, whatever the sweeps: lines shared
 // by segments or by sweeps, misaligned starts, whole-line strides, hashed indexes. With
 // `ways` equal to the fullest tallied set no line of the window may overflow; and the
 // tally is no bound at all if it undercounts one set, so each set is checked against a
 // line-by-line enumeration too.
-TEST_CASE("tally_sweep bounds SetLoad's per-set load", "[hwmodel]") {
+TEST_CASE("SetTally bounds SetLoad's per-set load", "[hwmodel]") {
   using namespace bertlab::hw::analytic_detail;
   std::mt19937 rng(11);
   for (int it = 0; it < 400; ++it) {
@@ -240,13 +257,10 @@ TEST_CASE("tally_sweep bounds SetLoad's per-set load", "[hwmodel]") {
     }
     const CacheDesc probe{sets * L, 1, L, 1, hashed};
     const SetIndex set_of(probe);
-    std::vector<int32_t> count(sets, 0);
-    std::vector<int64_t> touched;
-    int32_t most = 0;
-    for (const auto& s : v) most = tally_sweep(s, L, set_of, count, touched, most);
-    std::vector<int32_t> tallied = count;
-    clear_tally(count, touched);
-    REQUIRE(std::all_of(count.begin(), count.end(), [](int32_t x) { return x == 0; }));
+    SetTally tally(set_of, sets);
+    for (const auto& s : v) tally.add_sweep(s, L);
+    const int32_t most = tally.take_most();
+    const std::vector<int32_t> tallied = tally_by_lines(v, L, set_of, sets);
     // The fullest set is what the tally says.
     REQUIRE(most == *std::max_element(tallied.begin(), tallied.end()));
     // Every set: at least the distinct lines of each sweep (what SetLoad counts at least).
@@ -266,6 +280,44 @@ TEST_CASE("tally_sweep bounds SetLoad's per-set load", "[hwmodel]") {
     load.add(v);
     for (const auto& s : v)
       for (int64_t l : sweep_lines(s, L)) REQUIRE_FALSE(load.overflowing(l));
+  }
+}
+
+// SetTally keeps long runs under a modulo index as cyclic ranges of sets and finds the
+// fullest set from their ends and from the sets tallied line by line. Against a line-by-line
+// count: runs from 1 line to several turns of the index, short and strided sweeps beside
+// them, power-of-two and other set counts, a hashed index (line by line throughout), and a
+// tally taken twice (take_most starts again from nothing).
+TEST_CASE("SetTally's ranges give the line-by-line fullest set", "[hwmodel]") {
+  using namespace bertlab::hw::analytic_detail;
+  std::mt19937 rng(5);
+  const int64_t L = 64;
+  for (int it = 0; it < 300; ++it) {
+    const int64_t sets = (it % 3 == 0) ? 1536 : int64_t{64} << (rng() % 6);  // 1536: modulo, not a mask
+    const bool hashed = it % 5 == 4 && sets != 1536;
+    const CacheDesc probe{sets * L, 1, L, 1, hashed};
+    const SetIndex set_of(probe);
+    SetTally tally(set_of, sets);
+    for (int take = 0; take < 2; ++take) {
+      std::vector<Sweep> v;
+      const int n = 1 + rng() % 6;
+      for (int k = 0; k < n; ++k) {
+        const uint64_t start = static_cast<uint64_t>(rng() % (8 * sets)) * L + rng() % L;
+        const int64_t kind = rng() % 3;
+        if (kind == 0) {  // a long run: up to about three turns of the index
+          v.push_back(Sweep{start, 1, 0, 1 + static_cast<int64_t>(rng() % (3 * sets * L))});
+        } else if (kind == 1) {  // a short run
+          v.push_back(Sweep{start, 1, 0, 1 + static_cast<int64_t>(rng() % (40 * L))});
+        } else {  // strided rows of 1 to 40 lines
+          const int64_t width = 1 + static_cast<int64_t>(rng() % (40 * L));
+          v.push_back(Sweep{start, 1 + static_cast<int64_t>(rng() % 50), width + L * static_cast<int64_t>(rng() % 64), width});
+        }
+        v.back().stride = std::max(v.back().stride, v.back().width);
+      }
+      for (const auto& s : v) tally.add_sweep(s, L);
+      const auto want = tally_by_lines(v, L, set_of, sets);
+      REQUIRE(tally.take_most() == *std::max_element(want.begin(), want.end()));
+    }
   }
 }
 
