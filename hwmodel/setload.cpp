@@ -12,7 +12,9 @@ SetLoad::SetLoad(const CacheDesc& c)
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),
-      line_(c.line_bytes) {
+      line_(c.line_bytes),
+      sets_shift_(sets_ > 0 && std::has_single_bit(static_cast<uint64_t>(sets_)) ? std::countr_zero(static_cast<uint64_t>(sets_)) : -1),
+      line_shift_(line_ > 0 && std::has_single_bit(static_cast<uint64_t>(line_)) ? std::countr_zero(static_cast<uint64_t>(line_)) : -1) {
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
 }
 
@@ -30,17 +32,17 @@ void SetLoad::add(const Sweep& s, double times) {
     if (index_.hashed) {
       // XOR-folded index (system.h): each aligned block of `sets` lines loads every set
       // once; the partial blocks at the ends are hashed line by line.
-      const int64_t head = std::min(n, (sets_ - first_line % sets_) % sets_);
+      const int64_t head = std::min(n, mod_sets(sets_ - mod_sets(first_line)));
       for (int64_t i = 0; i < head; ++i) per_set_[index_(first_line + i)] += t;
-      const int64_t whole = (n - head) / sets_;
+      const int64_t whole = div_sets(n - head);
       base_ += times * static_cast<double>(whole);
       for (int64_t l = first_line + head + whole * sets_; l < first_line + n; ++l) per_set_[index_(l)] += t;
       return;
     }
-    base_ += times * static_cast<double>(n / sets_);
+    if (n >= sets_) base_ += times * static_cast<double>(div_sets(n));
     // Sets first .. first + rest - 1 modulo the sets: up to the last set, then from set 0
     // (two contiguous loops that vectorise; speed only).
-    const int64_t first = first_line % sets_, rest = n % sets_;
+    const int64_t first = mod_sets(first_line), rest = n < sets_ ? n : mod_sets(n);
     const int64_t upto_end = std::min(rest, sets_ - first);
     int32_t* p = per_set_.data();
     for (int64_t i = 0; i < upto_end; ++i) p[first + i] += t;
@@ -48,21 +50,21 @@ void SetLoad::add(const Sweep& s, double times) {
   };
   if (s.count == 1 || s.stride <= s.width) {
     // One contiguous span (distinct_blocks' contiguous case, inline).
-    const auto first = static_cast<int64_t>(s.start / line_);
-    add_run(first, static_cast<int64_t>((s.end() - 1) / line_) - first + 1);
+    const int64_t first = line_of(s.start);
+    add_run(first, line_of(s.end() - 1) - first + 1);
     return;
   }
   if (s.stride % line_ == 0 && !index_.hashed) {
     // Segments at a whole-line stride: line offset o of segment i is line b + o + i*d, an
     // arithmetic progression modulo the sets with period sets / gcd(d, sets).
     const int64_t d = s.stride / line_;
-    const int64_t first = static_cast<int64_t>(s.start / line_);
-    const int64_t span = static_cast<int64_t>((s.start + s.width - 1) / line_) - first + 1;
+    const int64_t first = line_of(s.start);
+    const int64_t span = line_of(s.start + s.width - 1) - first + 1;
     const int64_t period = sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_);
     const int64_t turns = s.count / period, rest = s.count % period;
     const int64_t step = d % sets_, n = std::min(period, s.count);
     for (int64_t o = 0; o < span; ++o) {
-      int64_t at = (first + o) % sets_;  // (first + o + i * d) % sets, stepped (speed only)
+      int64_t at = mod_sets(first + o);  // (first + o + i * d) % sets, stepped (speed only)
       for (int64_t i = 0; i < n; ++i) {
         per_set_[at] += t * static_cast<int32_t>(turns + (i < rest ? 1 : 0));
         at += step;
@@ -76,8 +78,8 @@ void SetLoad::add(const Sweep& s, double times) {
   int64_t last = -1;
   for (int64_t i = 0; i < s.count; ++i) {
     const uint64_t a = s.start + i * s.stride;
-    int64_t lo = static_cast<int64_t>(a / line_);
-    const int64_t hi = static_cast<int64_t>((a + s.width - 1) / line_);
+    int64_t lo = line_of(a);
+    const int64_t hi = line_of(a + s.width - 1);
     if (lo == last) ++lo;
     if (lo <= hi) add_run(lo, hi - lo + 1);
     last = hi;

@@ -77,6 +77,14 @@ class SetLoad {
   bool uniform_;
   SetIndex index_;  // the line's set (modulo or hashed)
   int64_t sets_, ways_, line_;
+  // Divisions by the sets and the line bytes as shifts and masks when they are powers of two
+  // (-1 otherwise); the arguments are line numbers and addresses, never negative (speed only).
+  int sets_shift_, line_shift_;
+  int64_t div_sets(int64_t x) const { return sets_shift_ >= 0 ? x >> sets_shift_ : x / sets_; }
+  int64_t mod_sets(int64_t x) const { return sets_shift_ >= 0 ? x & (sets_ - 1) : x % sets_; }
+  int64_t line_of(uint64_t a) const {
+    return static_cast<int64_t>(line_shift_ >= 0 ? a >> line_shift_ : a / static_cast<uint64_t>(line_));
+  }
   // Set-resolved: the window's per-set loads are whole numbers (lines counted whole times),
   // kept as int32 rather than double (exact, half the bytes to copy and add, and the loops
   // over the sets vectorise; speed only).
