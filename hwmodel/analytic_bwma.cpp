@@ -11,6 +11,9 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t, int64_t c0) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
   const int64_t C1 = s.l1.lines();
+  // An address's line, by a shift when the line bytes are a power of two (speed only).
+  const int line_shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  auto line_of = [&](uint64_t x) { return static_cast<int64_t>(line_shift >= 0 ? x >> line_shift : x / L); };
   auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
   std::vector<std::vector<Sweep>> a_panel(KT);
   std::vector<int64_t> a_lines(KT);
@@ -52,10 +55,11 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // set-resolved windows walk them.
   auto row_groups = [&](int64_t kb) {
     std::vector<std::pair<int64_t, int64_t>> g;
+    const PanelRows rows(a, kb * S, cw(a, kb * S), L);  // a.addr(m, kb * S) / L, by a shift (speed only)
     for (int64_t m0 = 0; m0 < w.m;) {
-      const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+      const int64_t line = rows.first_line(m0);
       int64_t m1 = m0;
-      while (m1 + 1 < w.m && static_cast<int64_t>(a.addr(m1 + 1, kb * S) / L) == line) ++m1;
+      while (m1 + 1 < w.m && rows.first_line(m1 + 1) == line) ++m1;
       g.emplace_back(m0, m1);
       m0 = m1 + 1;
     }
@@ -140,7 +144,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     for (const auto& v : a_panel) a_all.add(v);
     auto y_lines = [&](int64_t nb, int64_t m0, int64_t m1, auto&& f) {  // lines of rows [m0, m1]
       const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
-      for (uint64_t l = lo / L; l <= hi / L; ++l) f(static_cast<int64_t>(l));
+      for (int64_t l = line_of(lo), l1 = line_of(hi); l <= l1; ++l) f(l);
     };
     // Every window from round r to r+1 holds lines of A, of the weight panels and of the
     // output panels of rounds r and r+1 only: round r's panels as sweeps (kb < KT-1) or as
@@ -205,7 +209,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
       SetLoad mid(s.llc);
       // Lines [first, last] of the bytes [x, z) (first > last when empty).
       auto span = [&](uint64_t x, uint64_t z) {
-        return x < z ? std::pair<int64_t, int64_t>(x / L, (z - 1) / L) : std::pair<int64_t, int64_t>(1, 0);
+        return x < z ? std::pair<int64_t, int64_t>(line_of(x), line_of(z - 1)) : std::pair<int64_t, int64_t>(1, 0);
       };
       // Adds to `mid` the lines of `now` that `before` lacks, removes those it lost.
       auto minus = [&](std::pair<int64_t, int64_t> x, std::pair<int64_t, int64_t> z, double n) {  // x \ z
@@ -249,7 +253,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
           continue;
         }
         if (saturated) {
-          for (const auto& [m0, m1] : groups_of(kb)) keep_line(static_cast<int64_t>(a.addr(m0, kb * S) / L));
+          for (const auto& [m0, m1] : groups_of(kb)) keep_line(line_of(a.addr(m0, kb * S)));
           continue;
         }
         SetLoad win = window(kb);
@@ -258,7 +262,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         if (kb == KT - 1)
           for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, 0, w.m - 1, [&](int64_t l) { win.add_line(l, 1); });
         for (const auto& [m0, m1] : groups_of(kb)) {
-          const int64_t line = static_cast<int64_t>(a.addr(m0, kb * S) / L);
+          const int64_t line = line_of(a.addr(m0, kb * S));
           if (win.overflowing(line)) keep_line(line);
           if (kb == KT - 1)
             for (int64_t c = 0; c < act; ++c) y_lines(r * P + c, m0, m1, [&](int64_t l) { win.add_line(l, -1); });
