@@ -296,6 +296,16 @@ struct KStepMisses {
 // The k-step skip bounds that depend on the round's rows (most lines in a set of A's
 // k-tiles kb-1 and kb, and of Y's column tiles nb and nb-1..nb), kept from the first full
 // round for the others when full rounds' per-set counts are its rotated (speed only).
+// The fullest LLC set of each whole weight tile of one GEMM under a modulo index, by the
+// byte of a line its first row starts at (-1: not known yet). A whole tile's rows start at
+// addr(kb x S, nb x S) + kr x row stride (row-major weights), so two whole tiles that start at
+// the same byte of a line hold the same lines moved by whole lines: their per-set counts are
+// rotated and the fullest set is the same, whatever the row stride. Kept for every round of
+// the GEMM (speed only).
+struct WeightTileBounds {
+  std::vector<int32_t> by_offset;
+};
+
 struct KStepBounds {
   std::vector<int32_t> max_a;          // per kb (empty: not known yet)
   std::vector<int32_t> y_tile, y_pair;  // per nb (-1: not known yet)
@@ -309,8 +319,11 @@ class KStepWindows {
  public:
   // `full`: where the bounds of full rounds are kept, when this round is one of them whose
   // per-set counts are the first one's rotated (else nullptr).
+  // `w_tiles`: the fullest set of each whole weight tile, kept for every round of the GEMM
+  // (filled as needed; see WeightTileBounds).
   KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view, const MatrixView& y_view,
-               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active, KStepBounds* full);
+               const SystemDesc& sys, int64_t cores_per_round, int64_t round, int64_t active, KStepBounds* full,
+               WeightTileBounds& w_tiles);
   KStepMisses run();
 
  private:
@@ -365,10 +378,11 @@ class KStepWindows {
     int32_t most;
   };
   std::vector<UnionShape> union_shapes;
-  // The fullest set of weight tile (kb, nb), the same for every whole tile kb of column tile
-  // nb when `w_rotates` (see the constructor); -1: not known yet.
+  // The fullest set of a whole weight tile by where its first row starts in a line, under a
+  // modulo index (`w_rotates`; WeightTileBounds).
   bool w_rotates = false;
-  std::vector<int32_t> w_tile_max;
+  WeightTileBounds& w_tile_max;
+  int32_t weight_tile_most(int64_t kb, int64_t nb);
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
   int64_t bound_nb = -1;
   int32_t y_tile = 0, y_pair = 0;
@@ -413,8 +427,9 @@ class KStepWindows {
 
 KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const MatrixView& b_view,
                            const MatrixView& y_view, const SystemDesc& sys, int64_t cores_per_round, int64_t round,
-                           int64_t active, KStepBounds* full)
-    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active), full_bounds(full) {
+                           int64_t active, KStepBounds* full, WeightTileBounds& w_tiles)
+    : w(gemm), a(a_view), b(b_view), y(y_view), s(sys), P(cores_per_round), r(round), act(active),
+      w_tile_max(w_tiles), full_bounds(full) {
   k_miss.y.resize(act);
   k_miss.a.resize(act);
   // Skipping k-steps that cannot overflow (speed only; the counts are unchanged). When
@@ -444,11 +459,10 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
          (S * e + L - 1) / L + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
-  // Weight rows at a whole-line stride under a modulo index: tile (kb, nb)'s lines are tile
-  // (0, nb)'s moved by kb x S row strides, a whole number of lines, so its per-set counts
-  // are tile (0, nb)'s rotated and its fullest set is the same (speed only).
-  w_rotates = can_skip && !s.llc.hashed_index && b.row_stride % L == 0;
-  w_tile_max.assign(w_rotates ? NT : 0, -1);
+  // Whole weight tiles that start at the same byte of a line have the same fullest set under a
+  // modulo index (WeightTileBounds; row-major weights, which can_skip requires; speed only).
+  w_rotates = can_skip && !s.llc.hashed_index;
+  if (w_rotates && w_tile_max.by_offset.empty()) w_tile_max.by_offset.assign(static_cast<size_t>(L), -1);
   if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
     max_a = full_bounds->max_a;
   } else {
@@ -542,6 +556,14 @@ int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
     for (int64_t l = l0; l <= l1; ++l) most = tally_line(l, set_of, count, touched, most);
   }
   for (int64_t st : touched) count[st] = 0;
+  return most;
+}
+
+// The fullest set of the whole weight tile (kb, nb) (w_rotates), once per byte of a line it
+// may start at.
+int32_t KStepWindows::weight_tile_most(int64_t kb, int64_t nb) {
+  int32_t& most = w_tile_max.by_offset[static_cast<size_t>(b.addr(kb * S, nb * S) % L)];
+  if (most < 0) most = max_weight_tile(kb, nb, std::numeric_limits<int32_t>::max());
   return most;
 }
 
@@ -792,10 +814,10 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
     }
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
-    auto most_w = [&] {  // exact when w_rotates, else it may stop past the room left
-      if (!w_rotates || (kb + 1) * S > b.rows) return max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay));
-      if (w_tile_max[nb] < 0) w_tile_max[nb] = max_weight_tile(0, nb, std::numeric_limits<int32_t>::max());
-      return w_tile_max[nb];
+    auto most_w = [&] {  // exact for whole tiles when w_rotates, else it may stop past the room left
+      if (!w_rotates || (kb + 1) * S > b.rows || (nb + 1) * S > b.cols)
+        return max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay));
+      return weight_tile_most(kb, nb);
     };
     if (most_ay <= ways && most_ay + most_w() <= ways) return;
   }
@@ -864,8 +886,9 @@ KStepMisses KStepWindows::run() {
 }
 
 KStepMisses rwma_k_steps(const GemmWork& w, const MatrixView& a, const MatrixView& b, const MatrixView& y,
-                         const SystemDesc& s, int64_t P, int64_t r, int64_t act, KStepBounds* full) {
-  return KStepWindows(w, a, b, y, s, P, r, act, full).run();
+                         const SystemDesc& s, int64_t P, int64_t r, int64_t act, KStepBounds* full,
+                         WeightTileBounds& w_tiles) {
+  return KStepWindows(w, a, b, y, s, P, r, act, full, w_tiles).run();
 }
 
 // Column tiles alike (speed only): the A windows from tile nb to nb+1 hold the weight
@@ -1114,6 +1137,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   const bool full_rounds_rotate = !s.llc.hashed_index && a.panel_width == 0 && y.panel_width == 0 &&
                                   (P * Mb * a.row_stride) % L == 0 && (P * Mb * y.row_stride) % L == 0;
   KStepBounds k_bounds;  // the k-step skip bounds of the first full round (KStepWindows)
+  WeightTileBounds w_tiles;  // the weight tiles' fullest sets, for every round (KStepWindows)
   for (int64_t r = 0; r < R; ++r) {
     const int64_t act = std::min(P, MB - r * P);
     // Set footprints of this round's blocks: all of A, the first two column tiles of Y
@@ -1144,7 +1168,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     // Set-resolved caches: the Y and A lines that miss from one k-step to the next.
     const bool full = full_rounds_rotate && act == P && (r + 1) * P * Mb <= w.m;
     const KStepMisses k_miss =
-        win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr);
+        win_y.uniform() ? KStepMisses{} : rwma_k_steps(w, a, b, y, s, P, r, act, full ? &k_bounds : nullptr, w_tiles);
     // Set-resolved: the A windows across column tiles that cannot overflow (speed only),
     // then the A lines that miss across column tiles, per core.
     std::vector<uint8_t> a_window_fits(NT, 0);
