@@ -5,8 +5,9 @@
 # are bit-identical to an uninterrupted run.
 #
 #   scripts/kill9_check.sh [KILLS=20] [BUILD_DIR=build]
-# Prints "kill9: N/KILLS resumes succeeded; final weights identical: yes|no; loss log identical: yes|no"
-# and exits 0 only when everything held.
+# Prints how many of the KILLS attempts were killed while running (an attempt that finished
+# before its kill tested nothing, and fails the check), the final run's exit, and whether the
+# final weights and the loss log are identical; exits 0 only when everything held.
 set -uo pipefail
 kills=${1:-20}
 build=${2:-build}
@@ -38,7 +39,7 @@ launch() {
   pid=$!
 }
 
-ok=0 during_write=0
+killed=0 finished=0 during_write=0
 for ((k = 1; k <= kills; k++)); do
   launch
   if ((k % 3 == 0)); then
@@ -68,9 +69,10 @@ PY
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   status=$?
-  # 137: killed; 0: it finished before the kill (then it must have left a complete run).
-  if [ "$status" -eq 137 ] || [ "$status" -eq 0 ]; then ok=$((ok + 1)); else
-    echo "kill9: attempt $k exited $status:" >&2; tail -5 "$work/run.log" >&2
+  # 137: killed while running; 0: it finished before the kill, so the kill tested nothing.
+  if [ "$status" -eq 137 ]; then killed=$((killed + 1))
+  elif [ "$status" -eq 0 ]; then finished=$((finished + 1)); echo "kill9: attempt $k finished before its kill" >&2
+  else echo "kill9: attempt $k exited $status:" >&2; tail -5 "$work/run.log" >&2
   fi
   # Nothing half-written may pass as a checkpoint: every checkpoint-N with a manifest verifies
   # (a resume below would refuse it otherwise), and no .tmp is mistaken for one.
@@ -92,6 +94,7 @@ for line in open(sys.argv[1]):
     j = json.loads(line); j.pop("seq_per_s", None); print(json.dumps(j, sort_keys=True))' "$1"; }
 [ "$(strip "$work/ref/metrics.jsonl")" == "$(strip "$work/run/metrics.jsonl")" ] && same_log=yes
 lines=$(wc -l <"$work/run/metrics.jsonl")
-echo "kill9: $ok/$kills kills survived and resumed ($during_write during a checkpoint write), final run exit $final;" \
+echo "kill9: $killed/$kills attempts killed while running and resumed ($during_write during a checkpoint write," \
+     "$finished finished before the kill), final run exit $final;" \
      "final weights identical: $same_weights; loss log identical: $same_log ($lines lines)"
-[ "$ok" -eq "$kills" ] && [ "$final" -eq 0 ] && [ "$same_weights" = yes ] && [ "$same_log" = yes ]
+[ "$killed" -eq "$kills" ] && [ "$final" -eq 0 ] && [ "$same_weights" = yes ] && [ "$same_log" = yes ]
