@@ -191,6 +191,12 @@ TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enu
       Sweep sw = random_sweep(rng);
       if (rng() % 2) sw.stride = sw.width + L * (rng() % 5);
       if (!v.empty() && rng() % 2) sw.start = v.back().end() - (rng() % 2 ? 1 : 0);  // joins or shares a line
+      if (rng() % 3 == 0) {  // a line-wide strip: segments inside one line each, at a whole-line stride
+        const int64_t at = static_cast<int64_t>(sw.start % L);
+        sw.width = 1 + static_cast<int64_t>(rng() % (L - at));
+        sw.stride = L * (1 + static_cast<int64_t>(rng() % 6));
+        sw.count = 2 + static_cast<int64_t>(rng() % 40);
+      }
       v.push_back(sw);
     }
     std::vector<int64_t> all;  // v's lines in order, a line repeated in a row once
