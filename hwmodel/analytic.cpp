@@ -103,7 +103,9 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
     // set: exactly empty), not rebuilt: O(lines) instead of O(sets) per row (speed only).
     SetLoad win(s.llc), pwin(s.llc);
     std::vector<Sweep> win_parts, pwin_parts;
-    auto append = [](std::vector<Sweep>& into, const std::vector<Sweep>& v) { into.insert(into.end(), v.begin(), v.end()); };
+    auto append = [](std::vector<Sweep>& into, const std::vector<Sweep>& v) {
+      into.insert(into.end(), v.begin(), v.end());
+    };
     for (int64_t i = 0; i < (row_win.uniform() ? 0 : chunk); i += group) {
       win_parts.clear();
       for (int64_t c = 0; c < P; ++c) {
@@ -234,9 +236,7 @@ int32_t SetTally::take_most() {
   return m;
 }
 
-// The most lines any set holds among the lines of `v` (a line repeated by consecutive
-// segments counted once; other repeats count again, which only raises the result).
-// `count` (sets entries, all zero) and `touched` are scratch space, left as found.
+// The most lines any set holds among the lines of `v` (analytic_detail.h).
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, SetTally& tally, int32_t limit) {
   int64_t last = -1;
   // A line's number by a shift when the line bytes are a power of two (speed only).

@@ -546,12 +546,12 @@ inline void clear_tally(std::vector<int32_t>& count, std::vector<int64_t>& touch
 }
 
 // The fullest LLC set of lines tallied one by one (tally_line) or as runs of consecutive
-// lines, then taken and cleared with take_most(). Under a modulo index any `sets` consecutive lines
-// load every set once, so a run of n lines loads every set n / sets times and the n % sets
-// sets from its first line's on (cyclically) once more: those cyclic ranges of at least
-// kRangeLines sets are kept as ranges, and the fullest set is found from their sorted ends
-// (and, for the sets that lines were also tallied in one by one, their depth there) instead
-// of line by line. The same count (speed only).
+// lines, then taken and cleared with take_most(). Under a modulo index any `sets`
+// consecutive lines load every set once, so a run of n lines loads every set n / sets times
+// and the n % sets sets from its first line's on (cyclically) once more: those cyclic ranges
+// of at least kRangeLines sets are kept as ranges, and the fullest set is found from their
+// sorted ends (and, for the sets that lines were also tallied in one by one, their depth
+// there) instead of line by line. The same count (speed only).
 class SetTally {
  public:
   static constexpr int64_t kRangeLines = 32;

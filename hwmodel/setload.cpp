@@ -7,14 +7,21 @@
 
 namespace bertlab::hw {
 
+namespace {
+// log2(x) when x is a power of two, else -1.
+int log2_or_minus_one(int64_t x) {
+  return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;
+}
+}  // namespace
+
 SetLoad::SetLoad(const CacheDesc& c)
     : uniform_(!resolves_sets(c)),
       index_(c),
       sets_(c.sets()),
       ways_(c.ways),
       line_(c.line_bytes),
-      sets_shift_(sets_ > 0 && std::has_single_bit(static_cast<uint64_t>(sets_)) ? std::countr_zero(static_cast<uint64_t>(sets_)) : -1),
-      line_shift_(line_ > 0 && std::has_single_bit(static_cast<uint64_t>(line_)) ? std::countr_zero(static_cast<uint64_t>(line_)) : -1) {
+      sets_shift_(log2_or_minus_one(sets_)),
+      line_shift_(log2_or_minus_one(line_)) {
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
 }
 

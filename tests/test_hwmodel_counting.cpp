@@ -223,7 +223,8 @@ TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enu
 
 // What SetTally::add_sweep counts per set, line by line: a run (one segment, or segments
 // that touch or overlap) each line once, a strided sweep each segment's lines.
-static std::vector<int32_t> tally_by_lines(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of, int64_t sets) {
+static std::vector<int32_t> tally_by_lines(const std::vector<Sweep>& v, int64_t L, const SetIndex& set_of,
+                                           int64_t sets) {
   std::vector<int32_t> per_set(sets, 0);
   for (const auto& s : v) {
     if (s.count == 1 || s.stride <= s.width) {
