@@ -239,9 +239,7 @@ int32_t SetTally::take_most() {
 // The most lines any set holds among the lines of `v` (analytic_detail.h).
 int32_t most_lines_in_a_set(const std::vector<Sweep>& v, int64_t L, SetTally& tally, int32_t limit) {
   int64_t last = -1;
-  // A line's number by a shift when the line bytes are a power of two (speed only).
-  const int sh = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
-  auto line_of = [&](uint64_t x) { return static_cast<int64_t>(sh >= 0 ? x >> sh : x / L); };
+  const BlockOf line_of(L);
   for (const auto& sw : v)
     for (int64_t i = 0; i < sw.count && tally.at_least() <= limit; ++i) {
       const uint64_t at = sw.start + i * sw.stride;

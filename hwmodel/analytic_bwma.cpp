@@ -11,10 +11,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t, int64_t c0) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
   const int64_t C1 = s.l1.lines();
-  // An address's line, by a shift when the line bytes are a power of two (speed only).
-  const int line_shift =
-      std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
-  auto line_of = [&](uint64_t x) { return static_cast<int64_t>(line_shift >= 0 ? x >> line_shift : x / L); };
+  const BlockOf line_of(L);  // an address's line
   auto cw = [&](const MatrixView& v, int64_t c) { return std::min(S, v.cols - c); };
   std::vector<std::vector<Sweep>> a_panel(KT);
   std::vector<int64_t> a_lines(KT);

@@ -365,9 +365,7 @@ class DramStreams {
     return distinct_blocks(sw, B);
   }
   // -1, or log2(B) when B is a power of two: blocks of a contiguous sweep by shifts.
-  static int shift_of(int64_t B) {
-    return std::has_single_bit(static_cast<uint64_t>(B)) ? std::countr_zero(static_cast<uint64_t>(B)) : -1;
-  }
+  static int shift_of(int64_t B) { return log2_or_minus_one(B); }
   // x / B, by a shift when `sh` says B is a power of two (the same value; speed only).
   static int64_t block_of(uint64_t x, int64_t B, int sh) { return static_cast<int64_t>(sh >= 0 ? x >> sh : x / B); }
   // One sweep of fetches on stream `st`: its lines, and the rows it opens.
@@ -517,17 +515,16 @@ class MovingWindow {
 class PanelRows {
  public:
   PanelRows(const MatrixView& v, int64_t c, int64_t n, int64_t L)
-      : at0_(v.addr(0, c)), rs_(v.row_stride), bytes_(n * v.elem), L_(L),
-        shift_(std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1) {}
+      : at0_(v.addr(0, c)), rs_(v.row_stride), bytes_(n * v.elem), line_(L) {}
   // The line of row m's first and last byte of the columns.
   int64_t first_line(int64_t m) const { return line(at0_ + m * rs_); }
   int64_t last_line(int64_t m) const { return line(at0_ + m * rs_ + bytes_ - 1); }
 
  private:
-  int64_t line(uint64_t x) const { return static_cast<int64_t>(shift_ >= 0 ? x >> shift_ : x / L_); }
+  int64_t line(uint64_t x) const { return line_(x); }
   uint64_t at0_;
-  int64_t rs_, bytes_, L_;
-  int shift_;
+  int64_t rs_, bytes_;
+  BlockOf line_;
 };
 
 // Counts line l once more in its LLC set (modulo or hashed index, SetIndex) and
@@ -569,12 +566,9 @@ class SetTally {
   // The lines of the bytes [lo, hi] (lines of L bytes; a shift when L is a power of two,
   // speed only).
   void add_bytes(uint64_t lo, uint64_t hi, int64_t L) {
-    if (std::has_single_bit(static_cast<uint64_t>(L))) {
-      const int sh = std::countr_zero(static_cast<uint64_t>(L));
-      const auto first = static_cast<int64_t>(lo >> sh);
-      return add_run(first, static_cast<int64_t>(hi >> sh) - first + 1);
-    }
-    add_run(static_cast<int64_t>(lo / L), static_cast<int64_t>(hi / L) - static_cast<int64_t>(lo / L) + 1);
+    const BlockOf line_of(L);
+    const int64_t first = line_of(lo);
+    add_run(first, line_of(hi) - first + 1);
   }
   // The lines of `sw`, at least as often per set as SetLoad::add counts them (setload.cpp): a
   // run (count 1, or segments that touch or overlap) each line once, a strided sweep segment

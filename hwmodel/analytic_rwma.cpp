@@ -360,9 +360,7 @@ class KStepWindows {
   const int64_t Mb = w.block_rows;
   const int64_t sets = s.llc.sets(), ways = s.llc.ways;
   const SetIndex set_of{s.llc};
-  // Lines are powers of two in practice: a shift instead of a division (speed only).
-  const int line_shift =
-      std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
+  const BlockOf line_of{L};  // an address's line
   const size_t lists = static_cast<size_t>(2 * act);
   bool can_skip = false, fast = false;  // set by the constructor (see there)
   int64_t ra = 0, ry = 0;               // lines per row of A and Y (fast)
@@ -379,8 +377,8 @@ class KStepWindows {
   };
   std::vector<UnionShape> union_shapes;
   // The fullest set of a whole weight tile by where its first row starts in a line, under a
-  // modulo index (`w_rotates`; WeightTileBounds).
-  bool w_rotates = false;
+  // modulo index (`w_by_offset`; WeightTileBounds).
+  bool w_by_offset = false;
   WeightTileBounds& w_tile_max;
   int32_t weight_tile_most(int64_t kb, int64_t nb);
   // The skip bounds of the Y tiles of column tile nb (computed once per nb when needed).
@@ -461,8 +459,8 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
   count.assign(can_skip ? sets : 0, 0);
   // Whole weight tiles that start at the same byte of a line have the same fullest set under a
   // modulo index (WeightTileBounds; row-major weights, which can_skip requires; speed only).
-  w_rotates = can_skip && !s.llc.hashed_index;
-  if (w_rotates && w_tile_max.by_offset.empty()) w_tile_max.by_offset.assign(static_cast<size_t>(L), -1);
+  w_by_offset = can_skip && !s.llc.hashed_index;
+  if (w_by_offset && w_tile_max.by_offset.empty()) w_tile_max.by_offset.assign(static_cast<size_t>(L), -1);
   if (can_skip && full_bounds && !full_bounds->max_a.empty()) {
     max_a = full_bounds->max_a;
   } else {
@@ -489,8 +487,7 @@ void KStepWindows::keep(std::vector<Sweep>& v, int64_t l) const {
 std::pair<int64_t, int64_t> KStepWindows::row_span(const MatrixView& v, int64_t m, int64_t tile) const {
   const int64_t c0 = tile * S, n = std::min(S, v.cols - c0);
   const uint64_t lo = v.addr(m, c0), hi = lo + n * v.elem - 1;
-  return {static_cast<int64_t>(line_shift >= 0 ? lo >> line_shift : lo / L),
-          static_cast<int64_t>(line_shift >= 0 ? hi >> line_shift : hi / L)};
+  return {line_of(lo), line_of(hi)};
 }
 
 // The lines of row m of column tile `tile` of `v`.
@@ -559,7 +556,7 @@ int32_t KStepWindows::max_weight_tile(int64_t kb, int64_t nb, int32_t limit) {
   return most;
 }
 
-// The fullest set of the whole weight tile (kb, nb) (w_rotates), once per byte of a line it
+// The fullest set of the whole weight tile (kb, nb) (w_by_offset), once per byte of a line it
 // may start at.
 int32_t KStepWindows::weight_tile_most(int64_t kb, int64_t nb) {
   int32_t& most = w_tile_max.by_offset[static_cast<size_t>(b.addr(kb * S, nb * S) % L)];
@@ -814,8 +811,8 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
     }
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
-    auto most_w = [&] {  // exact for whole tiles when w_rotates, else it may stop past the room left
-      if (!w_rotates || (kb + 1) * S > b.rows || (nb + 1) * S > b.cols)
+    auto most_w = [&] {  // exact for whole tiles when w_by_offset, else it may stop past the room left
+      if (!w_by_offset || (kb + 1) * S > b.rows || (nb + 1) * S > b.cols)
         return max_weight_tile(kb, nb, static_cast<int32_t>(ways - most_ay));
       return weight_tile_most(kb, nb);
     };

@@ -7,13 +7,6 @@
 
 namespace bertlab::hw {
 
-namespace {
-// log2(x) when x is a power of two, else -1.
-int log2_or_minus_one(int64_t x) {
-  return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;
-}
-}  // namespace
-
 SetLoad::SetLoad(const CacheDesc& c)
     : uniform_(!resolves_sets(c)),
       index_(c),
@@ -21,7 +14,7 @@ SetLoad::SetLoad(const CacheDesc& c)
       ways_(c.ways),
       line_(c.line_bytes),
       sets_shift_(log2_or_minus_one(sets_)),
-      line_shift_(log2_or_minus_one(line_)) {
+      line_of(line_) {
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
 }
 
@@ -142,8 +135,7 @@ struct RawRun {
 // are a power of two (speed only). `out` has room for one run per line plus one.
 size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, int64_t lim, const SetIndex set_of,
                     RawRun* out) {
-  const int shift = std::has_single_bit(static_cast<uint64_t>(L)) ? std::countr_zero(static_cast<uint64_t>(L)) : -1;
-  auto line_of = [&](uint64_t a) { return static_cast<int64_t>(shift >= 0 ? a >> shift : a / L); };
+  const BlockOf line_of(L);
   size_t n = 0;
   uint64_t run_end = ~uint64_t{0};  // one past the last run's last byte (none yet)
   int64_t last = -1;

@@ -5,6 +5,7 @@
 // reuse window iff the window's distinct lines in its set do not exceed the ways (LRU stack
 // distance per set), so the lines of an operand that miss at a reuse are those in sets
 // whose window load exceeds the associativity.
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,23 @@
 #include "hwmodel/system.h"
 
 namespace bertlab::hw {
+
+// log2(x) when x is a power of two, else -1.
+inline int log2_or_minus_one(int64_t x) {
+  return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;
+}
+
+// The block (cache line, DRAM row) of `bytes` bytes an address lies in: a shift when `bytes`
+// is a power of two, else a division (the same value; speed only).
+class BlockOf {
+ public:
+  explicit BlockOf(int64_t bytes) : bytes_(static_cast<uint64_t>(bytes)), shift_(log2_or_minus_one(bytes)) {}
+  int64_t operator()(uint64_t a) const { return static_cast<int64_t>(shift_ >= 0 ? a >> shift_ : a / bytes_); }
+
+ private:
+  uint64_t bytes_;
+  int shift_;
+};
 
 // Hashed (XOR-folded, CacheDesc::set_of) indexes are resolved per set up to this many sets,
 // and beyond it when the cache has fewer than kUniformHashedWays ways. Larger hashed caches of
@@ -79,12 +97,10 @@ class SetLoad {
   int64_t sets_, ways_, line_;
   // Divisions by the sets and the line bytes as shifts and masks when they are powers of two
   // (-1 otherwise); the arguments are line numbers and addresses, never negative (speed only).
-  int sets_shift_, line_shift_;
+  int sets_shift_;
+  BlockOf line_of;
   int64_t div_sets(int64_t x) const { return sets_shift_ >= 0 ? x >> sets_shift_ : x / sets_; }
   int64_t mod_sets(int64_t x) const { return sets_shift_ >= 0 ? x & (sets_ - 1) : x % sets_; }
-  int64_t line_of(uint64_t a) const {
-    return static_cast<int64_t>(line_shift_ >= 0 ? a >> line_shift_ : a / static_cast<uint64_t>(line_));
-  }
   // Set-resolved: the window's per-set loads are whole numbers (lines counted whole times),
   // kept as int32 rather than double (exact, half the bytes to copy and add, and the loops
   // over the sets vectorise; speed only).
