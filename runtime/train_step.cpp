@@ -106,10 +106,16 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
 }
 
 StepStats TrainStepper::evaluate(const BertInputs& batch) {
-  if (!eval_ || eval_->graph().tensor(eval_->graph().tensor_id("input_ids")).shape[0] != batch.batch) {
+  // The evaluation data may differ from the training data in batch, sequence length and
+  // masked positions per sequence (train --eval-data, e.g. 15% masking against 40% in training).
+  if (!eval_ || eval_spec_.batch != batch.batch || eval_spec_.seq != batch.seq ||
+      eval_spec_.max_predictions != batch.max_predictions) {
     RunSpec r = run_;
     r.dropout = false;
     r.batch = batch.batch;
+    r.seq = batch.seq;
+    r.max_predictions = batch.max_predictions;
+    eval_spec_ = r;
     eval_ = std::make_unique<Executor>(training_graph(model_.config, r), model_.params, &state_);
   }
   set_inputs(*eval_, batch);

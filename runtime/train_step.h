@@ -46,7 +46,8 @@ class TrainStepper {
   RunSpec run_;
   TrainingState state_;
   Executor train_;
-  std::unique_ptr<Executor> eval_;  // built on first evaluate()
+  std::unique_ptr<Executor> eval_;  // built on first evaluate(), again when the shapes change
+  RunSpec eval_spec_;                // the shapes eval_ was built for
 };
 
 }  // namespace bertlab

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "runtime/checkpoint.h"
 #include "runtime/distributed.h"
@@ -281,6 +282,24 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   check(S <= config.max_position_embeddings, "the data's sequence length {} exceeds max_position_embeddings {}",
         S, config.max_position_embeddings);
 
+  // The held-out data is opened before training, so that data that cannot be evaluated with
+  // this model is refused now rather than at the first evaluation.
+  std::optional<data::PretrainingDataset> eval_set;
+  if (writer) {
+    eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
+    if (!o.eval_data.empty()) {
+      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
+            "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
+            (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
+      check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
+            "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
+            eval_set->seq_len(), config.max_position_embeddings);
+      check(!o.nsp || eval_set->size() == 0 || !eval_set->packed(),
+            "--eval-data {} was prepared with --pack (no next-sentence labels): evaluate it with --no-nsp",
+            o.eval_data.string());
+    }
+  }
+
   RunSpec run;
   run.batch = o.batch_size;
   run.seq = S;
@@ -357,10 +376,8 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.path = dir.string();
     on_event(ev);
   };
-  std::optional<data::PretrainingDataset> eval_set;
   auto run_eval = [&](int64_t step) {
     if (!writer) return;  // no collective inside: the other ranks go on to the next step
-    if (!eval_set) eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
     if (eval_set->size() == 0) return;
     TrainEvent ev;
     ev.kind = TrainEvent::eval;

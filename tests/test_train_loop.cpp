@@ -300,3 +300,72 @@ TEST_CASE("The one-cycle schedule is triangular: linear up to the peak, linear d
   o.warmup_steps = 0;
   CHECK(learning_rate(o, 1) == Approx(2e-3));
 }
+
+TEST_CASE("Evaluation batches of other shapes than training give the same statistics", "[train]") {
+  const BertConfig c = small_config();
+  Model m = init_model(c, Heads::pretraining, 5);
+  RunSpec r;
+  r.batch = 4, r.seq = 12, r.max_predictions = 3, r.dropout = false;
+  TrainStepper stepper(m, r, OptimizerConfig{}, 1);
+  const BertInputs in = random_batch(c, 0, 4, 12, 3);
+  const StepStats base = stepper.evaluate(in);
+  // The same batch with two more masked slots per sequence, unused (label -100): the
+  // evaluation graph is rebuilt for 5 slots and must ignore the padding.
+  BertInputs wide = in;
+  wide.max_predictions = 5;
+  wide.masked_lm_positions.clear(), wide.masked_lm_labels.clear();
+  for (int64_t b = 0; b < 4; ++b) {
+    for (int64_t p = 0; p < 5; ++p) {
+      wide.masked_lm_positions.push_back(p < 3 ? in.masked_lm_positions[b * 3 + p] : 0);
+      wide.masked_lm_labels.push_back(p < 3 ? in.masked_lm_labels[b * 3 + p] : -100);
+    }
+  }
+  const StepStats padded = stepper.evaluate(wide);
+  CHECK(padded.masked == base.masked);
+  CHECK(padded.mlm_loss == Approx(base.mlm_loss).epsilon(1e-6));
+  CHECK(padded.mlm_accuracy == base.mlm_accuracy);
+  // Two sequences alone: the rebuilt graph gives their share of the loss, as a plain batch of 2.
+  const StepStats two = stepper.evaluate(random_batch(c, 0, 2, 12, 3));
+  RunSpec r2 = r;
+  r2.batch = 2;
+  TrainStepper fresh(m, r2, OptimizerConfig{}, 1);
+  const StepStats two_fresh = fresh.evaluate(random_batch(c, 0, 2, 12, 3));
+  CHECK(two.masked == two_fresh.masked);
+  CHECK(two.mlm_loss == Approx(two_fresh.mlm_loss).epsilon(1e-6));
+  // And back to the first shape.
+  CHECK(stepper.evaluate(in).mlm_loss == Approx(base.mlm_loss).epsilon(1e-6));
+}
+
+TEST_CASE("--eval-data with other masking is evaluated; another vocabulary is refused before training",
+          "[train][cli]") {
+  TempDir dir("train-eval-data");
+  const auto corpus = quote(source_dir() / "tests/data/corpus_small.txt");
+  for (int v : {200, 100})
+    REQUIRE(run_bertlab(fmt::format("vocab --corpus {} --vocab-size {} --out {}", corpus, v,
+                                    quote(dir / fmt::format("vocab{}", v)))).exit_code == 0);
+  auto prepare = [&](const char* vocab, const char* flags, const char* out) {
+    auto p = run_bertlab(fmt::format("prepare --corpus {} --vocab {} --seq-len 32 --pack {} --out {}", corpus,
+                                     quote(dir / vocab), flags, quote(dir / out)));
+    INFO(p.output);
+    REQUIRE(p.exit_code == 0);
+  };
+  prepare("vocab200", "--masked-lm-prob 0.4 --max-predictions 13", "train40");
+  prepare("vocab200", "--max-predictions 5", "eval15");
+  prepare("vocab100", "--max-predictions 5", "other-vocab");
+  {
+    std::ofstream cfg(dir / "config.json");
+    cfg << config_to_json(small_config()).dump();
+  }
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --lr 1e-3 --max-steps 2 --eval-steps 1 --eval-batches 2 "
+      "--no-nsp --threads 2 --log-steps 1",
+      quote(dir / "config.json"), quote(dir / "train40"));
+  auto ok = run_bertlab(common + " --eval-data " + quote(dir / "eval15") + " --out " + quote(dir / "ok"));
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  CHECK_THAT(ok.output, Contains("eval at step 1") && Contains("eval at step 2"));
+  auto bad = run_bertlab(common + " --eval-data " + quote(dir / "other-vocab") + " --out " + quote(dir / "bad"));
+  INFO(bad.output);
+  CHECK(bad.exit_code != 0);
+  CHECK_THAT(bad.output, Contains("--eval-data") && Contains("vocabulary") && !Contains("step 1/2"));
+}
