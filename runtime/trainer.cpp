@@ -294,9 +294,6 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
       check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
             "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
             eval_set->seq_len(), config.max_position_embeddings);
-      check(!o.nsp || eval_set->size() == 0 || !eval_set->packed(),
-            "--eval-data {} was prepared with --pack (no next-sentence labels): evaluate it with --no-nsp",
-            o.eval_data.string());
     }
   }
 
