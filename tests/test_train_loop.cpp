@@ -336,7 +336,7 @@ TEST_CASE("Evaluation batches of other shapes than training give the same statis
   CHECK(stepper.evaluate(in).mlm_loss == Approx(base.mlm_loss).epsilon(1e-6));
 }
 
-TEST_CASE("--eval-data with other masking is evaluated; another vocabulary is refused before training",
+TEST_CASE("train --eval-data: other masking is evaluated, another vocabulary refused before training",
           "[train][cli]") {
   TempDir dir("train-eval-data");
   const auto corpus = quote(source_dir() / "tests/data/corpus_small.txt");
