@@ -108,14 +108,15 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
 StepStats TrainStepper::evaluate(const BertInputs& batch) {
   // The evaluation data may differ from the training data in batch, sequence length and
   // masked positions per sequence (train --eval-data, e.g. 15% masking against 40% in training).
-  if (!eval_ || eval_spec_.batch != batch.batch || eval_spec_.seq != batch.seq ||
-      eval_spec_.max_predictions != batch.max_predictions) {
+  // The graph's own input shapes say what it was built for.
+  auto built_for = [&](const char* input) { return eval_->graph().tensor(eval_->graph().tensor_id(input)).shape; };
+  if (!eval_ || built_for("input_ids") != Shape{batch.batch, batch.seq} ||
+      built_for("masked_lm_positions") != Shape{batch.batch, batch.max_predictions}) {
     RunSpec r = run_;
     r.dropout = false;
     r.batch = batch.batch;
     r.seq = batch.seq;
     r.max_predictions = batch.max_predictions;
-    eval_spec_ = r;
     eval_ = std::make_unique<Executor>(training_graph(model_.config, r), model_.params, &state_);
   }
   set_inputs(*eval_, batch);

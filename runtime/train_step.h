@@ -46,8 +46,7 @@ class TrainStepper {
   RunSpec run_;
   TrainingState state_;
   Executor train_;
-  std::unique_ptr<Executor> eval_;  // built on first evaluate(), again when the shapes change
-  RunSpec eval_spec_;                // the shapes eval_ was built for
+  std::unique_ptr<Executor> eval_;  // built on first evaluate(), again when the batch's shape changes
 };
 
 }  // namespace bertlab
