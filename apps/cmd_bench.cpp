@@ -23,6 +23,7 @@ namespace {
 struct BenchOptions {
   ModelShapeOptions shape;
   int runs = 5, warmup = 2, threads = 0;
+  int accum = 1;  // train mode: micro-batches of --batch per optimizer step
   bool no_peak = false;
   std::string optimizer = "adamw";  // train mode: adamw | lamb
   bool optimizer_only = false;      // train mode: time the optimizer's work alone
@@ -132,17 +133,20 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
   add_threads_option(*cmd, o->threads);
   cmd->add_flag("--no-peak", o->no_peak, "Skip measuring the GEMM peak");
+  CLI::Option* accum = cmd->add_option("--accum-steps", o->accum,
+                                       "Training: micro-batches of --batch per optimizer step (gradient accumulation)")
+                           ->check(CLI::Range(1, 1024));
   CLI::Option* optimizer =
       cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
   cmd->add_flag("--optimizer-only", o->optimizer_only,
                 "Training: time the optimizer's work alone (gradient norm, update, gradient zeroing) "
                 "against the triad bandwidth");
-  cmd->callback([o, optimizer] {
+  cmd->callback([o, optimizer, accum] {
     set_threads(o->threads);
     const auto& s = o->shape;
     const bool train = s.mode == "train";
-    if (!train && (o->optimizer_only || optimizer->count() > 0))
-      fail("--optimizer and --optimizer-only need --mode train (got --mode {})", s.mode);
+    if (!train && (o->optimizer_only || optimizer->count() > 0 || accum->count() > 0))
+      fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", s.mode);
     BertConfig c = resolve_config(s.config);
     Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
     RunSpec run;
@@ -153,11 +157,13 @@ void add_bench_command(CLI::App& root) {
     std::unique_ptr<Executor> infer;
     std::unique_ptr<TrainStepper> stepper;
     BertInputs batch;
+    std::vector<BertInputs> micro;  // training: the step's micro-batches (copies of one batch)
     if (train) {
       OptimizerConfig opt;
       opt.name = o->optimizer;
       stepper = std::make_unique<TrainStepper>(m, run, opt, 1);
       batch = synthetic_inputs(c, stepper->executor().graph());
+      micro.assign(static_cast<size_t>(o->accum), batch);
     } else {
       Graph g = build_graph(s);
       batch = synthetic_inputs(c, g);
@@ -168,19 +174,24 @@ void add_bench_command(CLI::App& root) {
     // Model FLOPs: what the step must compute. Forward nodes re-run in the backward to save
     // memory (attribute "recomputed") are extra work, counted apart, as the model-FLOPs
     // utilisation of training reports usually count them.
+    // With --accum-steps K, forward and backward run K times per step, the update once.
     double flops = 0, recomputed_flops = 0;
-    for (const auto& n : ex.graph().nodes())
-      (is_recomputation(n) ? recomputed_flops : flops) += node_flops(ex.graph(), n);
+    for (const auto& n : ex.graph().nodes()) {
+      const bool per_micro = n.phase == Phase::forward || n.phase == Phase::backward;
+      const double times = train && per_micro ? o->accum : 1;
+      (is_recomputation(n) ? recomputed_flops : flops) += times * node_flops(ex.graph(), n);
+    }
     int64_t step = 0;
     auto once = [&] {
       if (train)
-        stepper->step(std::span(&batch, 1), ++step, 1e-5f);
+        stepper->step(micro, ++step, 1e-5f);
       else
         ex.run();
     };
 
-    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}\n", s.config, s.mode,
-               train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads());
+    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, s.mode,
+               train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads(),
+               o->accum > 1 ? fmt::format(" accum={}", o->accum) : std::string());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step (+{:.1f} recomputed), activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, recomputed_flops / 1e9, ex.plan().arena_bytes / 1e6,
                ex.plan().unshared_bytes / 1e6, ex.packed_weight_bytes() / 1e6);
@@ -199,9 +210,13 @@ void add_bench_command(CLI::App& root) {
     // The model's high-water mark, read before the GEMM peak below allocates its own matrices.
     const double rss_mib = peak_rss_mib();
     auto [mn, mx] = std::minmax_element(secs.begin(), secs.end());
-    const double med = median(secs), seq_s = s.batch / med;
+    const double seqs = double(s.batch) * (train ? o->accum : 1);  // sequences per step
+    const double med = median(secs), seq_s = seqs / med;
     fmt::print("  throughput: {:.2f} sequences/s (median of {} runs; min {:.2f}, max {:.2f}); step {:.1f} ms\n",
-               seq_s, o->runs, s.batch / *mx, s.batch / *mn, med * 1e3);
+               seq_s, o->runs, seqs / *mx, seqs / *mn, med * 1e3);
+    if (train && o->accum > 1)
+      fmt::print("  weights packed or cast once per step for its {} micro-batches: {:.0f} MB kept\n", o->accum,
+                 stepper->executor().kept_weight_bytes() / 1e6);
     const double gflops = flops / med / 1e9;
     if (o->no_peak) {
       fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);

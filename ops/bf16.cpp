@@ -56,8 +56,13 @@ GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot) : view_(view
 const void* GemmInput::operator()(const float* base) const {
   if (!bf16_) return base;
   std::byte* copy = gemm_scratch(slot_, dense_.get_size());
-  args_.execute(convert_, {{DNNL_ARG_FROM, view_, base}, {DNNL_ARG_TO, dense_, copy}});
+  convert_into(base, copy);
   return copy;
+}
+
+void GemmInput::convert_into(const float* base, void* dst) const {
+  check(bf16_, "GEMM input: convert_into() on an f32 input, which is read in place");
+  args_.execute(convert_, {{DNNL_ARG_FROM, view_, base}, {DNNL_ARG_TO, dense_, dst}});
 }
 
 uint16_t to_bf16(float f) {

@@ -30,6 +30,10 @@ class GemmInput {
   // The data for the matmul given the view's base pointer: `base` itself, or the bf16 copy
   // (valid until the slot is written again).
   const void* operator()(const float* base) const;
+  // Bytes of the bf16 copy (0 in f32: the view is read in place), and the same conversion into
+  // `dst` instead of the scratch slot (a copy kept by the caller, e.g. for a whole optimizer step).
+  size_t copy_bytes() const { return bf16_ ? dense_.get_size() : 0; }
+  void convert_into(const float* base, void* dst) const;
 
  private:
   dnnl::memory::desc view_, dense_;

@@ -104,7 +104,11 @@ void Linear::forward(float* y, const float* x, const float* b, const float* resi
 void Linear::forward_packed(const void* packed, float* y, const float* x, const float* b,
                             const float* residual) const {
   // Unpacked weights are the f32 HF array (converted on every call in bf16).
-  const void* wei = w_.desc().is_zero() ? packed : w_(static_cast<const float*>(packed));
+  forward_prepared(w_.desc().is_zero() ? packed : w_(static_cast<const float*>(packed)), y, x, b, residual);
+}
+
+void Linear::forward_prepared(const void* wei, float* y, const float* x, const float* b,
+                              const float* residual) const {
   args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x_(x)},
               {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei},
               {DNNL_ARG_BIAS, pd_.bias_desc(), b},
@@ -237,8 +241,12 @@ LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16) {
 }
 
 void LinearGradInput::forward(float* dx, const float* dy, const float* w) const {
+  forward_cast(dx, dy, w_(w));
+}
+
+void LinearGradInput::forward_cast(float* dx, const float* dy, const void* w_copy) const {
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_(dy)},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w_(w)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w_copy},
                         {DNNL_ARG_DST, pd_.dst_desc(), dx}});
 }
 

@@ -37,6 +37,12 @@ class Linear {
   void forward_packed(const void* packed, float* y, const float* x, const float* b,
                       const float* residual) const;
   int64_t packed_bytes() const { return static_cast<int64_t>(pd_.weights_desc().get_size()); }
+  // Unpacked f32: the matmul reads the HF array in place, so there is nothing to prepare.
+  // Otherwise pack_weights_into() writes what the matmul reads (the packed layout, or for
+  // unpacked bf16 the dense bf16 copy), and forward_prepared() takes that copy as it is.
+  bool weights_in_place() const { return !w_.desc().is_zero() && w_.copy_bytes() == 0; }
+  void forward_prepared(const void* prepared, float* y, const float* x, const float* b,
+                        const float* residual) const;
   std::string impl_name() const;
 
  private:
@@ -117,6 +123,11 @@ class LinearGradInput {
  public:
   LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false);
   void forward(float* dx, const float* dy, const float* w) const;
+  // bf16: the weights' bf16 copy (weight_copy_bytes() bytes, 0 in f32), made by
+  // cast_weights_into() and kept by the caller while the weights do not change.
+  size_t weight_copy_bytes() const { return w_.copy_bytes(); }
+  void cast_weights_into(const float* w, void* copy) const { w_.convert_into(w, copy); }
+  void forward_cast(float* dx, const float* dy, const void* w_copy) const;
   std::string impl_name() const;
 
  private:

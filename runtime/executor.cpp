@@ -2,6 +2,7 @@
 
 #include "runtime/grad_sync.h"
 
+#include <atomic>
 #include <chrono>
 
 #include "ops/peak.h"
@@ -61,6 +62,11 @@ Shape Executor::output_shape(const std::string& name) const {
   for (const auto& [n, id] : graph_.outputs())
     if (n == name) return graph_.tensor(id).shape;
   fail("graph has no output named '{}'", name);
+}
+
+uint64_t next_weights_version() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
 }
 
 void Executor::repack_weights() {

@@ -37,7 +37,15 @@ struct StepContext {
   double grad_norm = 0;        // written by the grad_norm node
   bool sync_gradients = true;  // data parallel: this micro-batch is the step's last, so its
                                // backward starts the gradient allreduce buckets
+  // Gradient accumulation: the parameters do not change while this number stays the same, so
+  // each GEMM keeps its packed (and, in bf16, cast) weights from the first micro-batch of an
+  // optimizer step for the others. 0: unknown, re-read the weights on every run into one
+  // shared scratch (no memory per weight). Callers change it whenever the parameters may have.
+  uint64_t weights_version = 0;
 };
+
+// A fresh StepContext::weights_version, unique in the process (never 0).
+uint64_t next_weights_version();
 
 enum PhaseMask : unsigned {
   kForward = 1u << 0,
@@ -53,7 +61,8 @@ class Executor {
  public:
   // `params` (and `state`) must outlive the executor. Inference graphs pack their weights once
   // (and again on repack_weights()); training graphs pack each weight just before its GEMM into
-  // one shared scratch buffer, since the weights change every step.
+  // one shared scratch buffer, since the weights change every step, or, with a nonzero
+  // StepContext::weights_version, into a copy per GEMM kept until that version changes.
   Executor(Graph graph, ParamStore& params, TrainingState* state = nullptr);
   // Inference only: the parameters are read, never written.
   Executor(Graph graph, const ParamStore& params)
@@ -63,6 +72,9 @@ class Executor {
   const Graph& graph() const { return graph_; }
   const MemoryPlan& plan() const { return plan_; }
   int64_t packed_weight_bytes() const { return packed_weight_bytes_; }
+  // Bytes of the weight copies kept across micro-batches (StepContext::weights_version), made
+  // on the first run that asks for them.
+  int64_t kept_weight_bytes() const { return kept_weight_bytes_; }
   StepContext& context() { return context_; }
   bool training() const { return state_ != nullptr; }
 
@@ -98,6 +110,7 @@ class Executor {
   std::vector<std::function<void()>> repackers_;
   std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;
+  int64_t kept_weight_bytes_ = 0;
 };
 
 }  // namespace bertlab

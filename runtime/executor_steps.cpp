@@ -18,6 +18,32 @@
 
 namespace bertlab {
 
+namespace {
+// A weight as one GEMM reads it (packed, or cast to bf16), kept across the micro-batches of an
+// optimizer step: remade when StepContext::weights_version moves, allocated on first use.
+class KeptWeight {
+ public:
+  explicit KeptWeight(int64_t bytes) : bytes_(bytes) {}
+  template <class Make>
+  const void* get(uint64_t version, int64_t& total_bytes, const Make& make) {
+    if (copy_.size() == 0) {
+      copy_ = AlignedBuffer<std::byte>(static_cast<size_t>(bytes_));
+      total_bytes += bytes_;
+    }
+    if (version != version_) {
+      make(copy_.data());
+      version_ = version;
+    }
+    return copy_.data();
+  }
+
+ private:
+  int64_t bytes_;
+  uint64_t version_ = 0;  // 0: never made (weights_version 0 never reaches get())
+  AlignedBuffer<std::byte> copy_;
+};
+}  // namespace
+
 std::function<void()> Executor::make_linear_step(const Node& n) {
   auto gm = *node_gemm(graph_, n);
   const bool residual = n.inputs.size() > 3;
@@ -34,16 +60,31 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
     repackers_.push_back([lin, w] { lin->pack_weights(w); });
     return [=] { lin->forward(y, x, b, r); };
   }
-  if (!pack) return [=] { lin->forward_packed(w, y, x, b, r); };
-  // Weights change every step: pack just before the GEMM into the shared scratch.
+  if (lin->weights_in_place()) return [=] { lin->forward_packed(w, y, x, b, r); };
+  auto kept = std::make_shared<KeptWeight>(lin->packed_bytes());
+  const StepContext* ctx = &context_;
+  if (!pack)  // the large weight: cast to bf16 on every call, or once per optimizer step
+    return [=, this] {
+      if (!ctx->weights_version) return lin->forward_packed(w, y, x, b, r);
+      const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
+                                   [&](void* dst) { lin->pack_weights_into(w, dst); });
+      lin->forward_prepared(copy, y, x, b, r);
+    };
+  // Weights change every step: pack just before the GEMM into the shared scratch, or once per
+  // optimizer step into this GEMM's own copy.
   if (static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
     pack_scratch_ = AlignedBuffer<std::byte>(static_cast<size_t>(lin->packed_bytes()));
     packed_weight_bytes_ = lin->packed_bytes();
   }
   return [=, this] {
+    if (ctx->weights_version) {
+      const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
+                                   [&](void* dst) { lin->pack_weights_into(w, dst); });
+      return lin->forward_prepared(copy, y, x, b, r);
+    }
     void* scratch = pack_scratch_.data();
     lin->pack_weights_into(w, scratch);
-    lin->forward_packed(scratch, y, x, b, r);
+    lin->forward_prepared(scratch, y, x, b, r);
   };
 }
 
@@ -167,7 +208,15 @@ std::function<void()> Executor::make_step(const Node& n) {
       auto gm = *node_gemm(graph_, n);
       auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n));
       const float *dy = in(0), *w = in(1);
-      return [=] { op->forward(out, dy, w); };
+      if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // f32: w in place
+      // bf16: the weights' bf16 copy, made on every call or once per optimizer step.
+      auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()));
+      return [=, this] {
+        if (!ctx->weights_version) return op->forward(out, dy, w);
+        const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
+                                     [&](void* dst) { op->cast_weights_into(w, dst); });
+        op->forward_cast(out, dy, copy);
+      };
     }
     case OpKind::linear_grad_weight: {
       auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M

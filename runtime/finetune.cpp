@@ -548,10 +548,12 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     state.grads.zero();
     double loss_sum = 0, correct = 0, count = 0;
     Executor* last = nullptr;
+    // The weights stay fixed until the update: pack (and cast) them once for the K micro-batches.
+    const uint64_t weights_version = K > 1 ? next_weights_version() : 0;
     for (int64_t k = 0; k < K; ++k) {
       auto [ex, s] = train_ex.at(micro[k]);
       auto& ctx = ex->context();
-      ctx.step = step, ctx.micro = k;
+      ctx.step = step, ctx.micro = k, ctx.weights_version = weights_version;
       ctx.lr = learning_rate(sched, step);
       ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
       fill_batch(*ex, micro[k], B, s, heads, tok.pad_id(), tok.cls_id());

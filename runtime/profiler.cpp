@@ -173,6 +173,7 @@ void run_step(Executor& ex, int accum, const std::function<void()>& start_step,
     if (node_seconds)
       for (size_t i = 0; i < part.size(); ++i) (*node_seconds)[i] += part[i];
   };
+  ex.context().weights_version = accum > 1 ? next_weights_version() : 0;  // as TrainStepper::step
   for (int micro = 0; micro < accum; ++micro) {
     ex.context().micro = micro;
     ex.run(node_seconds ? &part : nullptr, kForward | kBackward);

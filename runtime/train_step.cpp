@@ -80,6 +80,9 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
   ctx.mlm_denominator = static_cast<float>(std::max(counts[0], 1.0));
   ctx.nsp_denominator = static_cast<float>(counts[1]);
   state_.grads.zero();
+  // The weights stay fixed until the update: with accumulation, each GEMM packs (and casts)
+  // them on the first micro-batch only.
+  ctx.weights_version = micro.size() > 1 ? next_weights_version() : 0;
   StepStats stats;
   for (size_t k = 0; k < micro.size(); ++k) {
     // Each rank's micro-batches draw their own dropout masks.

@@ -714,13 +714,18 @@ TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full dou
   }
 }
 
-TEST_CASE("bench: optimizer flags without --mode train are refused, even at their default value", "[errors][cli]") {
+TEST_CASE("bench: training flags without --mode train are refused, even at their default value", "[errors][cli]") {
   for (const char* args : {"bench --config bert-tiny --mode infer --optimizer adamw",
                            "bench --config bert-tiny --mode infer --optimizer lamb",
-                           "bench --config bert-tiny --optimizer-only"}) {
+                           "bench --config bert-tiny --optimizer-only",
+                           "bench --config bert-tiny --accum-steps 1"}) {
     auto r = run_bertlab(args);
     INFO(args << "\n" << r.output);
     CHECK(r.exit_code != 0);
-    CHECK_THAT(r.output, Contains("--optimizer and --optimizer-only need --mode train (got --mode infer)"));
+    CHECK_THAT(r.output,
+               Contains("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode infer)"));
   }
+  auto r = run_bertlab("bench --config bert-tiny --mode train --accum-steps 0");
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Contains("--accum-steps") && Contains("not in range"));
 }

@@ -92,6 +92,14 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
         } else {
           lin.forward_packed(w.data(), got.data(), x.data(), b.data(), res);
         }
+        // Weights prepared once (packed, or cast to bf16) into a copy kept by the caller, as
+        // training keeps them across micro-batches: the same bits as preparing on every call.
+        CHECK_FALSE(lin.weights_in_place());
+        std::vector<std::byte> kept(static_cast<size_t>(lin.packed_bytes()));
+        lin.pack_weights_into(w.data(), kept.data());
+        std::vector<float> again(M * N);
+        lin.forward_prepared(kept.data(), again.data(), x.data(), b.data(), res);
+        CHECK(again == got);
         // Bias and residual are added in f32: not rounded.
         ops::linear_forward_reference(ref16.data(), x16.data(), w16.data(), b.data(), res, M, N, K, act);
         ops::linear_forward_reference(ref32.data(), x.data(), w.data(), b.data(), res, M, N, K, act);
@@ -104,7 +112,17 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
   auto dy = random_vector(M * N, 5);
   const auto dy16 = rounded(dy);
   std::vector<float> dx(M * K), dx16(M * K), dx32(M * K);
-  ops::LinearGradInput(M, N, K, true).forward(dx.data(), dy.data(), w.data());
+  ops::LinearGradInput grad_input(M, N, K, true);
+  grad_input.forward(dx.data(), dy.data(), w.data());
+  {  // the weights' bf16 copy kept by the caller gives the same bits
+    std::vector<std::byte> kept(grad_input.weight_copy_bytes());
+    REQUIRE(kept.size() == size_t(N * K) * sizeof(uint16_t));
+    grad_input.cast_weights_into(w.data(), kept.data());
+    std::vector<float> again(M * K);
+    grad_input.forward_cast(again.data(), dy.data(), kept.data());
+    CHECK(again == dx);
+    CHECK(ops::LinearGradInput(M, N, K, false).weight_copy_bytes() == 0);  // f32 reads w in place
+  }
   ops::linear_grad_input_reference(dx16.data(), dy16.data(), w16.data(), M, N, K);
   ops::linear_grad_input_reference(dx32.data(), dy.data(), w.data(), M, N, K);
   check_bf16("linear grad input", dx, dx16, dx32);

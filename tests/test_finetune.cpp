@@ -335,3 +335,28 @@ TEST_CASE("finetune --group-by-length: padding per batch changes no result", "[f
   // Evaluation batches padded to less than the longest example: fewer padded positions.
   CHECK(results[1].at("mean_padded_seq_len").get<double>() <= results[0].at("mean_padded_seq_len").get<double>());
 }
+
+TEST_CASE("finetune --accum-steps: K micro-batches give the results of one K-times larger batch", "[finetune][cli]") {
+  // With accumulation each GEMM packs its weights on a step's first micro-batch and keeps them
+  // for the others; three steps at a high learning rate show weights kept too long.
+  TempDir d("finetune-accum");
+  auto model = tiny_model_dir(d);
+  auto cfg = read_json_file(model / "config.json");  // no dropout: its masks follow the batch rows
+  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
+  write_text(model / "config.json", cfg.dump(2));
+  write_text(d / "train.conll", conll(24, 3));
+  write_text(d / "dev.conll", conll(40, 5));
+  nlohmann::json results[2];
+  for (int accum = 0; accum < 2; ++accum) {
+    auto out = d / fmt::format("out{}", accum);
+    auto r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 3 "
+                                     "--learning-rate 3e-3 --threads 1 {}",
+                                     quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(out),
+                                     accum ? "--batch-size 4 --accum-steps 2" : "--batch-size 8"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    results[accum] = read_json_file(out / "eval_results.json");
+  }
+  CHECK(results[1].at("eval_accuracy").get<double>() == results[0].at("eval_accuracy").get<double>());
+  CHECK_THAT(results[1].at("eval_loss").get<double>(), Catch::WithinRel(results[0].at("eval_loss").get<double>(), 1e-5));
+}
