@@ -45,7 +45,7 @@ memory::desc dense_bf16(const memory::desc& view) {
 }  // namespace
 
 GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot) : view_(view), bf16_(bf16), slot_(slot) {
-  check(slot >= 0 && slot < kInputSlots, "GEMM input: bad scratch slot {}", slot);
+  check((slot >= 0 && slot < kInputSlots) || slot == kSharedDySlot, "GEMM input: bad scratch slot {}", slot);
   if (!bf16) return;
   dense_ = dense_bf16(view);
   auto& ctx = dnnl_context();

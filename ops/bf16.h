@@ -18,8 +18,10 @@ namespace bertlab::ops {
 // GEMM). Copies live in scratch slot `slot` (0 or 1: the two inputs of one GEMM) of the calling
 // thread, shared by every GEMM it runs and grown at construction, so a call allocates nothing.
 // Scratch slots per thread: 0 and 1 for the two inputs of a GEMM, kOutputSlot for an output
-// staged densely before it is copied into a strided view (AttentionGrad).
-inline constexpr int kInputSlots = 2, kOutputSlot = 2, kScratchSlots = 3;
+// staged densely before it is copied into a strided view (AttentionGrad), kSharedDySlot for the
+// bf16 copy of a linear layer's output gradient dy that its dX GEMM makes and its dW GEMM reads
+// later (LinearGradInput and LinearGradWeight built with share_dy).
+inline constexpr int kInputSlots = 2, kOutputSlot = 2, kSharedDySlot = 3, kScratchSlots = 4;
 
 class GemmInput {
  public:

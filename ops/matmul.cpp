@@ -231,9 +231,9 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
   ref::accumulate(db, g.colwise().sum(), N);                   // db += Σ_rows dY
 }
 
-LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16) {
+LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy) {
   auto& ctx = dnnl_context();
-  dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, 0);
+  dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, share_dy ? kSharedDySlot : 0);
   w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1);
   memory::desc dx({M, K}, dt::f32, tag::ab);
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.desc(), w_.desc(), dx), scratchpad_attr(), ctx.engine);
@@ -252,9 +252,12 @@ void LinearGradInput::forward_cast(float* dx, const float* dy, const void* w_cop
 
 std::string LinearGradInput::impl_name() const { return impl_of(pd_); }
 
-LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16) : M_(M), N_(N) {
+LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy)
+    : M_(M), N_(N), share_dy_(bf16 && share_dy) {
   auto& ctx = dnnl_context();
-  dy_t_ = GemmInput(memory::desc({N, M}, dt::f32, memory::dims{1, N}), bf16, 0);  // dy^T, strided view
+  // dy^T, a strided view. Its dense bf16 copy keeps dy's element order, so it is byte for byte
+  // the copy LinearGradInput makes of dy (M,N), which share_dy reads.
+  dy_t_ = GemmInput(memory::desc({N, M}, dt::f32, memory::dims{1, N}), bf16, share_dy_ ? kSharedDySlot : 0);
   x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 1);
   const memory::desc &dy_t = dy_t_.desc(), &x = x_.desc();
   memory::desc dw({N, K}, dt::f32, tag::ab);
@@ -267,7 +270,8 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16) :
 }
 
 void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_t_(dy)},
+  const void* dy_t = share_dy_ ? gemm_scratch(kSharedDySlot, dy_t_.copy_bytes()) : dy_t_(dy);
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_t},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x_(x)},
                         {DNNL_ARG_DST, pd_.dst_desc(), dw}});
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added.

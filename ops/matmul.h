@@ -121,7 +121,9 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
 
 class LinearGradInput {
  public:
-  LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false);
+  // share_dy (bf16): the bf16 copy of dy goes to scratch slot kSharedDySlot, where the
+  // LinearGradWeight of the same layer, built with share_dy, reads it instead of casting again.
+  LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false);
   void forward(float* dx, const float* dy, const float* w) const;
   // bf16: the weights' bf16 copy (weight_copy_bytes() bytes, 0 in f32), made by
   // cast_weights_into() and kept by the caller while the weights do not change.
@@ -139,12 +141,16 @@ class LinearGradInput {
 
 class LinearGradWeight {
  public:
-  LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false);
+  // share_dy (bf16): dy's bf16 copy is the one the layer's LinearGradInput (built with
+  // share_dy) left in scratch slot kSharedDySlot of the calling thread; the caller ensures that
+  // that GEMM ran last among those that write the slot, on the same dy.
+  LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false);
   void forward(float* dw, float* db, const float* dy, const float* x) const;
   std::string impl_name() const;
 
  private:
   int64_t M_, N_;
+  bool share_dy_;
   GemmInput dy_t_, x_;
   mutable std::vector<float> partials_;  // per-thread column sums of dy (bias gradient)
   dnnl::matmul::primitive_desc pd_;

@@ -18,6 +18,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
     check(!gemm_bf16(n) || ops::cpu_has_bf16(),
           "node '{}' is a bf16 GEMM, but this CPU has no native bf16 matmul (needs avx512_bf16 or "
           "AMX); use --precision fp32", n.name);
+  share_dy_ = shared_dy_casts(graph_);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));

@@ -44,6 +44,11 @@ struct StepContext {
   uint64_t weights_version = 0;
 };
 
+// bf16 training: per node, 1 for the dX and dW GEMMs of a linear layer that share one bf16 cast
+// of dy (ops::kSharedDySlot): the dW GEMM runs after the dX GEMM on the same dy, with no other
+// bf16 dX GEMM between them. runtime/executor_steps.cpp.
+std::vector<char> shared_dy_casts(const Graph& g);
+
 // A fresh StepContext::weights_version, unique in the process (never 0).
 uint64_t next_weights_version();
 
@@ -108,6 +113,7 @@ class Executor {
   StepContext context_;
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;
+  std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (find_shared_dy)
   std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;
   int64_t kept_weight_bytes_ = 0;

@@ -206,7 +206,8 @@ std::function<void()> Executor::make_step(const Node& n) {
     }
     case OpKind::linear_grad_input: {
       auto gm = *node_gemm(graph_, n);
-      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n));
+      const bool share = share_dy_.at(static_cast<size_t>(n.id));
+      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share);
       const float *dy = in(0), *w = in(1);
       if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // f32: w in place
       // bf16: the weights' bf16 copy, made on every call or once per optimizer step.
@@ -220,7 +221,8 @@ std::function<void()> Executor::make_step(const Node& n) {
     }
     case OpKind::linear_grad_weight: {
       auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
-      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n));
+      const bool share = share_dy_.at(static_cast<size_t>(n.id));
+      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share);
       const float *dy = in(0), *x = in(1);
       float* db = out_at(1);
       return [=] { op->forward(out, db, dy, x); };
@@ -385,6 +387,26 @@ void Executor::fuse_optimizer_steps() {
     for (size_t i = first + 1; i < last; ++i) steps_[i] = [] {};
     first = last;
   }
+}
+
+std::vector<char> shared_dy_casts(const Graph& g) {
+  // bf16: a linear layer's dX GEMM casts dy to bf16, and its dW GEMM reads the same bf16 values
+  // (as dy^T). The pair shares one cast, kept in scratch slot kSharedDySlot, when no other bf16
+  // dX GEMM (the only writers of that slot) runs between the two. All nodes run on one thread,
+  // in graph order, and dy is not written between its readers (it is live until the dW GEMM).
+  const auto& nodes = g.nodes();
+  std::vector<char> share(nodes.size(), 0);
+  int last_input = -1;  // the latest bf16 linear_grad_input node
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (!gemm_bf16(n)) continue;
+    if (n.kind == OpKind::linear_grad_input) last_input = static_cast<int>(i);
+    if (n.kind != OpKind::linear_grad_weight || last_input < 0) continue;
+    const Node& gi = nodes[static_cast<size_t>(last_input)];
+    if (gi.inputs.at(0) != n.inputs.at(0) || gi.phase != n.phase) continue;
+    share[static_cast<size_t>(last_input)] = share[i] = 1;
+  }
+  return share;
 }
 
 void Executor::fuse_dropout_softmax_grad() {

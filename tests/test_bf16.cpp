@@ -135,6 +135,24 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
   check_bf16("linear grad weight", dw, dw16, dw32);
   // The bias gradient never goes through bf16.
   CHECK(rel_error(db, db_unused) <= 1e-6);
+
+  // A dX GEMM built with share_dy leaves its bf16 copy of dy for the dW GEMM of the layer,
+  // which then gives the bits of casting dy itself. A poisoned f32 dy passed to the sharing dW
+  // GEMM shows that it reads the copy, not dy.
+  ops::LinearGradInput shared_input(M, N, K, true, /*share_dy=*/true);
+  ops::LinearGradWeight shared_weight(M, N, K, true, /*share_dy=*/true);
+  std::vector<float> dx_shared(M * K), dw_shared = dw0, db_shared = db0;
+  shared_input.forward(dx_shared.data(), dy.data(), w.data());
+  CHECK(dx_shared == dx);
+  const auto poisoned = random_vector(M * N, 8);
+  shared_weight.forward(dw_shared.data(), db_shared.data(), dy.data(), x.data());
+  CHECK(dw_shared == dw);
+  CHECK(db_shared == db);
+  shared_input.forward(dx_shared.data(), dy.data(), w.data());
+  dw_shared = dw0, db_shared = db0;
+  shared_weight.forward(dw_shared.data(), db_shared.data(), poisoned.data(), x.data());
+  CHECK(dw_shared == dw);  // the product read the shared copy of dy
+  CHECK(db_shared != db);  // the bias gradient sums the f32 dy it is given
 }
 
 TEST_CASE("cast_rows_to_bf16 rounds strided rows as oneDNN's reorder does", "[ops][bf16]") {
@@ -264,6 +282,36 @@ RunSpec run_spec(const std::string& mode, const std::string& precision) {
 }
 
 }  // namespace
+
+TEST_CASE("bf16 training: every linear layer's dX and dW GEMMs share one cast of dy", "[graph][bf16]") {
+  const auto c = bf16_test_config();
+  for (const char* precision : {"bf16", "fp32"}) {
+    Graph g = build_bert(c, run_spec("train", precision));
+    apply_fusions(g);
+    const auto share = shared_dy_casts(g);
+    REQUIRE(share.size() == g.nodes().size());
+    // Found independently: each dW node's dy is read by exactly one dX node, earlier.
+    int grad_weights = 0, pairs = 0;
+    for (const auto& n : g.nodes()) {
+      if (n.kind != OpKind::linear_grad_weight) {
+        if (n.kind != OpKind::linear_grad_input) CHECK(share[size_t(n.id)] == 0);
+        continue;
+      }
+      ++grad_weights;
+      int partners = 0;
+      for (const auto& m : g.nodes())
+        partners += m.kind == OpKind::linear_grad_input && m.inputs[0] == n.inputs[0] && m.id < n.id;
+      CHECK(partners == 1);
+      pairs += share[size_t(n.id)];
+    }
+    INFO(precision);
+    CHECK(grad_weights >= 4 * c.num_hidden_layers);
+    CHECK(pairs == (std::string(precision) == "bf16" ? grad_weights : 0));
+    int shared_inputs = 0;
+    for (const auto& n : g.nodes()) shared_inputs += n.kind == OpKind::linear_grad_input && share[size_t(n.id)];
+    CHECK(shared_inputs == pairs);
+  }
+}
 
 TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only those", "[graph][bf16]") {
   const auto c = bf16_test_config();
