@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
 #include "hwmodel/setload.h"
+#include "runtime/executor.h"  // shared_dy_casts
 
 namespace bertlab::hw {
 
@@ -151,6 +152,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
   if (s.kind == SystemKind::cpu) {
     CpuGraphFacts facts;
     for (const auto& node : g.nodes()) facts.training |= node.phase == Phase::backward;
+    facts.shared_dy = shared_dy_casts(g);
     for (const auto& node : g.nodes()) {
       NodeEstimate n = cpu_node(g, node, s, facts, o.terms || node.name == o.explain);
       n.name = node.name;

@@ -103,6 +103,21 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     // bf16: x and W both rounded into bf16 copies, (1024 + 2048) x 6 bytes, three regions.
     CHECK(seconds_of(et, "enc.fc_bf16") == Approx(3 * 2e-6 + 66048 / 80e9 + 3072 * 6 / 50e9).epsilon(1e-12));
   }
+  SECTION("bf16 training: a dW GEMM after its layer's dX GEMM reads the dX GEMM's copy of dy") {
+    // The same dW node with and without the dX node before it: sharing removes dy's
+    // conversion (16 x 32 elements, 4 + 2 bytes each; a backward node: the DRAM triad,
+    // 10 GB/s) and its parallel region.
+    auto dw_seconds = [&](bool dx_first) {
+      Graph t = small_graph();
+      const int x = *t.find_tensor("x"), w = *t.find_tensor("w");
+      const int dy = t.add_tensor("enc.fc_bf16.out.grad", {16, 32}, DType::f32, Role::activation);
+      const nlohmann::json bf16 = {{"precision", "bf16"}};
+      if (dx_first) t.add_node(OpKind::linear_grad_input, "enc.fc_bf16.grad_input", {dy, w}, bf16, Phase::backward);
+      t.add_node(OpKind::linear_grad_weight, "enc.fc_bf16.grad_weight", {dy, x}, bf16, Phase::backward);
+      return seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.fc_bf16.grad_weight");
+    };
+    CHECK(dw_seconds(false) - dw_seconds(true) == Approx(2e-6 + 512 * 6 / 10e9).epsilon(1e-9));
+  }
   SECTION("row ops re-read their inputs once per extra pass") {
     Graph r;
     const int x = r.add_tensor("x", {16, 64}, DType::f32, Role::input);
