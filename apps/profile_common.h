@@ -25,7 +25,9 @@ inline void check_output_writable(const std::string& path, const char* option) {
 
 // A batch shaped for graph `g`: random in-vocabulary ids, two segments, no padding and, when
 // the graph is a training graph, P evenly spread masked positions per sequence with random
-// labels and alternating next-sentence labels. Timing does not depend on the values.
+// labels and alternating next-sentence labels. Timing does not depend on the values, except
+// that without padding the attention scores skip the mask-bias add (ops::AttentionScores), as
+// they do for packed pretraining data.
 inline BertInputs synthetic_inputs(const BertConfig& c, const Graph& g) {
   const Shape& ids = g.tensor(g.tensor_id("input_ids")).shape;
   BertInputs in;

@@ -1,5 +1,6 @@
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -153,7 +154,7 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 // place; in bf16 each is cast into a dense (B,S,H) copy, read as heads (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
                                  bool bf16)
-    : H_(heads * d), bf16_(bf16) {
+    : B_(B), S_(S), H_(heads * d), bf16_(bf16) {
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
@@ -167,6 +168,8 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
   memory::desc bias({B, 1, 1, S}, dt::f32, tag::abcd);
   dnnl::primitive_attr attr;
   attr.set_output_scales(0, {scale});
+  unmasked_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), ctx.engine);
+  unmasked_ = dnnl::matmul(unmasked_pd_);
   dnnl::post_ops po;
   po.append_binary(dnnl::algorithm::binary_add, bias);
   attr.set_post_ops(po);
@@ -177,6 +180,12 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
   std::pair<const void*, const void*> in{qkv, qkv + H_};  // K: after the H columns of Q
   if (bf16_) in = cast_inputs(in16_, qkv, qkv + H_);
+  if (std::all_of(mask_bias, mask_bias + B_ * S_, [](float v) { return v == 0.f; })) {
+    unmasked_args_.execute(unmasked_, {{DNNL_ARG_SRC, unmasked_pd_.src_desc(), in.first},
+                                       {DNNL_ARG_WEIGHTS, unmasked_pd_.weights_desc(), in.second},
+                                       {DNNL_ARG_DST, unmasked_pd_.dst_desc(), scores}});
+    return;
+  }
   args_.execute(
       prim_,
       {{DNNL_ARG_SRC, pd_.src_desc(), in.first},

@@ -232,6 +232,14 @@ TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", 
   ops::attn_scores_reference(ref16.data(), qkv16.data(), bias.data(), B, S, heads, d, scale);
   ops::attn_scores_reference(ref32.data(), qkv.data(), bias.data(), B, S, heads, d, scale);
   check_bf16("attention scores", got, ref16, ref32);
+  {  // no padding: the matmul without the bias post-op
+    const std::vector<float> zero(bias.size(), 0.f);
+    std::vector<float> got0(n_scores), ref0_16(n_scores), ref0_32(n_scores);
+    ops::AttentionScores(B, S, heads, d, scale, true).forward(got0.data(), qkv.data(), zero.data());
+    ops::attn_scores_reference(ref0_16.data(), qkv16.data(), zero.data(), B, S, heads, d, scale);
+    ops::attn_scores_reference(ref0_32.data(), qkv.data(), zero.data(), B, S, heads, d, scale);
+    check_bf16("attention scores, no mask", got0, ref0_16, ref0_32);
+  }
 
   std::vector<float> ctx(B * S * H), ctx16(B * S * H), ctx32(B * S * H);
   ops::AttentionContext(B, S, heads, d, true).forward(ctx.data(), probs.data(), qkv.data());

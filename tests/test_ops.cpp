@@ -185,6 +185,15 @@ TEST_CASE("Attention scores and context equal the references", "[ops]") {
     ops::attn_scores_reference(ref.data(), qkv.data(), bias.data(), s.B, s.S, s.heads, s.d, scale);
     compare(fmt::format("attn_scores B{} S{} heads{} d{}", s.B, s.S, s.heads, s.d), got, ref,
             kGemmTol);
+    // No padding: an all-zero bias (with a -0, as (1 - mask) * -10000 gives) takes the matmul
+    // without the bias post-op; then a bias again takes the one with it, on the same object.
+    std::vector<float> zero(bias.size(), 0.f), got0(n_scores), ref0(n_scores), again(n_scores);
+    zero[0] = -0.f;
+    scores.forward(got0.data(), qkv.data(), zero.data());
+    ops::attn_scores_reference(ref0.data(), qkv.data(), zero.data(), s.B, s.S, s.heads, s.d, scale);
+    compare(fmt::format("attn_scores unmasked B{} S{}", s.B, s.S), got0, ref0, kGemmTol);
+    scores.forward(again.data(), qkv.data(), bias.data());
+    CHECK(again == got);
 
     // Probabilities: any rows summing to one will do; use the softmax of the scores.
     std::vector<float> probs(n_scores);
