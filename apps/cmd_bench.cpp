@@ -221,8 +221,15 @@ void add_bench_command(CLI::App& root) {
     if (o->no_peak) {
       fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);
     } else {
-      auto peak = ops::measure_matmul_peak(s.precision == Precision::bf16, 1.0);
-      fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured {} GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3)\n",
+      // The best of three 1 s passes: on a shared machine one pass can fall in a slow second
+      // and put the share above 100% (seen: 116% of a 224.5 GFLOP/s bf16 "peak").
+      ops::PeakResult peak;
+      for (int pass = 0; pass < 3; ++pass) {
+        const auto p = ops::measure_matmul_peak(s.precision == Precision::bf16, 1.0);
+        if (p.gflops > peak.gflops) peak = p;
+      }
+      fmt::print("  achieved: {:.1f} GFLOP/s = {:.0f}% of the measured {} GEMM peak {:.1f} GFLOP/s (oneDNN matmul {}^3, "
+                 "best of 3 passes)\n",
                  gflops, 100 * gflops / peak.gflops, to_string(s.precision), peak.gflops, peak.n);
     }
     fmt::print("  peak RSS: {:.0f} MiB\n", rss_mib);
