@@ -70,13 +70,19 @@ namespace {
 template <typename Acc>
 void layernorm_backward_row(float* dx, Acc* dgamma, Acc* dbeta, const float* dy, const float* x,
                             const float* gamma, int64_t H, float eps) {
+  // The sums are SIMD reductions (omp simd: lane-wise partial sums, then combined), which GCC
+  // does not vectorise on its own without -ffast-math; the order is fixed for a given build,
+  // so runs stay bit-for-bit repeatable.
   Acc mean = 0, var = 0;
+#pragma omp simd reduction(+ : mean)
   for (int64_t i = 0; i < H; ++i) mean += x[i];
   mean /= H;
+#pragma omp simd reduction(+ : var)
   for (int64_t i = 0; i < H; ++i) var += (x[i] - mean) * (x[i] - mean);
   var /= H;
   const Acc rstd = Acc(1) / std::sqrt(var + eps);
   Acc sum_dxhat = 0, sum_dxhat_xhat = 0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
   for (int64_t i = 0; i < H; ++i) {
     Acc xhat = (x[i] - mean) * rstd, dxhat = Acc(dy[i]) * gamma[i];
     sum_dxhat += dxhat;
@@ -86,6 +92,7 @@ void layernorm_backward_row(float* dx, Acc* dgamma, Acc* dbeta, const float* dy,
   }
   sum_dxhat /= H;
   sum_dxhat_xhat /= H;
+#pragma omp simd
   for (int64_t i = 0; i < H; ++i) {
     Acc xhat = (x[i] - mean) * rstd, dxhat = Acc(dy[i]) * gamma[i];
     dx[i] = static_cast<float>(rstd * (dxhat - sum_dxhat - xhat * sum_dxhat_xhat));
