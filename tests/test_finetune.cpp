@@ -4,6 +4,7 @@
 // checked by an independent loader (tests/reference/check_finetuned.py).
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 
@@ -306,57 +307,52 @@ TEST_CASE("finetune + predict: token classification, checked by an independent l
   CHECK_THAT(r.output, Catch::Contains("--task seq-cls: model directory"));
 }
 
+namespace {
+// The tiny token-classification model without dropout (its masks follow the batch rows), fine-tuned
+// three steps twice on the same data, once with each of `flags`: each run's output and eval_results.json.
+std::array<std::pair<std::string, nlohmann::json>, 2> finetune_twice(const TempDir& d, int train_sentences,
+                                                                     const std::array<std::string, 2>& flags) {
+  auto model = tiny_model_dir(d);
+  auto cfg = read_json_file(model / "config.json");
+  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
+  write_text(model / "config.json", cfg.dump(2));
+  write_text(d / "train.conll", conll(train_sentences, 3));
+  write_text(d / "dev.conll", conll(40, 5));
+  std::array<std::pair<std::string, nlohmann::json>, 2> runs;
+  for (size_t i = 0; i < 2; ++i) {
+    auto out = d / fmt::format("out{}", i);
+    auto r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 3 "
+                                     "--learning-rate 3e-3 --threads 1 {}",
+                                     quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(out), flags[i]));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    runs[i] = {r.output, read_json_file(out / "eval_results.json")};
+  }
+  return runs;
+}
+}  // namespace
+
 TEST_CASE("finetune --group-by-length: padding per batch changes no result", "[finetune][cli]") {
   // One training batch holds every example, so grouping only reorders its rows; evaluation runs
   // in batches of similar lengths, each padded to its own longest. Both must give the results of
   // the run padded to the longest example of each set.
   TempDir d("finetune-group");
-  auto model = tiny_model_dir(d);
-  // No dropout: its masks follow the row order, which grouping changes.
-  auto cfg = read_json_file(model / "config.json");
-  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
-  write_text(model / "config.json", cfg.dump(2));
-  write_text(d / "train.conll", conll(8, 3));
-  write_text(d / "dev.conll", conll(40, 5));
-  nlohmann::json results[2];
-  for (int group = 0; group < 2; ++group) {
-    auto out = d / fmt::format("out{}", group);
-    auto r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 3 "
-                                     "--batch-size 8 --learning-rate 3e-3 --threads 1{}",
-                                     quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(out),
-                                     group ? " --group-by-length" : ""));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    CHECK((r.output.find("grouped by length") != std::string::npos) == (group == 1));
-    results[group] = read_json_file(out / "eval_results.json");
-  }
-  CHECK(results[1].at("eval_accuracy").get<double>() == results[0].at("eval_accuracy").get<double>());
-  CHECK_THAT(results[1].at("eval_loss").get<double>(), Catch::WithinRel(results[0].at("eval_loss").get<double>(), 1e-4));
+  const auto runs = finetune_twice(d, 8, {"--batch-size 8", "--batch-size 8 --group-by-length"});
+  CHECK(runs[0].first.find("grouped by length") == std::string::npos);
+  CHECK(runs[1].first.find("grouped by length") != std::string::npos);
+  const auto &plain = runs[0].second, &grouped = runs[1].second;
+  CHECK(grouped.at("eval_accuracy").get<double>() == plain.at("eval_accuracy").get<double>());
+  CHECK_THAT(grouped.at("eval_loss").get<double>(), Catch::WithinRel(plain.at("eval_loss").get<double>(), 1e-4));
   // Evaluation batches padded to less than the longest example: fewer padded positions.
-  CHECK(results[1].at("mean_padded_seq_len").get<double>() <= results[0].at("mean_padded_seq_len").get<double>());
+  CHECK(grouped.at("mean_padded_seq_len").get<double>() <= plain.at("mean_padded_seq_len").get<double>());
 }
 
 TEST_CASE("finetune --accum-steps: K micro-batches give the results of one K-times larger batch", "[finetune][cli]") {
   // With accumulation each GEMM packs its weights on a step's first micro-batch and keeps them
   // for the others; three steps at a high learning rate show weights kept too long.
   TempDir d("finetune-accum");
-  auto model = tiny_model_dir(d);
-  auto cfg = read_json_file(model / "config.json");  // no dropout: its masks follow the batch rows
-  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
-  write_text(model / "config.json", cfg.dump(2));
-  write_text(d / "train.conll", conll(24, 3));
-  write_text(d / "dev.conll", conll(40, 5));
-  nlohmann::json results[2];
-  for (int accum = 0; accum < 2; ++accum) {
-    auto out = d / fmt::format("out{}", accum);
-    auto r = run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --out {} --max-steps 3 "
-                                     "--learning-rate 3e-3 --threads 1 {}",
-                                     quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(out),
-                                     accum ? "--batch-size 4 --accum-steps 2" : "--batch-size 8"));
-    INFO(r.output);
-    REQUIRE(r.exit_code == 0);
-    results[accum] = read_json_file(out / "eval_results.json");
-  }
-  CHECK(results[1].at("eval_accuracy").get<double>() == results[0].at("eval_accuracy").get<double>());
-  CHECK_THAT(results[1].at("eval_loss").get<double>(), Catch::WithinRel(results[0].at("eval_loss").get<double>(), 1e-5));
+  const auto runs = finetune_twice(d, 24, {"--batch-size 8", "--batch-size 4 --accum-steps 2"});
+  const auto &one = runs[0].second, &accum = runs[1].second;
+  CHECK(accum.at("eval_accuracy").get<double>() == one.at("eval_accuracy").get<double>());
+  CHECK_THAT(accum.at("eval_loss").get<double>(), Catch::WithinRel(one.at("eval_loss").get<double>(), 1e-5));
 }
