@@ -55,8 +55,10 @@ TEST_CASE("K micro-batches give the update of one K-times larger batch", "[train
   // With K > 1 each GEMM packs (in bf16 also casts) its weights on the first micro-batch of a
   // step and keeps them for the others; after the update they must be read again. Three steps
   // at a learning rate that moves every weight far more than the tolerance catch weights kept
-  // too long; a wrong kept copy would change the first step already.
-  const BertConfig c = small_config();
+  // too long; a wrong kept copy would change the first step already. The second model's tied
+  // decoder (30522 x 288 floats, over 32 MiB) is read unpacked, and in bf16 cast once per step.
+  const bool large_decoder = GENERATE(false, true);
+  const BertConfig c = large_decoder ? bert_config(30522, 288, 1, 2, 64, 16) : small_config();
   const int64_t S = 12, P = 3, steps = 3;
   const Precision precision = GENERATE(Precision::fp32, Precision::bf16);
   if (precision == Precision::bf16 && !ops::cpu_has_bf16()) {
@@ -82,10 +84,13 @@ TEST_CASE("K micro-batches give the update of one K-times larger batch", "[train
   auto [accum, s4] = run_with(1, 4);
   double worst = 0;
   for (size_t i = 0; i < one.size(); ++i) worst = std::max(worst, double(std::abs(one[i] - accum[i])));
-  fmt::print("accumulation ({}): 4 x 1 vs 1 x 4 sequences, {} steps, max parameter difference {:.3g}, last loss {} vs {}\n",
-             to_string(precision), steps, worst, s1.back().loss(), s4.back().loss());
-  // bf16: the same rounded inputs, the f32 sums of the GEMMs in another order.
-  const double tol = precision == Precision::fp32 ? 1e-6 : 1e-5;
+  fmt::print("accumulation ({}{}): 4 x 1 vs 1 x 4 sequences, {} steps, max parameter difference {:.3g}, last loss {} vs {}\n",
+             to_string(precision), large_decoder ? ", unpacked decoder" : "", steps, worst, s1.back().loss(),
+             s4.back().loss());
+  // bf16: the same rounded inputs, the f32 sums of the GEMMs in another order; Adam magnifies
+  // such differences for the many decoder rows whose gradients are nearly zero. Weights kept
+  // one step too long differ by about the learning rate, 1e-3.
+  const double tol = (precision == Precision::fp32 ? 1e-6 : 1e-5) * (large_decoder ? 10 : 1);
   for (size_t i = 0; i < s1.size(); ++i) {
     CHECK(s1[i].masked == s4[i].masked);
     CHECK(s4[i].loss() == Approx(s1[i].loss()).epsilon(tol));
