@@ -65,20 +65,23 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
 }
 
 Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed,
-               bool bf16)
+               bool bf16, LinearBf16Io io)
     : M_(M), N_(N), K_(K), residual_(residual) {
   auto& ctx = dnnl_context();
-  x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 0);
+  check(bf16 || (!io.x_bf16 && !io.y_bf16), "linear: bf16 input or output on an f32 GEMM");
+  // A bf16 x is read in place, like an f32 view (no copy).
+  x_ = io.x_bf16 ? GemmInput(memory::desc({M, K}, dt::bf16, tag::ab), false, 0)
+                 : GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 0);
   const memory::desc& src = x_.desc();
   // HF weights are (N,K) row-major, i.e. the (K,N) matrix in column-major order: tag "ba".
   memory::desc plain_w({K, N}, dt::f32, tag::ba);
   if (!packed) w_ = GemmInput(plain_w, bf16, 1);
   memory::desc wei_any = packed ? memory::desc({K, N}, src.data_type(), tag::any) : w_.desc();
   memory::desc bias({1, N}, dt::f32, tag::ab);
-  memory::desc dst({M, N}, dt::f32, tag::ab);
+  memory::desc dst({M, N}, io.y_bf16 ? dt::bf16 : dt::f32, tag::ab);
   dnnl::post_ops po;
   if (act != Activation::none) po.append_eltwise(1.f, activation_info(act).forward_alg, 0.f, 0.f);
-  if (residual) po.append_binary(dnnl::algorithm::binary_add, dst);
+  if (residual) po.append_binary(dnnl::algorithm::binary_add, memory::desc({M, N}, dt::f32, tag::ab));
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei_any, bias, dst), scratchpad_attr(attr), ctx.engine);
@@ -118,8 +121,8 @@ void Linear::forward_prepared(const void* wei, float* y, const float* x, const f
     check(residual != nullptr, "linear built with a residual input was called without one");
     // The residual is the src1 of the last post-op (binary add).
     const int po_index = pd_.get_primitive_attr().get_post_ops().len() - 1;
-    args_.bind(
-        {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1, pd_.dst_desc(), residual}});
+    const int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(po_index) | DNNL_ARG_SRC_1;
+    args_.bind({{arg, pd_.query_md(dnnl::query::exec_arg_md, arg), residual}});
   }
   args_.execute(prim_, {});
 }

@@ -21,12 +21,20 @@ void linear_forward_reference(float* y, const float* x, const float* w, const fl
                               const float* residual, int64_t M, int64_t N, int64_t K,
                               Activation act);
 
+// bf16 activations handed from one linear layer to the next without an f32 round trip: the
+// producer writes y as bf16 (y_bf16) and the consumer reads x as that bf16 array (x_bf16) instead
+// of casting an f32 x. The float* arguments then point at bf16 data. Rounding is the same
+// (nearest even), so the consumer sees the bits a cast would give.
+struct LinearBf16Io {
+  bool x_bf16 = false, y_bf16 = false;
+};
+
 class Linear {
  public:
   // packed: weights in the layout oneDNN picks (pack_weights*); otherwise the HF (N,K) array is
   // read as it is (forward_packed with w itself), which needs no copy of a very large weight.
   Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, bool packed = true,
-         bool bf16 = false);
+         bool bf16 = false, LinearBf16Io io = {});
   // Reorders w (N,K) into the packed layout kept by this object; again whenever w changes.
   void pack_weights(const float* w);
   // y (M,N), x (M,K), b (N), residual (M,N) or null when built without one; uses the weights

@@ -49,6 +49,12 @@ struct StepContext {
 // bf16 dX GEMM between them. runtime/executor_steps.cpp.
 std::vector<char> shared_dy_casts(const Graph& g);
 
+// bf16 inference: per tensor, 1 for the output of a bf16 linear layer (without a residual)
+// whose only reader is the input x of another bf16 linear layer, and not a graph output: the
+// producer writes it as bf16 and the consumer reads it without a cast (ops::LinearBf16Io), e.g.
+// the GELU output between the two FFN GEMMs. runtime/executor_steps.cpp.
+std::vector<char> bf16_linear_handoffs(const Graph& g);
+
 // A fresh StepContext::weights_version, unique in the process (never 0).
 uint64_t next_weights_version();
 
@@ -113,7 +119,8 @@ class Executor {
   StepContext context_;
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;
-  std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (find_shared_dy)
+  std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (shared_dy_casts)
+  std::vector<char> handoff_;   // per tensor, inference: bf16 between two linear layers (bf16_linear_handoffs)
   std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;
   int64_t kept_weight_bytes_ = 0;

@@ -52,7 +52,9 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
   // kLargeWeight (the tied MLM decoder) is read unpacked instead of doubling its memory.
   constexpr int64_t kLargeWeight = 32 << 20;
   const bool pack = !training() || gm.n * gm.k * int64_t(sizeof(float)) <= kLargeWeight;
-  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack, gemm_bf16(n));
+  const ops::LinearBf16Io io{handoff_.at(static_cast<size_t>(n.inputs[0])) != 0,
+                             handoff_.at(static_cast<size_t>(n.outputs[0])) != 0};
+  auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack, gemm_bf16(n), io);
   float *y = f32(n.outputs[0]), *x = f32(n.inputs[0]), *w = f32(n.inputs[1]), *b = f32(n.inputs[2]);
   float* r = residual ? f32(n.inputs[3]) : nullptr;
   if (!training()) {
@@ -387,6 +389,26 @@ void Executor::fuse_optimizer_steps() {
     for (size_t i = first + 1; i < last; ++i) steps_[i] = [] {};
     first = last;
   }
+}
+
+std::vector<char> bf16_linear_handoffs(const Graph& g) {
+  const size_t tensors = g.tensors().size();
+  std::vector<int> readers(tensors, 0), producer(tensors, -1);
+  for (const Node& n : g.nodes()) {
+    for (int t : n.inputs) ++readers[static_cast<size_t>(t)];
+    for (int t : n.outputs) producer[static_cast<size_t>(t)] = n.id;
+  }
+  for (const auto& [name, t] : g.outputs()) ++readers[static_cast<size_t>(t)];
+  std::vector<char> handoff(tensors, 0);
+  auto bf16_linear = [](const Node& n) { return n.kind == OpKind::linear && gemm_bf16(n); };
+  for (const Node& consumer : g.nodes()) {
+    if (!bf16_linear(consumer)) continue;
+    const auto t = static_cast<size_t>(consumer.inputs.at(0));
+    if (producer[t] < 0 || readers[t] != 1) continue;
+    const Node& p = g.node(producer[t]);
+    if (bf16_linear(p) && p.inputs.size() <= 3) handoff[t] = 1;  // the producer has no residual
+  }
+  return handoff;
 }
 
 std::vector<char> shared_dy_casts(const Graph& g) {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <bit>
 #include <cmath>
@@ -107,6 +108,28 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
                                act == Activation::gelu ? "gelu" : "none", residual),
                    got, ref16, ref32);
       }
+
+  // Handed over in bf16 (ops::LinearBf16Io): a GELU layer writing y as bf16 into a linear layer
+  // with a residual reading it as x gives the bits of the f32 hand-over with its cast.
+  {
+    const int64_t N2 = 23;
+    auto w2 = random_vector(N2 * N, 9), b2 = random_vector(N2, 10), r2 = random_vector(M * N2, 11);
+    ops::Linear first32(M, N, K, Activation::gelu, false, true, true), second32(M, N2, N, Activation::none, true, true, true);
+    ops::Linear first16(M, N, K, Activation::gelu, false, true, true, {false, true});
+    ops::Linear second16(M, N2, N, Activation::none, true, true, true, {true, false});
+    for (auto* l : {&first32, &first16}) l->pack_weights(w.data());
+    for (auto* l : {&second32, &second16}) l->pack_weights(w2.data());
+    std::vector<float> mid(M * N), out32(M * N2), out16(M * N2);
+    std::vector<uint16_t> mid16(M * N);
+    first32.forward(mid.data(), x.data(), b.data(), nullptr);
+    second32.forward(out32.data(), mid.data(), b2.data(), r2.data());
+    first16.forward(reinterpret_cast<float*>(mid16.data()), x.data(), b.data(), nullptr);
+    for (int64_t i = 0; i < M * N; ++i) REQUIRE(mid16[size_t(i)] == ops::to_bf16(mid[size_t(i)]));
+    second16.forward(out16.data(), reinterpret_cast<const float*>(mid16.data()), b2.data(), r2.data());
+    CHECK(out16 == out32);
+    CHECK_THROWS_WITH(ops::Linear(M, N, K, Activation::none, false, true, false, {true, false}),
+                      Catch::Contains("bf16 input or output on an f32 GEMM"));
+  }
 
   // Backward: dx = dy w, dw += dy^T x (the bias gradient sums dy in f32).
   auto dy = random_vector(M * N, 5);
@@ -290,6 +313,24 @@ RunSpec run_spec(const std::string& mode, const std::string& precision) {
 }
 
 }  // namespace
+
+TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in bf16", "[graph][bf16]") {
+  const auto c = bf16_test_config();
+  for (const char* precision : {"bf16", "fp32"})
+    for (bool fused : {true, false}) {
+      Graph g = build_bert(c, run_spec("infer", precision));
+      if (fused) apply_fusions(g);
+      const auto handoff = bf16_linear_handoffs(g);
+      std::vector<std::string> names;
+      for (const auto& t : g.tensors())
+        if (handoff.at(size_t(t.id))) names.push_back(t.name);
+      INFO(precision << (fused ? " fused" : " unfused") << ": " << fmt::format("{}", fmt::join(names, ", ")));
+      // Only with the GELU in the first GEMM's epilogue does one linear layer feed another alone.
+      const bool expected = std::string(precision) == "bf16" && fused;
+      CHECK(names.size() == (expected ? size_t(c.num_hidden_layers) : 0));
+      for (const auto& n : names) CHECK_THAT(n, Catch::EndsWith("ffn.gelu.out"));  // the fused GELU's output
+    }
+}
 
 TEST_CASE("bf16 training: every linear layer's dX and dW GEMMs share one cast of dy", "[graph][bf16]") {
   const auto c = bf16_test_config();
