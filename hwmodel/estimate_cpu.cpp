@@ -120,15 +120,18 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // weight before its GEMM (read 4 B, write the packed 4 B f32 or 2 B bf16), which in bf16 is
   // that operand's conversion. The tied MLM decoder (> 32 MB) is read unpacked instead. In bf16
   // a linear_grad_weight reads the copy of dy its layer's linear_grad_input made
-  // (runtime::shared_dy_casts), so only its x is converted.
+  // (runtime::shared_dy_casts), so only its x is converted; in inference a linear layer whose
+  // x another linear layer wrote in bf16 (bf16_linear_handoffs) reads it as it is, so it
+  // converts nothing (its weight was packed in bf16 at load time).
   const bool bf16 = prec_type == Precision::bf16;
   const double e_gemm = bf16 ? 2 : 4;
   double convert_bytes = 0;
   int calls = 1;  // the matmul
   const bool linear_weight_packed = node.kind == OpKind::linear && facts.training && b_elems * 4 <= double(32 << 20);
-  const bool shared_dy = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id));
+  const bool a_ready = (node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id))) ||
+                       (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
   if (bf16) {
-    if (!shared_dy) convert_bytes += a_elems * (4 + e_gemm), ++calls;
+    if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
     if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
   } else if (linear_weight_packed) {
     convert_bytes += b_elems * (4 + e_gemm), ++calls;

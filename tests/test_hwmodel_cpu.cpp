@@ -118,6 +118,21 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     };
     CHECK(dw_seconds(false) - dw_seconds(true) == Approx(2e-6 + 512 * 6 / 10e9).epsilon(1e-9));
   }
+  SECTION("bf16 inference: a linear layer fed only by another reads its bf16 output without a conversion") {
+    // fc_bf16's output (16,32) into a second bf16 linear layer (8 outputs): the second node is
+    // one parallel region + its matmul, no rounding of x; fed by the f32 fc it rounds x too.
+    auto second_seconds = [&](const char* producer) {
+      Graph t = small_graph();
+      const int in = *t.find_tensor(fmt::format("{}.out", producer));
+      const int w2 = t.add_tensor("w2", {8, 32}, DType::f32, Role::weight);
+      const int b2 = t.add_tensor("b2", {8}, DType::f32, Role::weight);
+      t.apply(OpKind::linear, "enc.fc2_bf16", {in, w2, b2}, {{"precision", "bf16"}});
+      return seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.fc2_bf16");
+    };
+    // enc.fc's output is also read by enc.add: no hand-over. x: 16 x 32 elements, 6 bytes each;
+    // both are forward nodes whose bytes fit the LLC: the resident 50 GB/s.
+    CHECK(second_seconds("enc.fc") - second_seconds("enc.fc_bf16") == Approx(2e-6 + 512 * 6 / 50e9).epsilon(1e-9));
+  }
   SECTION("row ops re-read their inputs once per extra pass") {
     Graph r;
     const int x = r.add_tensor("x", {16, 64}, DType::f32, Role::input);
