@@ -187,8 +187,9 @@ std::string ratio(double predicted, double measured) {
 
 void print_comparison(const hw::ProfileComparison& c, const std::string& path, int top) {
   fmt::print("\ncompared with the measured profile {}{}:\n", path,
-             c.accum > 1 ? fmt::format(" ({} micro-batches per step: forward and backward predictions x{})", c.accum,
-                                       c.accum)
+             c.accum > 1 ? fmt::format(" ({} micro-batches per step: forward and backward predictions x{}, "
+                                       "the weights' packing and casts once)",
+                                       c.accum, c.accum)
                          : "");
   fmt::print("  {:<26} {:>11} {:>12} {:>10} {:>6}\n", "category", "measured ms", "predicted ms", "pred/meas", "nodes");
   for (const auto& r : c.categories) {

@@ -135,7 +135,7 @@ double allreduce_seconds(const ClusterDesc& c, int64_t nodes, double bytes) {
 ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t nodes, int64_t accum) {
   check(nodes >= 1, "a cluster estimate needs at least one node, got {}", nodes);
   check(accum >= 1, "a cluster estimate needs at least one micro-batch per step, got {}", accum);
-  std::unordered_map<std::string, double> seconds;
+  std::unordered_map<std::string, double> seconds, per_step;  // per_step: estimated nodes only
   if (!c.node_seconds.empty()) {
     // The node measured (node_profile): every graph node must be in the profile.
     for (const auto& n : g.nodes()) {
@@ -147,28 +147,36 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
     }
   } else {
     const GraphEstimate est = estimate_graph(g, c.node, Arrangement::bwma);  // the cpu kind ignores the arrangement
-    for (const auto& n : est.nodes) seconds[n.name] += n.seconds;
+    for (const auto& n : est.nodes) seconds[n.name] += n.seconds, per_step[n.name] += n.per_step_seconds;
   }
   // The node's timeline of one micro-batch (forward then backward, graph order), the optimizer
   // once per step; the graph's own allreduce node (local memory traffic) is replaced below.
+  // With accumulation (estimated nodes), the weights are packed or cast on the first
+  // micro-batch only (per_step_seconds): the later ones, the last included, skip that part.
   ClusterEstimate r;
   r.nodes = nodes, r.accum = accum;
   std::vector<double> end_of(g.nodes().size(), 0.0);  // time at which node i of the last micro-batch ends
-  double t = 0;
+  double t = 0, first_only = 0;  // first_only: the weight preparation of forward and backward
+  double forward_first = 0, backward_first = 0;
   for (const auto& n : g.nodes()) {
     const auto it = seconds.find(n.name);
     const double s = it == seconds.end() ? 0 : it->second;
+    const auto once = per_step.find(n.name);
+    const double prep = accum > 1 && once != per_step.end() ? once->second : 0;
     switch (n.phase) {
-      case Phase::forward: r.forward_s += s, t += s; break;
-      case Phase::backward: r.backward_s += s, t += s; break;
+      case Phase::forward: forward_first += s, r.forward_s += s - prep, t += s - prep, first_only += prep; break;
+      case Phase::backward: backward_first += s, r.backward_s += s - prep, t += s - prep, first_only += prep; break;
       case Phase::optimizer: r.optimizer_s += s; break;
       case Phase::communication: break;
     }
     end_of[static_cast<size_t>(n.id)] = t;
   }
+  // One micro-batch as it runs after the first (all of them when accum = 1).
   const double micro = r.forward_s + r.backward_s;
-  const double before_last = static_cast<double>(accum - 1) * micro;  // earlier micro-batches: no communication
-  r.forward_s *= static_cast<double>(accum), r.backward_s *= static_cast<double>(accum);
+  // Earlier micro-batches, no communication: the first with the weights' preparation.
+  const double before_last = static_cast<double>(accum - 1) * micro + (accum > 1 ? first_only : 0);
+  r.forward_s = forward_first + static_cast<double>(accum - 1) * r.forward_s;
+  r.backward_s = backward_first + static_cast<double>(accum - 1) * r.backward_s;
   r.single_node_step_s = before_last + micro + r.optimizer_s;
   // The gradient buckets, as the trainer plans them (same graph, same planner).
   const ParamStore grads = ParamStore::for_graph(g);

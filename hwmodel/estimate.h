@@ -20,6 +20,10 @@ struct NodeEstimate {
   double memory_cycles = 0;     // busiest core: L1-miss and DRAM stalls
   double dram_cycles = 0;       // DRAM bytes over the shared peak bandwidth
   double cycles = 0, seconds = 0;
+  // cpu kinds, training: the part of `seconds` a step with gradient accumulation spends once,
+  // not per micro-batch: the weight's packing or bf16 cast (the executor keeps that copy for
+  // the step's micro-batches, StepContext::weights_version).
+  double per_step_seconds = 0;
   int64_t tiles = 0, issues = 0;
   Traffic traffic;
   std::vector<std::string> terms;  // the estimate in words, for --explain

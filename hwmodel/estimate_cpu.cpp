@@ -130,12 +130,19 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const bool linear_weight_packed = node.kind == OpKind::linear && facts.training && b_elems * 4 <= double(32 << 20);
   const bool a_ready = (node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id))) ||
                        (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
+  double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
     if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
+    if (facts.training && (node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input))
+      weight_bytes = b_elems * (4 + e_gemm);  // B is the weight
   } else if (linear_weight_packed) {
     convert_bytes += b_elems * (4 + e_gemm), ++calls;
+    weight_bytes = b_elems * (4 + e_gemm);
   }
+  // With accumulation the executor prepares the weight on a step's first micro-batch only: that
+  // reorder (its bytes and its parallel region) is spent once per step.
+  if (weight_bytes > 0) n.per_step_seconds = region + weight_bytes / (gbps * 1e9);
   // The bias gradient of linear_grad_weight: a second pass over dy (its column sums) in its
   // own parallel region.
   if (node.kind == OpKind::linear_grad_weight) {

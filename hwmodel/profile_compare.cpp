@@ -104,8 +104,8 @@ ProfileComparison compare_with_profile(const Graph& g, const GraphEstimate& e, c
     if (measured.emplace(name, secs).second) profile_order.push_back(name);
   }
 
-  std::unordered_map<std::string, double> predicted;
-  for (const auto& n : e.nodes) predicted[n.name] += n.seconds;
+  std::unordered_map<std::string, double> predicted, per_step;
+  for (const auto& n : e.nodes) predicted[n.name] += n.seconds, per_step[n.name] += n.per_step_seconds;
   std::vector<std::string> not_in_profile, not_in_graph;
   std::unordered_set<std::string> in_graph;
   for (const auto& node : g.nodes()) {
@@ -131,9 +131,11 @@ ProfileComparison compare_with_profile(const Graph& g, const GraphEstimate& e, c
     n.name = node.name;
     n.kind = node.kind;
     n.category = profile_category_of(node.kind);
-    // The profile adds a node's time over the micro-batches of a step; the optimizer runs once.
+    // The profile adds a node's time over the micro-batches of a step; the optimizer runs once,
+    // and so does a GEMM's weight packing or cast (per_step_seconds) when there are several.
     const bool per_micro_batch = node.phase == Phase::forward || node.phase == Phase::backward;
-    n.predicted = predicted[node.name] * (per_micro_batch ? c.accum : 1);
+    const double once = c.accum > 1 ? per_step[node.name] : 0;
+    n.predicted = per_micro_batch ? (predicted[node.name] - once) * c.accum + once : predicted[node.name];
     n.measured = measured.at(node.name);
     auto& row = c.categories[static_cast<size_t>(n.category)];
     row.predicted += n.predicted;

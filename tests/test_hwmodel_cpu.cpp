@@ -102,6 +102,18 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     CHECK(seconds_of(et, "enc.fc") == Approx(2 * 2e-6 + 66048 / 20e9 + 2048 * 8 / 50e9).epsilon(1e-12));
     // bf16: x and W both rounded into bf16 copies, (1024 + 2048) x 6 bytes, three regions.
     CHECK(seconds_of(et, "enc.fc_bf16") == Approx(3 * 2e-6 + 66048 / 80e9 + 3072 * 6 / 50e9).epsilon(1e-12));
+    // With accumulation the weight's packing (or cast) is spent once per step: its region and bytes.
+    auto per_step = [&](const GraphEstimate& e, const std::string& name) {
+      for (const auto& n : e.nodes)
+        if (n.name == name) return n.per_step_seconds;
+      FAIL("no node " << name);
+      return 0.0;
+    };
+    CHECK(per_step(et, "enc.fc") == Approx(2e-6 + 2048 * 8 / 50e9).epsilon(1e-12));
+    CHECK(per_step(et, "enc.fc_bf16") == Approx(2e-6 + 2048 * 6 / 50e9).epsilon(1e-12));
+    CHECK(per_step(et, "enc.add_grad") == 0);
+    CHECK(per_step(e, "enc.fc") == 0);  // inference: weights packed once at load time
+    CHECK(per_step(e, "enc.fc_bf16") == 0);
   }
   SECTION("bf16 training: a dW GEMM after its layer's dX GEMM reads the dX GEMM's copy of dy") {
     // The same dW node with and without the dX node before it: sharing removes dy's
@@ -234,6 +246,20 @@ TEST_CASE("compare with a profile: per-category, step and node arithmetic", "[hw
     c = compare_with_profile(g, e, p, "p.json");
     CHECK(c.accum == 3);
     CHECK(c.predicted_step == Approx(3 * (fc + add + fcb)));
+  }
+  SECTION("accum in training: each weight's packing (or cast) counted once per step") {
+    Graph t = small_graph();
+    const int y = *t.find_tensor("enc.fc.out");
+    t.add_node(OpKind::add, "enc.add_grad", {y, y}, nlohmann::json::object(), Phase::backward);
+    const GraphEstimate et = estimate_graph(t, s, Arrangement::rwma);
+    p["nodes"].push_back({{"name", "enc.add_grad"}, {"seconds", 5e-6}});
+    p["step_stats"]["accum"] = 3;
+    c = compare_with_profile(t, et, p, "p.json");
+    double sum = 0;
+    for (const auto& n : et.nodes) sum += n.seconds;
+    // The packing of W: f32 2048 x 8 bytes, bf16 2048 x 6 bytes, at 50 GB/s, one region each.
+    const double prep = 2 * 2e-6 + 2048 * 8 / 50e9 + 2048 * 6 / 50e9;
+    CHECK(c.predicted_step == Approx(3 * sum - 2 * prep).epsilon(1e-9));
   }
   SECTION("another graph: the node names on each side are named") {
     p["nodes"][0]["name"] = "enc.other";
