@@ -12,6 +12,7 @@
 #include "runtime/distributed.h"
 #include "base/error.h"
 #include "runtime/executor.h"
+#include "runtime/fusion.h"
 #include "runtime/grad_sync.h"
 #include "runtime/kernel_seam.h"
 #include "runtime/op_rules.h"
@@ -20,15 +21,16 @@ namespace bertlab {
 
 namespace {
 // A weight as one GEMM reads it (packed, or cast to bf16), kept across the micro-batches of an
-// optimizer step: remade when StepContext::weights_version moves, allocated on first use.
+// optimizer step: remade when StepContext::weights_version moves, allocated on first use (the
+// executor's kept_weight_bytes() counts it then).
 class KeptWeight {
  public:
-  explicit KeptWeight(int64_t bytes) : bytes_(bytes) {}
+  KeptWeight(int64_t bytes, int64_t* total_bytes) : bytes_(bytes), total_bytes_(total_bytes) {}
   template <class Make>
-  const void* get(uint64_t version, int64_t& total_bytes, const Make& make) {
+  const void* get(uint64_t version, const Make& make) {
     if (copy_.size() == 0) {
       copy_ = AlignedBuffer<std::byte>(static_cast<size_t>(bytes_));
-      total_bytes += bytes_;
+      *total_bytes_ += bytes_;
     }
     if (version != version_) {
       make(copy_.data());
@@ -39,6 +41,7 @@ class KeptWeight {
 
  private:
   int64_t bytes_;
+  int64_t* total_bytes_;
   uint64_t version_ = 0;  // 0: never made (weights_version 0 never reaches get())
   AlignedBuffer<std::byte> copy_;
 };
@@ -63,30 +66,23 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
     return [=] { lin->forward(y, x, b, r); };
   }
   if (lin->weights_in_place()) return [=] { lin->forward_packed(w, y, x, b, r); };
-  auto kept = std::make_shared<KeptWeight>(lin->packed_bytes());
-  const StepContext* ctx = &context_;
-  if (!pack)  // the large weight: cast to bf16 on every call, or once per optimizer step
-    return [=, this] {
-      if (!ctx->weights_version) return lin->forward_packed(w, y, x, b, r);
-      const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
-                                   [&](void* dst) { lin->pack_weights_into(w, dst); });
-      lin->forward_prepared(copy, y, x, b, r);
-    };
-  // Weights change every step: pack just before the GEMM into the shared scratch, or once per
-  // optimizer step into this GEMM's own copy.
-  if (static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
+  // Weights change every step: each call packs them just before the GEMM into the shared
+  // scratch (the large unpacked weight in bf16: casts them in forward_packed), or, with a
+  // weights version, once per optimizer step into this GEMM's own copy.
+  if (pack && static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
     pack_scratch_ = AlignedBuffer<std::byte>(static_cast<size_t>(lin->packed_bytes()));
     packed_weight_bytes_ = lin->packed_bytes();
   }
+  auto kept = std::make_shared<KeptWeight>(lin->packed_bytes(), &kept_weight_bytes_);
+  const StepContext* ctx = &context_;
   return [=, this] {
     if (ctx->weights_version) {
-      const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
-                                   [&](void* dst) { lin->pack_weights_into(w, dst); });
+      const void* copy = kept->get(ctx->weights_version, [&](void* dst) { lin->pack_weights_into(w, dst); });
       return lin->forward_prepared(copy, y, x, b, r);
     }
-    void* scratch = pack_scratch_.data();
-    lin->pack_weights_into(w, scratch);
-    lin->forward_prepared(scratch, y, x, b, r);
+    if (!pack) return lin->forward_packed(w, y, x, b, r);
+    lin->pack_weights_into(w, pack_scratch_.data());
+    lin->forward_prepared(pack_scratch_.data(), y, x, b, r);
   };
 }
 
@@ -213,12 +209,10 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float *dy = in(0), *w = in(1);
       if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // f32: w in place
       // bf16: the weights' bf16 copy, made on every call or once per optimizer step.
-      auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()));
-      return [=, this] {
+      auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()), &kept_weight_bytes_);
+      return [=] {
         if (!ctx->weights_version) return op->forward(out, dy, w);
-        const void* copy = kept->get(ctx->weights_version, kept_weight_bytes_,
-                                     [&](void* dst) { op->cast_weights_into(w, dst); });
-        op->forward_cast(out, dy, copy);
+        op->forward_cast(out, dy, kept->get(ctx->weights_version, [&](void* dst) { op->cast_weights_into(w, dst); }));
       };
     }
     case OpKind::linear_grad_weight: {
@@ -392,21 +386,15 @@ void Executor::fuse_optimizer_steps() {
 }
 
 std::vector<char> bf16_linear_handoffs(const Graph& g) {
-  const size_t tensors = g.tensors().size();
-  std::vector<int> readers(tensors, 0), producer(tensors, -1);
-  for (const Node& n : g.nodes()) {
-    for (int t : n.inputs) ++readers[static_cast<size_t>(t)];
-    for (int t : n.outputs) producer[static_cast<size_t>(t)] = n.id;
-  }
-  for (const auto& [name, t] : g.outputs()) ++readers[static_cast<size_t>(t)];
-  std::vector<char> handoff(tensors, 0);
+  const TensorUses uses(g);
+  std::vector<char> handoff(g.tensors().size(), 0);
   auto bf16_linear = [](const Node& n) { return n.kind == OpKind::linear && gemm_bf16(n); };
-  for (const Node& consumer : g.nodes()) {
-    if (!bf16_linear(consumer)) continue;
-    const auto t = static_cast<size_t>(consumer.inputs.at(0));
-    if (producer[t] < 0 || readers[t] != 1) continue;
-    const Node& p = g.node(producer[t]);
-    if (bf16_linear(p) && p.inputs.size() <= 3) handoff[t] = 1;  // the producer has no residual
+  for (const Node& producer : g.nodes()) {
+    if (!bf16_linear(producer) || producer.inputs.size() > 3) continue;  // a residual: not handed over
+    const int t = producer.outputs.at(0), reader = uses.sole_reader(t);
+    if (reader < 0) continue;
+    const Node& consumer = g.node(reader);
+    if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
   }
   return handoff;
 }
@@ -439,16 +427,13 @@ void Executor::fuse_dropout_softmax_grad() {
   // The fused kernel reads each row before writing it, so the softmax_grad's output may share
   // memory with either input (in place, or the dropout_grad input dying there).
   const auto& nodes = graph_.nodes();
-  std::vector<int> readers(graph_.tensors().size(), 0);
-  for (const Node& n : nodes)
-    for (int t : n.inputs) ++readers[static_cast<size_t>(t)];
-  for (const auto& [name, t] : graph_.outputs()) ++readers[static_cast<size_t>(t)];
+  const TensorUses uses(graph_);
   for (size_t i = 0; i + 1 < nodes.size(); ++i) {
     const Node &drop = nodes[i], &soft = nodes[i + 1];
     if (drop.kind != OpKind::dropout_grad || soft.kind != OpKind::softmax_grad || drop.phase != soft.phase)
       continue;
     const int g = drop.outputs.at(0);
-    if (soft.inputs.at(0) != g || soft.inputs.at(1) == g || readers[static_cast<size_t>(g)] != 1) continue;
+    if (soft.inputs.at(0) != g || soft.inputs.at(1) == g || uses.sole_reader(g) != soft.id) continue;
     const Shape s = graph_.tensor(soft.inputs.at(1)).shape;
     if (graph_.tensor(drop.inputs.at(0)).shape != s || graph_.tensor(g).shape != s) continue;
     const float *dy = f32(drop.inputs.at(0)), *y = f32(soft.inputs.at(1));

@@ -7,22 +7,13 @@
 
 namespace bertlab {
 
-namespace {
+TensorUses::TensorUses(const Graph& g) : readers(g.tensors().size()), is_output(g.tensors().size()) {
+  for (const auto& n : g.nodes())
+    for (int t : n.inputs) readers[t].push_back(n.id);
+  for (const auto& [name, t] : g.outputs()) is_output[t] = true;
+}
 
-// For each tensor: the nodes that read it, and whether it is a graph output.
-struct Uses {
-  std::vector<std::vector<int>> readers;
-  std::vector<bool> is_output;
-  explicit Uses(const Graph& g) : readers(g.tensors().size()), is_output(g.tensors().size()) {
-    for (const auto& n : g.nodes())
-      for (int t : n.inputs) readers[t].push_back(n.id);
-    for (const auto& [name, t] : g.outputs()) is_output[t] = true;
-  }
-  // The single node reading t, if t has exactly one reader and is not a graph output.
-  int sole_reader(int t) const {
-    return readers[t].size() == 1 && !is_output[t] ? readers[t][0] : -1;
-  }
-};
+namespace {
 
 bool plain_linear(const Node& n) {
   return n.kind == OpKind::linear && n.inputs.size() == 3 &&
@@ -30,7 +21,7 @@ bool plain_linear(const Node& n) {
 }
 
 int fuse_linear_activation(Graph& g) {
-  Uses uses(g);
+  TensorUses uses(g);
   std::vector<bool> dead(g.nodes().size(), false);
   int rewrites = 0;
   for (const auto& cn : g.nodes()) {
@@ -50,7 +41,7 @@ int fuse_linear_activation(Graph& g) {
 }
 
 int fuse_linear_residual(Graph& g) {
-  Uses uses(g);
+  TensorUses uses(g);
   std::vector<bool> dead(g.nodes().size(), false);
   int rewrites = 0;
   for (const auto& cn : g.nodes()) {

@@ -8,6 +8,16 @@
 
 namespace bertlab {
 
+// For each tensor: the nodes that read it, and whether it is a graph output. Fusion passes and
+// the executor's own pairings (runtime/executor_steps.cpp) find single consumers with it.
+struct TensorUses {
+  std::vector<std::vector<int>> readers;
+  std::vector<bool> is_output;
+  explicit TensorUses(const Graph& g);
+  // The single node reading t, if t has exactly one reader and is not a graph output.
+  int sole_reader(int t) const { return readers[t].size() == 1 && !is_output[t] ? readers[t][0] : -1; }
+};
+
 // linear_activation: linear followed by an activation node -> it runs in the GEMM epilogue.
 // linear_residual:   linear followed by add of a residual -> the add runs in the GEMM epilogue.
 const std::vector<std::string>& fusion_pass_names();
