@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
+#include "runtime/executor.h"  // gemm_b_packed
 
 namespace bertlab::hw::estimate_detail {
 
@@ -118,7 +119,8 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // bf16 rounds each f32 operand into a dense bf16 copy (read 4 B, write 2 B per element),
   // except an inference weight, packed in bf16 once at load time; training packs each linear
   // weight before its GEMM (read 4 B, write the packed 4 B f32 or 2 B bf16), which in bf16 is
-  // that operand's conversion. The tied MLM decoder (> 32 MB) is read unpacked instead. In bf16
+  // that operand's conversion, and in f32 also packs B of the dX and dW GEMMs (the weight, and
+  // x); the tied MLM decoder (> 32 MB) is read unpacked instead (runtime::gemm_b_packed). In bf16
   // a linear_grad_weight reads the copy of dy its layer's linear_grad_input made
   // (runtime::shared_dy_casts), so only its x is converted; in inference a linear layer whose
   // x another linear layer wrote in bf16 (bf16_linear_handoffs) reads it as it is, so it
@@ -127,18 +129,18 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const double e_gemm = bf16 ? 2 : 4;
   double convert_bytes = 0;
   int calls = 1;  // the matmul
-  const bool linear_weight_packed = node.kind == OpKind::linear && facts.training && b_elems * 4 <= double(32 << 20);
+  const bool b_packed = facts.training && gemm_b_packed(g, node);
+  const bool b_is_weight = node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input;
   const bool a_ready = (node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id))) ||
                        (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
     if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
-    if (facts.training && (node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input))
-      weight_bytes = b_elems * (4 + e_gemm);  // B is the weight
-  } else if (linear_weight_packed) {
+    if (facts.training && b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
+  } else if (b_packed) {
     convert_bytes += b_elems * (4 + e_gemm), ++calls;
-    weight_bytes = b_elems * (4 + e_gemm);
+    if (b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
   }
   // With accumulation the executor prepares the weight on a step's first micro-batch only: that
   // reorder (its bytes and its parallel region) is spent once per step.

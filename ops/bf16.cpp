@@ -44,25 +44,35 @@ memory::desc dense_bf16(const memory::desc& view) {
 
 }  // namespace
 
-GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot) : view_(view), bf16_(bf16), slot_(slot) {
+GemmInput::GemmInput(const memory::desc& view, bool bf16, int slot, bool pack)
+    : view_(view), copies_(bf16 || pack), slot_(slot) {
   check((slot >= 0 && slot < kInputSlots) || slot == kSharedDySlot, "GEMM input: bad scratch slot {}", slot);
-  if (!bf16) return;
-  dense_ = dense_bf16(view);
+  if (pack) {
+    copy_ = memory::desc(view.dims(), bf16 ? memory::data_type::bf16 : memory::data_type::f32, memory::format_tag::any);
+    return;
+  }
+  if (bf16) choose(dense_bf16(view));
+}
+
+void GemmInput::choose(const memory::desc& chosen) {
+  check(copies_, "GEMM input: choose() on an f32 input, which is read in place");
+  copy_ = chosen;
   auto& ctx = dnnl_context();
-  convert_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, view_, ctx.engine, dense_, scratchpad_attr()));
-  gemm_scratch(slot, dense_.get_size());
+  convert_ = dnnl::reorder(dnnl::reorder::primitive_desc(ctx.engine, view_, ctx.engine, copy_, scratchpad_attr()));
+  gemm_scratch(slot_, copy_.get_size());
 }
 
 const void* GemmInput::operator()(const float* base) const {
-  if (!bf16_) return base;
-  std::byte* copy = gemm_scratch(slot_, dense_.get_size());
+  if (!copies_) return base;
+  std::byte* copy = gemm_scratch(slot_, copy_.get_size());
   convert_into(base, copy);
   return copy;
 }
 
 void GemmInput::convert_into(const float* base, void* dst) const {
-  check(bf16_, "GEMM input: convert_into() on an f32 input, which is read in place");
-  args_.execute(convert_, {{DNNL_ARG_FROM, view_, base}, {DNNL_ARG_TO, dense_, dst}});
+  check(copies_, "GEMM input: convert_into() on an f32 input, which is read in place");
+  check(static_cast<bool>(convert_), "GEMM input: packed input used before choose()");
+  args_.execute(convert_, {{DNNL_ARG_FROM, view_, base}, {DNNL_ARG_TO, copy_, dst}});
 }
 
 uint16_t to_bf16(float f) {

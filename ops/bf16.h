@@ -17,6 +17,10 @@ namespace bertlab::ops {
 // order, which oneDNN's AMX/AVX-512 bf16 kernels take (strided bf16 views fall back to a slow
 // GEMM). Copies live in scratch slot `slot` (0 or 1: the two inputs of one GEMM) of the calling
 // thread, shared by every GEMM it runs and grown at construction, so a call allocates nothing.
+// Packed (`pack`): the matmul picks B's layout (format_tag::any, f32 or bf16) and the view is
+// reordered into it before each call; pass the primitive's weights desc to choose() once it is
+// made. oneDNN's f32 brgemm reads a plain B row by row, which on some shapes runs at half speed
+// (N = 3072 on a Sapphire Rapids core: 150 against 310 GFLOP/s); a packed B does not.
 // Scratch slots per thread: 0 and 1 for the two inputs of a GEMM, kOutputSlot for an output
 // staged densely before it is copied into a strided view (AttentionGrad), kSharedDySlot for the
 // bf16 copy of a linear layer's output gradient dy that its dX GEMM makes and its dW GEMM reads
@@ -26,20 +30,23 @@ inline constexpr int kInputSlots = 2, kOutputSlot = 2, kSharedDySlot = 3, kScrat
 class GemmInput {
  public:
   GemmInput() = default;
-  GemmInput(const dnnl::memory::desc& view, bool bf16, int slot);
-  // What the matmul reads: the view itself (f32) or the dense bf16 copy.
-  const dnnl::memory::desc& desc() const { return bf16_ ? dense_ : view_; }
-  // The data for the matmul given the view's base pointer: `base` itself, or the bf16 copy
-  // (valid until the slot is written again).
+  GemmInput(const dnnl::memory::desc& view, bool bf16, int slot, bool pack = false);
+  // What the matmul is built with: the view itself (f32), the dense bf16 copy, or (packed) a
+  // format_tag::any desc until choose() and the chosen layout after.
+  const dnnl::memory::desc& desc() const { return copies_ ? copy_ : view_; }
+  // Packed: the layout the matmul chose for this input (its pd's src or weights desc).
+  void choose(const dnnl::memory::desc& chosen);
+  // The data for the matmul given the view's base pointer: `base` itself, or the copy (valid
+  // until the slot is written again).
   const void* operator()(const float* base) const;
-  // Bytes of the bf16 copy (0 in f32: the view is read in place), and the same conversion into
-  // `dst` instead of the scratch slot (a copy kept by the caller, e.g. for a whole optimizer step).
-  size_t copy_bytes() const { return bf16_ ? dense_.get_size() : 0; }
+  // Bytes of the copy (0 for an f32 view read in place), and the same conversion into `dst`
+  // instead of the scratch slot (a copy kept by the caller, e.g. for a whole optimizer step).
+  size_t copy_bytes() const { return copies_ ? copy_.get_size() : 0; }
   void convert_into(const float* base, void* dst) const;
 
  private:
-  dnnl::memory::desc view_, dense_;
-  bool bf16_ = false;
+  dnnl::memory::desc view_, copy_;
+  bool copies_ = false;  // bf16 or packed: the matmul reads a copy
   int slot_ = 0;
   dnnl::reorder convert_;
   mutable PrimitiveArgs args_;

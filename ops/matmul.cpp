@@ -111,6 +111,14 @@ void Linear::forward_packed(const void* packed, float* y, const float* x, const 
   forward_prepared(w_.desc().is_zero() ? packed : w_(static_cast<const float*>(packed)), y, x, b, residual);
 }
 
+void Linear::forward_repacking(const float* w, float* y, const float* x, const float* b,
+                               const float* residual) const {
+  check(w_.desc().is_zero(), "linear: forward_repacking() on unpacked weights");
+  void* packed = gemm_scratch(1, static_cast<size_t>(packed_bytes()));
+  pack_weights_into(w, packed);
+  forward_prepared(packed, y, x, b, residual);
+}
+
 void Linear::forward_prepared(const void* wei, float* y, const float* x, const float* b,
                               const float* residual) const {
   args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x_(x)},
@@ -243,13 +251,14 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
   ref::accumulate(db, g.colwise().sum(), N);                   // db += Σ_rows dY
 }
 
-LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy) {
+LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy, bool pack_w) {
   auto& ctx = dnnl_context();
   dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, share_dy ? kSharedDySlot : 0);
-  w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1);
+  w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1, pack_w);
   memory::desc dx({M, K}, dt::f32, tag::ab);
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_.desc(), w_.desc(), dx), scratchpad_attr(), ctx.engine);
   prim_ = dnnl::matmul(pd_);
+  if (pack_w) w_.choose(pd_.weights_desc());
 }
 
 void LinearGradInput::forward(float* dx, const float* dy, const float* w) const {
@@ -264,13 +273,13 @@ void LinearGradInput::forward_cast(float* dx, const float* dy, const void* w_cop
 
 std::string LinearGradInput::impl_name() const { return impl_of(pd_); }
 
-LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy)
+LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy, bool pack_x)
     : M_(M), N_(N), share_dy_(bf16 && share_dy) {
   auto& ctx = dnnl_context();
   // dy^T, a strided view. Its dense bf16 copy keeps dy's element order, so it is byte for byte
   // the copy LinearGradInput makes of dy (M,N), which share_dy reads.
   dy_t_ = GemmInput(memory::desc({N, M}, dt::f32, memory::dims{1, N}), bf16, share_dy_ ? kSharedDySlot : 0);
-  x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 1);
+  x_ = GemmInput(memory::desc({M, K}, dt::f32, tag::ab), bf16, 1, pack_x);
   const memory::desc &dy_t = dy_t_.desc(), &x = x_.desc();
   memory::desc dw({N, K}, dt::f32, tag::ab);
   dnnl::post_ops po;
@@ -279,6 +288,7 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16, b
   attr.set_post_ops(po);
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(dy_t, x, dw), scratchpad_attr(attr), ctx.engine);
   prim_ = dnnl::matmul(pd_);
+  if (pack_x) x_.choose(pd_.weights_desc());
 }
 
 void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {

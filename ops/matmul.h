@@ -51,6 +51,11 @@ class Linear {
   bool weights_in_place() const { return !w_.desc().is_zero() && w_.copy_bytes() == 0; }
   void forward_prepared(const void* prepared, float* y, const float* x, const float* b,
                         const float* residual) const;
+  // Packs w into scratch slot 1 of the calling thread (where the backward GEMMs keep their
+  // packed or cast B operands), then runs forward_prepared() on it: weights that change every
+  // step cost no memory of their own.
+  void forward_repacking(const float* w, float* y, const float* x, const float* b,
+                         const float* residual) const;
   std::string impl_name() const;
 
  private:
@@ -134,10 +139,12 @@ class LinearGradInput {
  public:
   // share_dy (bf16): the bf16 copy of dy goes to scratch slot kSharedDySlot, where the
   // LinearGradWeight of the same layer, built with share_dy, reads it instead of casting again.
-  LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false);
+  // pack_w: w is reordered into the layout the matmul picks (GemmInput's packed mode).
+  LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false,
+                  bool pack_w = false);
   void forward(float* dx, const float* dy, const float* w) const;
-  // bf16: the weights' bf16 copy (weight_copy_bytes() bytes, 0 in f32), made by
-  // cast_weights_into() and kept by the caller while the weights do not change.
+  // The weights' bf16 or packed copy (weight_copy_bytes() bytes, 0 when w is read in place),
+  // made by cast_weights_into() and kept by the caller while the weights do not change.
   size_t weight_copy_bytes() const { return w_.copy_bytes(); }
   void cast_weights_into(const float* w, void* copy) const { w_.convert_into(w, copy); }
   void forward_cast(float* dx, const float* dy, const void* w_copy) const;
@@ -155,7 +162,9 @@ class LinearGradWeight {
   // share_dy (bf16): dy's bf16 copy is the one the layer's LinearGradInput (built with
   // share_dy) left in scratch slot kSharedDySlot of the calling thread; the caller ensures that
   // that GEMM ran last among those that write the slot, on the same dy.
-  LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false);
+  // pack_x: x is reordered into the layout the matmul picks (GemmInput's packed mode).
+  LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false,
+                   bool pack_x = false);
   void forward(float* dw, float* db, const float* dy, const float* x) const;
   std::string impl_name() const;
 

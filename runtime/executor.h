@@ -55,6 +55,18 @@ std::vector<char> shared_dy_casts(const Graph& g);
 // the GELU output between the two FFN GEMMs. runtime/executor_steps.cpp.
 std::vector<char> bf16_linear_handoffs(const Graph& g);
 
+// Training: a linear weight larger than this (the tied MLM decoder) is read unpacked by its
+// GEMMs rather than doubled in memory by a packed copy.
+inline constexpr int64_t kLargeWeightBytes = 32 << 20;
+
+// Training: whether GEMM node `n` reorders its B operand into the layout oneDNN picks before the
+// matmul (a packed copy; ops::GemmInput). linear: the weight, unless larger than
+// kLargeWeightBytes. f32 linear_grad_input (B = w) and linear_grad_weight (B = x): the same
+// rule, because oneDNN's f32 brgemm reads a plain B at half speed on some shapes. bf16 backward
+// GEMMs cast B into a dense copy instead (a bf16 packing reorder costs more than it saves).
+// Attention GEMMs: never. runtime/executor_steps.cpp; hwmodel's CPU model charges the reorder.
+bool gemm_b_packed(const Graph& g, const Node& n);
+
 // A fresh StepContext::weights_version, unique in the process (never 0).
 uint64_t next_weights_version();
 
@@ -115,7 +127,6 @@ class Executor {
   TrainingState* state_;
   MemoryPlan plan_;
   AlignedBuffer<std::byte> arena_;
-  AlignedBuffer<std::byte> pack_scratch_;  // training: packed weights of the GEMM running now
   StepContext context_;
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;

@@ -51,10 +51,9 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
   auto gm = *node_gemm(graph_, n);
   const bool residual = n.inputs.size() > 3;
   const auto act = activation_of(n);
-  // Training packs each weight before its GEMM into one scratch buffer; a weight larger than
-  // kLargeWeight (the tied MLM decoder) is read unpacked instead of doubling its memory.
-  constexpr int64_t kLargeWeight = 32 << 20;
-  const bool pack = !training() || gm.n * gm.k * int64_t(sizeof(float)) <= kLargeWeight;
+  // Training packs each weight before its GEMM into one scratch buffer, except a large one
+  // (gemm_b_packed).
+  const bool pack = !training() || gemm_b_packed(graph_, n);
   const ops::LinearBf16Io io{handoff_.at(static_cast<size_t>(n.inputs[0])) != 0,
                              handoff_.at(static_cast<size_t>(n.outputs[0])) != 0};
   auto lin = std::make_shared<ops::Linear>(gm.m, gm.n, gm.k, act, residual, pack, gemm_bf16(n), io);
@@ -66,23 +65,19 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
     return [=] { lin->forward(y, x, b, r); };
   }
   if (lin->weights_in_place()) return [=] { lin->forward_packed(w, y, x, b, r); };
-  // Weights change every step: each call packs them just before the GEMM into the shared
-  // scratch (the large unpacked weight in bf16: casts them in forward_packed), or, with a
-  // weights version, once per optimizer step into this GEMM's own copy.
-  if (pack && static_cast<int64_t>(pack_scratch_.size()) < lin->packed_bytes()) {
-    pack_scratch_ = AlignedBuffer<std::byte>(static_cast<size_t>(lin->packed_bytes()));
-    packed_weight_bytes_ = lin->packed_bytes();
-  }
+  // Weights change every step: each call packs them just before the GEMM into the calling
+  // thread's scratch (the large unpacked weight in bf16: casts them in forward_packed), or, with
+  // a weights version, once per optimizer step into this GEMM's own copy.
+  if (pack) packed_weight_bytes_ = std::max(packed_weight_bytes_, lin->packed_bytes());
   auto kept = std::make_shared<KeptWeight>(lin->packed_bytes(), &kept_weight_bytes_);
   const StepContext* ctx = &context_;
-  return [=, this] {
+  return [=] {
     if (ctx->weights_version) {
       const void* copy = kept->get(ctx->weights_version, [&](void* dst) { lin->pack_weights_into(w, dst); });
       return lin->forward_prepared(copy, y, x, b, r);
     }
     if (!pack) return lin->forward_packed(w, y, x, b, r);
-    lin->pack_weights_into(w, pack_scratch_.data());
-    lin->forward_prepared(pack_scratch_.data(), y, x, b, r);
+    lin->forward_repacking(w, y, x, b, r);
   };
 }
 
@@ -205,10 +200,11 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::linear_grad_input: {
       auto gm = *node_gemm(graph_, n);
       const bool share = share_dy_.at(static_cast<size_t>(n.id));
-      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share);
+      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share,
+                                                       gemm_b_packed(graph_, n));
       const float *dy = in(0), *w = in(1);
-      if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // f32: w in place
-      // bf16: the weights' bf16 copy, made on every call or once per optimizer step.
+      if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // w in place
+      // The weights' bf16 or packed copy, made on every call or once per optimizer step.
       auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()), &kept_weight_bytes_);
       return [=] {
         if (!ctx->weights_version) return op->forward(out, dy, w);
@@ -218,7 +214,8 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::linear_grad_weight: {
       auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
       const bool share = share_dy_.at(static_cast<size_t>(n.id));
-      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share);
+      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share,
+                                                        gemm_b_packed(graph_, n));
       const float *dy = in(0), *x = in(1);
       float* db = out_at(1);
       return [=] { op->forward(out, db, dy, x); };
@@ -397,6 +394,16 @@ std::vector<char> bf16_linear_handoffs(const Graph& g) {
     if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
   }
   return handoff;
+}
+
+bool gemm_b_packed(const Graph& g, const Node& n) {
+  auto fits = [&] {
+    const auto gm = *node_gemm(g, n);  // B is k x n: the weight, or x of linear_grad_weight
+    return gm.k * gm.n * int64_t(sizeof(float)) <= kLargeWeightBytes;
+  };
+  if (n.kind == OpKind::linear) return fits();
+  if (n.kind == OpKind::linear_grad_input || n.kind == OpKind::linear_grad_weight) return !gemm_bf16(n) && fits();
+  return false;  // attention GEMMs read their operands in place (or cast in bf16); other nodes
 }
 
 std::vector<char> shared_dy_casts(const Graph& g) {

@@ -256,23 +256,37 @@ TEST_CASE("Linear backward: fast equals reference, reference equals finite diffe
   struct Dims {
     int64_t M, N, K;
   };
-  for (Dims s : {Dims{37, 53, 29}, Dims{1, 53, 29}, Dims{19, 1, 45}, Dims{1, 1, 1}}) {
+  for (Dims s : {Dims{37, 53, 29}, Dims{1, 53, 29}, Dims{19, 1, 45}, Dims{1, 1, 1}, Dims{70, 96, 160}}) {
     const std::string tag = fmt::format("M{} N{} K{}", s.M, s.N, s.K);
     auto x = random_vector(s.M * s.K, 1), w = random_vector(s.N * s.K, 2), b = random_vector(s.N, 3);
     auto dy = random_vector(s.M * s.N, 4);
 
-    // Fast vs reference; dw/db pre-filled so accumulation is compared too.
-    std::vector<float> dx(s.M * s.K), dx_ref(s.M * s.K);
-    ops::LinearGradInput(s.M, s.N, s.K).forward(dx.data(), dy.data(), w.data());
+    // Fast vs reference, with B read in place and packed (the B operand reordered into the
+    // layout the matmul picks); dw/db pre-filled so accumulation is compared too.
+    std::vector<float> dx_ref(s.M * s.K);
     ops::linear_grad_input_reference(dx_ref.data(), dy.data(), w.data(), s.M, s.N, s.K);
-    compare("linear_grad_input " + tag, dx, dx_ref, kFastTol);
-
     const auto dw0 = random_vector(s.N * s.K, 5), db0 = random_vector(s.N, 6);
-    auto dw = dw0, db = db0, dw_ref = dw0, db_ref = db0;
-    ops::LinearGradWeight(s.M, s.N, s.K).forward(dw.data(), db.data(), dy.data(), x.data());
+    auto dw_ref = dw0, db_ref = db0;
     ops::linear_grad_weight_reference(dw_ref.data(), db_ref.data(), dy.data(), x.data(), s.M, s.N, s.K);
-    compare("linear_grad_weight dw (+= prefilled) " + tag, dw, dw_ref, kFastTol);
-    compare("linear_grad_weight db (+= prefilled) " + tag, db, db_ref, kFastTol);
+    for (bool pack : {false, true}) {
+      const std::string how = tag + (pack ? " packed B" : " B in place");
+      std::vector<float> dx(s.M * s.K);
+      ops::LinearGradInput grad_input(s.M, s.N, s.K, false, false, pack);
+      grad_input.forward(dx.data(), dy.data(), w.data());
+      compare("linear_grad_input " + how, dx, dx_ref, kFastTol);
+      CHECK((grad_input.weight_copy_bytes() > 0) == pack);
+      if (pack) {  // a kept copy (gradient accumulation) gives the same dx, bit for bit
+        std::vector<std::byte> copy(grad_input.weight_copy_bytes());
+        grad_input.cast_weights_into(w.data(), copy.data());
+        std::vector<float> dx_kept(s.M * s.K);
+        grad_input.forward_cast(dx_kept.data(), dy.data(), copy.data());
+        CHECK(dx_kept == dx);
+      }
+      auto dw = dw0, db = db0;
+      ops::LinearGradWeight(s.M, s.N, s.K, false, false, pack).forward(dw.data(), db.data(), dy.data(), x.data());
+      compare("linear_grad_weight dw (+= prefilled) " + how, dw, dw_ref, kFastTol);
+      compare("linear_grad_weight db (+= prefilled) " + how, db, db_ref, kFastTol);
+    }
 
     // The reference from zero, for the finite differences; and ref(prefilled) - prefill == it.
     std::vector<float> gw(s.N * s.K, 0.f), gb(s.N, 0.f);
