@@ -124,6 +124,18 @@ void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt
   }
 }
 
+void dropout_add_forward(float* y, const float* x, const float* r, int64_t n, float p, uint64_t salt,
+                         DropoutKey key) {
+  const uint64_t base = stream_key(salt, key);
+  const uint32_t threshold = keep_threshold(p);
+  const float scale = 1.f / (1.f - p);
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float dropped = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;
+    y[i] = dropped + r[i];
+  }
+}
+
 void dropout_softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L, float p,
                               uint64_t salt, DropoutKey key) {
   const uint64_t base = stream_key(salt, key);

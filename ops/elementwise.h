@@ -64,6 +64,12 @@ struct DropoutKey {
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key);
 bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key);  // the mask, for tests
 
+// A hidden-state dropout and the residual add after it in one pass (the executor runs a dropout
+// whose only reader is the next node, an add, as this): y (n) = dropout(x) + r, bit-identical to
+// dropout_forward then add_forward. y may alias x or r (the same elements).
+void dropout_add_forward(float* y, const float* x, const float* r, int64_t n, float p, uint64_t salt,
+                         DropoutKey key);
+
 // The attention's dropout backward and softmax backward in one pass (the executor runs a
 // dropout_grad node whose only reader is the next node, a softmax_grad, as this):
 // dx (rows,L) = softmax_backward(dropout(dy), y), the mask of element (r, i) that of flat index

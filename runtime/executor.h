@@ -120,6 +120,7 @@ class Executor {
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
   void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
+  void fuse_dropout_add();                                 // runtime/executor_steps.cpp
   void fuse_dropout_softmax_grad();                        // runtime/executor_steps.cpp
 
   Graph graph_;

@@ -426,6 +426,42 @@ std::vector<char> shared_dy_casts(const Graph& g) {
   return share;
 }
 
+void Executor::fuse_dropout_add() {
+  // A hidden-state dropout whose output only the next node, an add (the residual), reads runs
+  // as one pass with it at the dropout node (ops::dropout_add_forward, bit-identical to the two
+  // kernels), writing the add's output; the add node becomes empty and the dropout's output is
+  // not written. The pass reads each element before writing it, so the output may share memory
+  // with an input, but only element for element: any other overlap keeps the two kernels.
+  const auto& nodes = graph_.nodes();
+  const TensorUses uses(graph_);
+  auto overlaps_shifted = [&](int a, int b) {
+    const auto *pa = static_cast<const std::byte*>(buffer(a)), *pb = static_cast<const std::byte*>(buffer(b));
+    const auto na = graph_.tensor(a).bytes(), nb = graph_.tensor(b).bytes();
+    return pa != pb && pa < pb + nb && pb < pa + na;
+  };
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    const Node &drop = nodes[i], &add = nodes[i + 1];
+    if (drop.kind != OpKind::dropout || add.kind != OpKind::add || drop.phase != add.phase) continue;
+    const int d = drop.outputs.at(0), x = drop.inputs.at(0), y = add.outputs.at(0);
+    if (uses.sole_reader(d) != add.id || add.inputs.at(0) == add.inputs.at(1)) continue;
+    const int r = add.inputs.at(0) == d ? add.inputs.at(1) : add.inputs.at(0);
+    const Shape s = graph_.tensor(d).shape;
+    if (graph_.tensor(r).shape != s || graph_.tensor(y).shape != s || graph_.tensor(x).shape != s) continue;
+    if (overlaps_shifted(y, x) || overlaps_shifted(y, r)) continue;
+    const float *xp = f32(x), *rp = f32(r);
+    float* yp = f32(y);
+    const int64_t count = numel(s);
+    const float p = drop.attrs.at("p").get<float>();
+    const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
+    StepContext* ctx = &context_;
+    steps_[i] = [=] {
+      ops::dropout_add_forward(yp, xp, rp, count, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
+    };
+    steps_[i + 1] = [] {};
+    ++i;
+  }
+}
+
 void Executor::fuse_dropout_softmax_grad() {
   // The attention probabilities' backward: a dropout_grad whose output only the next node reads,
   // a softmax_grad (dy = that output), runs as one pass at the dropout_grad node

@@ -271,6 +271,25 @@ std::vector<Case> cases() {
     c.wrt = {"x"};
     out.push_back(c);
   }
+  {  // a hidden-state dropout then the residual add: the executor runs them as one fused pass
+     // (Executor::fuse_dropout_add, ops::dropout_add_forward)
+    Case c{"dropout then residual add",
+           [](Graph& g) {
+             int d = g.apply(OpKind::dropout, "drop", {w(g, "x", {B, S, H})}, {{"p", 0.2}, {"salt", 5}});
+             return g.apply(OpKind::add, "residual", {d, w(g, "r", {B, S, H})});
+           },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             const StepContext ctx;
+             const ops::DropoutKey key{ctx.seed, uint64_t(ctx.step), uint64_t(ctx.micro)};
+             for (int64_t i = 0; i < B * S * H; ++i)
+               y[i] = (ops::dropout_keeps(i, 0.2f, 5, key) ? v("x")[i] / (1 - 0.2f) : 0.f) + v("r")[i];
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * S * H)}, {"r", rnd(B * S * H)}};
+    c.wrt = {"x", "r"};
+    out.push_back(c);
+  }
   {
     const int64_t P = 2;
     Case c{"gather_rows", [=](Graph& g) { return g.apply(OpKind::gather_rows, "gather", {w(g, "x", {B, S, H}), ids(g, "pos", {B, P})}); },

@@ -520,6 +520,32 @@ TEST_CASE("Fused dropout + softmax backward equals the two kernels, the referenc
     }
 }
 
+TEST_CASE("Fused dropout + residual add equals the two kernels, in place too", "[ops]") {
+  const ops::DropoutKey key{31, 4, 2};
+  const uint64_t salt = 8;
+  for (float p : {0.1f, 0.5f})
+    for (int64_t n : {int64_t{1}, int64_t{45}, int64_t{98304}}) {
+      const std::string tag = fmt::format("p{} n{}", p, n);
+      auto x = random_vector(n, 91), r = random_vector(n, 92);
+      std::vector<float> dropped(n), two(n);
+      ops::dropout_forward(dropped.data(), x.data(), n, p, salt, key);
+      ops::add_forward(two.data(), dropped.data(), r.data(), n);
+      std::vector<float> x_buf(n + 3), y_buf(n + 1);  // odd offsets, as in the activation arena
+      std::copy(x.begin(), x.end(), x_buf.begin() + 3);
+      ops::dropout_add_forward(y_buf.data() + 1, x_buf.data() + 3, r.data(), n, p, salt, key);
+      check_bit_identical("dropout_add_forward == dropout then add " + tag,
+                          std::vector<float>(y_buf.begin() + 1, y_buf.end()), two);
+      auto over_x = x, over_r = r;
+      ops::dropout_add_forward(over_x.data(), over_x.data(), r.data(), n, p, salt, key);
+      check_bit_identical("dropout_add_forward in place over x " + tag, over_x, two);
+      ops::dropout_add_forward(over_r.data(), x.data(), over_r.data(), n, p, salt, key);
+      check_bit_identical("dropout_add_forward in place over r " + tag, over_r, two);
+      int64_t changed = 0;  // the mask is not all-keep: the test compares something
+      for (int64_t i = 0; i < n; ++i) changed += two[i] != x[i] + r[i];
+      if (n > 1000) CHECK(changed > 0);
+    }
+}
+
 TEST_CASE("Dropout backward regenerates the forward mask", "[ops][backward]") {
   const ops::DropoutKey key{1234, 17, 2};
   const uint64_t salt = 99;
