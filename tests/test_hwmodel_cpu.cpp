@@ -8,6 +8,7 @@
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
 #include "hwmodel/system.h"
+#include "runtime/executor.h"  // gemm_b_packed
 #include "base/error.h"
 #include "test_util.h"
 
@@ -114,6 +115,37 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     CHECK(per_step(et, "enc.add_grad") == 0);
     CHECK(per_step(e, "enc.fc") == 0);  // inference: weights packed once at load time
     CHECK(per_step(e, "enc.fc_bf16") == 0);
+  }
+  SECTION("fp32 training: dX packs the weight (once per step under accumulation), dW packs x") {
+    // The same backward GEMMs in f32 and in bf16: only f32 packs B (runtime::gemm_b_packed);
+    // the f32 node pays B's reorder (4 B read + 4 B written per element, a backward node: the
+    // DRAM triad, 10 GB/s) in one more parallel region.
+    auto backward = [&](bool bf16) {
+      Graph t = small_graph();
+      const int x = *t.find_tensor("x"), w = *t.find_tensor("w");
+      const int dy = t.add_tensor("enc.fc.out.grad", {16, 32}, DType::f32, Role::activation);
+      const nlohmann::json attrs = bf16 ? nlohmann::json{{"precision", "bf16"}} : nlohmann::json::object();
+      t.add_node(OpKind::linear_grad_input, "enc.fc.grad_input", {dy, w}, attrs, Phase::backward);
+      t.add_node(OpKind::linear_grad_weight, "enc.fc.grad_weight", {dy, x}, attrs, Phase::backward);
+      for (const auto& n : t.nodes())
+        if (n.phase == Phase::backward) CHECK(gemm_b_packed(t, n) == !bf16);
+      return estimate_graph(t, s, Arrangement::rwma);
+    };
+    const GraphEstimate f32 = backward(false);
+    auto per_step = [&](const std::string& name) {
+      for (const auto& n : f32.nodes)
+        if (n.name == name) return n.per_step_seconds;
+      FAIL("no node " << name);
+      return 0.0;
+    };
+    CHECK(per_step("enc.fc.grad_input") == Approx(2e-6 + 2048 * 8 / 10e9).epsilon(1e-12));  // w: 32 x 64
+    CHECK(per_step("enc.fc.grad_weight") == 0);  // x changes with every micro-batch
+    // FLOPs at the nearest measured shape (20 GFLOP/s) dominate the bytes. dX: 65536 FLOPs, the
+    // matmul and the packing of w (2048 elements). dW: 65536 + 512 (the bias gradient's column
+    // sums), the matmul, the packing of x (1024 elements) and the bias pass over dy (2048 bytes).
+    CHECK(seconds_of(f32, "enc.fc.grad_input") == Approx(2 * 2e-6 + 65536 / 20e9 + 2048 * 8 / 10e9).epsilon(1e-12));
+    CHECK(seconds_of(f32, "enc.fc.grad_weight") ==
+          Approx(3 * 2e-6 + 66048 / 20e9 + (1024 * 8 + 2048) / 10e9).epsilon(1e-12));
   }
   SECTION("bf16 training: a dW GEMM after its layer's dX GEMM reads the dX GEMM's copy of dy") {
     // The same dW node with and without the dX node before it: sharing removes dy's
