@@ -146,8 +146,10 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // reorder (its bytes and its parallel region) is spent once per step.
   if (weight_bytes > 0) n.per_step_seconds = region + weight_bytes / (gbps * 1e9);
   // The bias gradient of linear_grad_weight: a second pass over dy (its column sums) in its
-  // own parallel region.
-  if (node.kind == OpKind::linear_grad_weight) {
+  // own parallel region, unless its layer's dX GEMM summed dy while casting it (bf16 shared dy:
+  // ops::cast_rows_summing_columns, in the same pass).
+  const bool dy_summed = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id));
+  if (node.kind == OpKind::linear_grad_weight && !dy_summed) {
     convert_bytes += static_cast<double>(g.tensor(node.inputs[0]).bytes());
     ++calls;
   }

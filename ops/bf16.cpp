@@ -7,6 +7,7 @@
 
 #include "base/buffer.h"
 #include "base/error.h"
+#include "ops/parallel.h"
 
 namespace bertlab::ops {
 
@@ -95,6 +96,22 @@ void cast_row(uint16_t* dst, const float* src, int64_t n) {
 }
 
 }  // namespace
+
+SharedDySums& shared_dy_sums() {
+  thread_local SharedDySums sums;
+  return sums;
+}
+
+void cast_rows_summing_columns(uint16_t* dst, const float* src, int64_t rows, int64_t width, SharedDySums& sums) {
+  sums.used = row_sum_parts(rows, width, sums.parts, [&](int64_t begin, int64_t end, float* part) {
+    for (int64_t i = begin; i < end; ++i) {
+      cast_row(dst + i * width, src + i * width, width);
+      add_row(part, src + i * width, width);
+    }
+  });
+  sums.rows = rows;
+  sums.width = width;
+}
 
 void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs) {
   check(jobs.size() <= 4, "cast_rows_to_bf16: at most 4 jobs, got {}", jobs.size());

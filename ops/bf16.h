@@ -5,6 +5,7 @@
 // Everything outside GEMMs stays f32.
 #include <cstdint>
 #include <initializer_list>
+#include <vector>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/dnnl_context.h"
@@ -70,5 +71,17 @@ struct Bf16Rows {
 };
 // Converts every job in one parallel region (the rows of all jobs split over the threads).
 void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs);
+
+// bf16 training, a layer's dX GEMM built with share_dy: dy (rows, width) is cast into its dense
+// bf16 copy in one pass with its column sums, which the layer's dW GEMM (share_dy) needs for the
+// bias gradient. The sums stay per worker thread (ordered_row_sums's chunks, order and add_row)
+// until that GEMM folds them in thread order: the bits of its own pass over dy, one read less.
+struct SharedDySums {
+  std::vector<float> parts;
+  int used = 0;  // threads that ran
+  int64_t rows = 0, width = 0;
+};
+SharedDySums& shared_dy_sums();  // of the calling thread
+void cast_rows_summing_columns(uint16_t* dst, const float* src, int64_t rows, int64_t width, SharedDySums& sums);
 
 }  // namespace bertlab::ops

@@ -251,7 +251,8 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
   ref::accumulate(db, g.colwise().sum(), N);                   // db += Σ_rows dY
 }
 
-LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy, bool pack_w) {
+LinearGradInput::LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16, bool share_dy, bool pack_w)
+    : M_(M), N_(N), share_dy_(bf16 && share_dy) {
   auto& ctx = dnnl_context();
   dy_ = GemmInput(memory::desc({M, N}, dt::f32, tag::ab), bf16, share_dy ? kSharedDySlot : 0);
   w_ = GemmInput(memory::desc({N, K}, dt::f32, tag::ab), bf16, 1, pack_w);
@@ -266,7 +267,15 @@ void LinearGradInput::forward(float* dx, const float* dy, const float* w) const 
 }
 
 void LinearGradInput::forward_cast(float* dx, const float* dy, const void* w_copy) const {
-  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_(dy)},
+  const void* a;
+  if (share_dy_) {  // the cast (to dy_'s dense layout) with the column sums for the dW GEMM
+    auto* copy = reinterpret_cast<uint16_t*>(gemm_scratch(kSharedDySlot, dy_.copy_bytes()));
+    cast_rows_summing_columns(copy, dy, M_, N_, shared_dy_sums());
+    a = copy;
+  } else {
+    a = dy_(dy);
+  }
+  args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), a},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), w_copy},
                         {DNNL_ARG_DST, pd_.dst_desc(), dx}});
 }
@@ -296,20 +305,24 @@ void LinearGradWeight::forward(float* dw, float* db, const float* dy, const floa
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_t},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x_(x)},
                         {DNNL_ARG_DST, pd_.dst_desc(), dw}});
-  // Column sums of dy: each thread sums a block of rows, then the partial sums are added.
+  // Column sums of dy: each thread sums a block of rows, then the partial sums are added (with
+  // share_dy the dX GEMM's cast summed them).
   const int64_t M = M_, N = N_;
+  auto fold = [&](const float* part) {
+    for (int64_t j = 0; j < N; ++j) db[j] += part[j];
+  };
+  if (share_dy_) {
+    const SharedDySums& sums = shared_dy_sums();
+    check(sums.rows == M && sums.width == N, "linear_grad_weight: the shared column sums are of a ({}, {}) dy, not ({}, {})",
+          sums.rows, sums.width, M, N);
+    return fold_row_sum_parts(sums.used, N, sums.parts, fold);
+  }
   ordered_row_sums(
       M, N, partials_,
       [&](int64_t begin, int64_t end, float* part) {
-        for (int64_t i = begin; i < end; ++i) {
-          const float* row = dy + i * N;
-#pragma omp simd
-          for (int64_t j = 0; j < N; ++j) part[j] += row[j];
-        }
+        for (int64_t i = begin; i < end; ++i) add_row(part, dy + i * N, N);
       },
-      [&](const float* part) {
-        for (int64_t j = 0; j < N; ++j) db[j] += part[j];
-      });
+      fold);
 }
 
 std::string LinearGradWeight::impl_name() const { return impl_of(pd_); }

@@ -138,7 +138,8 @@ void linear_grad_weight_reference(float* dw, float* db, const float* dy, const f
 class LinearGradInput {
  public:
   // share_dy (bf16): the bf16 copy of dy goes to scratch slot kSharedDySlot, where the
-  // LinearGradWeight of the same layer, built with share_dy, reads it instead of casting again.
+  // LinearGradWeight of the same layer, built with share_dy, reads it instead of casting again;
+  // the same pass leaves dy's column sums for its bias gradient (shared_dy_sums).
   // pack_w: w is reordered into the layout the matmul picks (GemmInput's packed mode).
   LinearGradInput(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false,
                   bool pack_w = false);
@@ -151,6 +152,8 @@ class LinearGradInput {
   std::string impl_name() const;
 
  private:
+  int64_t M_, N_;
+  bool share_dy_;
   GemmInput dy_, w_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
@@ -161,7 +164,8 @@ class LinearGradWeight {
  public:
   // share_dy (bf16): dy's bf16 copy is the one the layer's LinearGradInput (built with
   // share_dy) left in scratch slot kSharedDySlot of the calling thread; the caller ensures that
-  // that GEMM ran last among those that write the slot, on the same dy.
+  // that GEMM ran last among those that write the slot, on the same dy. The bias gradient
+  // then folds the column sums that GEMM's cast left (shared_dy_sums) instead of reading dy.
   // pack_x: x is reordered into the layout the matmul picks (GemmInput's packed mode).
   LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false,
                    bool pack_x = false);

@@ -54,15 +54,32 @@ T ordered_reduce(int64_t n, const T& init, Body body, Combine combine) {
 // Sums rows of `width` floats: body(begin, end, part) adds the rows [begin, end) of its chunk
 // into part (zeroed, width floats); fold(part) then receives the per-thread parts in thread
 // order. `scratch` holds the parts and grows only when the thread count or width does.
-template <typename Body, typename Fold>
-void ordered_row_sums(int64_t n, int64_t width, std::vector<float>& scratch, Body body, Fold fold) {
+// row_sum_parts and fold_row_sum_parts are its two halves, for a fold in a later call (the
+// parts stay in `scratch`, thread t's at t * width; row_sum_parts returns how many ran).
+template <typename Body>
+int row_sum_parts(int64_t n, int64_t width, std::vector<float>& scratch, Body body) {
   const int threads = std::max(1, omp_get_max_threads());
   if (scratch.size() < static_cast<size_t>(threads * width)) scratch.resize(threads * width);
   std::fill_n(scratch.begin(), threads * width, 0.f);
   float* parts = scratch.data();
-  const int used =
-      for_each_thread_chunk(n, threads, [&](int t, int64_t begin, int64_t end) { body(begin, end, parts + t * width); });
-  for (int t = 0; t < used; ++t) fold(static_cast<const float*>(parts + t * width));
+  return for_each_thread_chunk(n, threads, [&](int t, int64_t begin, int64_t end) { body(begin, end, parts + t * width); });
+}
+
+template <typename Fold>
+void fold_row_sum_parts(int used, int64_t width, const std::vector<float>& scratch, Fold fold) {
+  for (int t = 0; t < used; ++t) fold(scratch.data() + t * width);
+}
+
+template <typename Body, typename Fold>
+void ordered_row_sums(int64_t n, int64_t width, std::vector<float>& scratch, Body body, Fold fold) {
+  fold_row_sum_parts(row_sum_parts(n, width, scratch, body), width, scratch, fold);
+}
+
+// part[j] += row[j]: the column sums of the bias gradients (one loop, so that every caller
+// rounds alike).
+inline void add_row(float* part, const float* row, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) part[j] += row[j];
 }
 
 }  // namespace bertlab::ops

@@ -159,9 +159,10 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
   // The bias gradient never goes through bf16.
   CHECK(rel_error(db, db_unused) <= 1e-6);
 
-  // A dX GEMM built with share_dy leaves its bf16 copy of dy for the dW GEMM of the layer,
-  // which then gives the bits of casting dy itself. A poisoned f32 dy passed to the sharing dW
-  // GEMM shows that it reads the copy, not dy.
+  // A dX GEMM built with share_dy leaves its bf16 copy of dy, and dy's column sums, for the dW
+  // GEMM of the layer, which then gives the bits of casting and summing dy itself (the same
+  // per-thread chunks, in the same order). A poisoned f32 dy passed to the sharing dW GEMM
+  // shows that it reads neither.
   ops::LinearGradInput shared_input(M, N, K, true, /*share_dy=*/true);
   ops::LinearGradWeight shared_weight(M, N, K, true, /*share_dy=*/true);
   std::vector<float> dx_shared(M * K), dw_shared = dw0, db_shared = db0;
@@ -175,7 +176,7 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
   dw_shared = dw0, db_shared = db0;
   shared_weight.forward(dw_shared.data(), db_shared.data(), poisoned.data(), x.data());
   CHECK(dw_shared == dw);  // the product read the shared copy of dy
-  CHECK(db_shared != db);  // the bias gradient sums the f32 dy it is given
+  CHECK(db_shared == db);  // the bias gradient folded the shared column sums
 }
 
 TEST_CASE("cast_rows_to_bf16 rounds strided rows as oneDNN's reorder does", "[ops][bf16]") {
