@@ -58,6 +58,9 @@ const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShap
 //               passes (max, sum, output), layernorm 2 (statistics, output), softmax_grad 2
 //               (row sum, dx), layernorm_grad 3 (statistics, the two row sums, dx). A row
 //               the first pass brought in is re-read from cache, wherever the first came from.
+//   fused pairs (runtime::fused_pairs: a dropout and the add it alone feeds, a dropout_grad
+//               and the softmax_grad it alone feeds): the first node is priced as one pass of
+//               both (the tensor between them never written), the second at zero.
 //   bandwidth: the cache-resident triad for a forward node whose bytes fit in the LLC (it
 //   reads what the node before it just wrote); the DRAM triad for backward nodes (they read
 //   activations saved during the forward pass, long since evicted: hundreds of MB for
@@ -68,8 +71,24 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   if (s.cpu_model == CpuModel::roofline) return cpu_roofline_node(g, node, s, terms);
   NodeEstimate n;
   n.model = "cpu-calibrated";
-  n.flops = node_flops(g, node);
-  const double bytes = static_cast<double>(node_min_bytes(g, node));
+  const size_t at = static_cast<size_t>(node.id);
+  if (at > 0 && facts.fused.at(at - 1)) {  // the node before ran this one's work
+    term_if(terms, n, "{}: run in one pass by the node before it (runtime::fused_pairs) = 0 us", to_string(node.kind));
+    return n;
+  }
+  // A node that runs the next node's work too (runtime::fused_pairs) is priced as one pass of
+  // the pair: its inputs read once, the next node's output written once (the tensor between
+  // them is never written), the FLOPs of both.
+  const Node* next = facts.fused.at(at) ? &g.node(node.id + 1) : nullptr;
+  n.flops = node_flops(g, node) + (next ? node_flops(g, *next) : 0);
+  double bytes = static_cast<double>(node_min_bytes(g, node));
+  if (next) {
+    const int between = node.outputs.at(0);
+    bytes -= static_cast<double>(g.tensor(between).bytes());
+    for (int t : next->inputs)
+      if (t != between) bytes += static_cast<double>(g.tensor(t).bytes());
+    for (int t : next->outputs) bytes += static_cast<double>(g.tensor(t).bytes());
+  }
   const bool resident = s.resident_gbps > 0 && node.phase == Phase::forward && bytes <= s.llc.size_bytes;
   const double gbps = resident ? s.resident_gbps : s.dram.peak_gbps;
   const char* where = resident ? "cache-resident triad" : "DRAM triad";
@@ -80,7 +99,11 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     const double peak = s.gemm_peak_gflops.at("f32").get<double>() * 1e9;
     auto in_bytes = [&](size_t i) { return static_cast<double>(g.tensor(node.inputs.at(i)).bytes()); };
     double rereads = 0;
-    switch (op_info(node.kind).family) {
+    // The fused dropout_grad + softmax_grad: the second pass over each row re-reads y (the
+    // dropped-out row of dy sits in a row buffer). The fused dropout + add: a stream.
+    if (next) {
+      if (next->kind == OpKind::softmax_grad) rereads = static_cast<double>(g.tensor(next->inputs.at(1)).bytes());
+    } else switch (op_info(node.kind).family) {
       case HwFamily::softmax: rereads = 2 * in_bytes(0); break;
       case HwFamily::layernorm: rereads = in_bytes(0); break;
       case HwFamily::softmax_grad: rereads = in_bytes(0) + in_bytes(1); break;

@@ -26,8 +26,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
     steps_.push_back(make_step(n));
   }
   fuse_optimizer_steps();
-  fuse_dropout_add();
-  fuse_dropout_softmax_grad();
+  fuse_pairs();
   repack_weights();
 }
 

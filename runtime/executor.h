@@ -67,6 +67,15 @@ inline constexpr int64_t kLargeWeightBytes = 32 << 20;
 // Attention GEMMs: never. runtime/executor_steps.cpp; hwmodel's CPU model charges the reorder.
 bool gemm_b_packed(const Graph& g, const Node& n);
 
+// Per node: 1 when the executor runs the next node's work in this node's step, as one pass
+// bit-identical to the two kernels, and leaves the next node's step empty (a profile books the
+// pair's time on this node; hwmodel's CPU model prices it so). Two pairs, each where this node's
+// output is read only by the next node: a dropout and the residual add it feeds
+// (ops::dropout_add_forward); a dropout_grad and the softmax_grad whose dy it is
+// (ops::dropout_softmax_backward). The executor keeps the two kernels when the buffers overlap
+// other than element for element. runtime/executor_steps.cpp.
+std::vector<char> fused_pairs(const Graph& g);
+
 // A fresh StepContext::weights_version, unique in the process (never 0).
 uint64_t next_weights_version();
 
@@ -120,8 +129,9 @@ class Executor {
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
   void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
-  void fuse_dropout_add();                                 // runtime/executor_steps.cpp
-  void fuse_dropout_softmax_grad();                        // runtime/executor_steps.cpp
+  void fuse_pairs();                                       // runtime/executor_steps.cpp (fused_pairs)
+  std::function<void()> dropout_add_step(const Node& drop, const Node& add);
+  std::function<void()> dropout_softmax_grad_step(const Node& drop, const Node& soft);
 
   Graph graph_;
   ParamStore& params_;

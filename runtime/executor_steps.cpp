@@ -1,4 +1,5 @@
 // The kernel of every op kind, bound once to its buffers: Executor::make_step.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/elementwise.h"
@@ -426,71 +427,79 @@ std::vector<char> shared_dy_casts(const Graph& g) {
   return share;
 }
 
-void Executor::fuse_dropout_add() {
-  // A hidden-state dropout whose output only the next node, an add (the residual), reads runs
-  // as one pass with it at the dropout node (ops::dropout_add_forward, bit-identical to the two
-  // kernels), writing the add's output; the add node becomes empty and the dropout's output is
-  // not written. The pass reads each element before writing it, so the output may share memory
-  // with an input, but only element for element: any other overlap keeps the two kernels.
+std::vector<char> fused_pairs(const Graph& g) {
+  const auto& nodes = g.nodes();
+  const TensorUses uses(g);
+  std::vector<char> pair(nodes.size(), 0);
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    const Node &a = nodes[i], &b = nodes[i + 1];
+    const int t = a.outputs.at(0);  // what a writes and only b reads
+    if (a.phase != b.phase || uses.sole_reader(t) != b.id) continue;
+    const Shape& s = g.tensor(t).shape;
+    auto same_shape = [&](std::initializer_list<int> ts) {
+      return std::all_of(ts.begin(), ts.end(), [&](int u) { return g.tensor(u).shape == s; });
+    };
+    bool fits = false;
+    if (a.kind == OpKind::dropout && b.kind == OpKind::add) {
+      const int r = b.inputs.at(0) == t ? b.inputs.at(1) : b.inputs.at(0);  // the residual
+      fits = same_shape({a.inputs.at(0), r, b.outputs.at(0)});
+    } else if (a.kind == OpKind::dropout_grad && b.kind == OpKind::softmax_grad) {
+      fits = b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)});  // dy, then y
+    }
+    if (fits) pair[i++] = 1;
+  }
+  return pair;
+}
+
+void Executor::fuse_pairs() {
+  const std::vector<char> pairs = fused_pairs(graph_);
   const auto& nodes = graph_.nodes();
-  const TensorUses uses(graph_);
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (!pairs[i]) continue;
+    const Node &a = nodes[i], &b = nodes[i + 1];
+    auto step = a.kind == OpKind::dropout ? dropout_add_step(a, b) : dropout_softmax_grad_step(a, b);
+    if (!step) continue;  // buffers that overlap other than element for element: two kernels
+    steps_[i] = std::move(step);
+    steps_[i + 1] = [] {};
+  }
+}
+
+std::function<void()> Executor::dropout_add_step(const Node& drop, const Node& add) {
+  // y = dropout(x) + r in one pass (ops::dropout_add_forward). It reads each element before
+  // writing it, so y may share memory with x or r, but only element for element.
+  const int d = drop.outputs.at(0), x = drop.inputs.at(0), y = add.outputs.at(0);
+  const int r = add.inputs.at(0) == d ? add.inputs.at(1) : add.inputs.at(0);
   auto overlaps_shifted = [&](int a, int b) {
     const auto *pa = static_cast<const std::byte*>(buffer(a)), *pb = static_cast<const std::byte*>(buffer(b));
     const auto na = graph_.tensor(a).bytes(), nb = graph_.tensor(b).bytes();
     return pa != pb && pa < pb + nb && pb < pa + na;
   };
-  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
-    const Node &drop = nodes[i], &add = nodes[i + 1];
-    if (drop.kind != OpKind::dropout || add.kind != OpKind::add || drop.phase != add.phase) continue;
-    const int d = drop.outputs.at(0), x = drop.inputs.at(0), y = add.outputs.at(0);
-    if (uses.sole_reader(d) != add.id || add.inputs.at(0) == add.inputs.at(1)) continue;
-    const int r = add.inputs.at(0) == d ? add.inputs.at(1) : add.inputs.at(0);
-    const Shape s = graph_.tensor(d).shape;
-    if (graph_.tensor(r).shape != s || graph_.tensor(y).shape != s || graph_.tensor(x).shape != s) continue;
-    if (overlaps_shifted(y, x) || overlaps_shifted(y, r)) continue;
-    const float *xp = f32(x), *rp = f32(r);
-    float* yp = f32(y);
-    const int64_t count = numel(s);
-    const float p = drop.attrs.at("p").get<float>();
-    const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
-    StepContext* ctx = &context_;
-    steps_[i] = [=] {
-      ops::dropout_add_forward(yp, xp, rp, count, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
-    };
-    steps_[i + 1] = [] {};
-    ++i;
-  }
+  if (overlaps_shifted(y, x) || overlaps_shifted(y, r)) return {};
+  const float *xp = f32(x), *rp = f32(r);
+  float* yp = f32(y);
+  const int64_t count = graph_.tensor(y).numel();
+  const float p = drop.attrs.at("p").get<float>();
+  const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
+  StepContext* ctx = &context_;
+  return [=] {
+    ops::dropout_add_forward(yp, xp, rp, count, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
+  };
 }
 
-void Executor::fuse_dropout_softmax_grad() {
-  // The attention probabilities' backward: a dropout_grad whose output only the next node reads,
-  // a softmax_grad (dy = that output), runs as one pass at the dropout_grad node
-  // (ops::dropout_softmax_backward, bit-identical to the two kernels), writing the softmax_grad's
-  // output; the softmax_grad node becomes empty, and the dropout_grad's output is not written.
-  // The fused kernel reads each row before writing it, so the softmax_grad's output may share
-  // memory with either input (in place, or the dropout_grad input dying there).
-  const auto& nodes = graph_.nodes();
-  const TensorUses uses(graph_);
-  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
-    const Node &drop = nodes[i], &soft = nodes[i + 1];
-    if (drop.kind != OpKind::dropout_grad || soft.kind != OpKind::softmax_grad || drop.phase != soft.phase)
-      continue;
-    const int g = drop.outputs.at(0);
-    if (soft.inputs.at(0) != g || soft.inputs.at(1) == g || uses.sole_reader(g) != soft.id) continue;
-    const Shape s = graph_.tensor(soft.inputs.at(1)).shape;
-    if (graph_.tensor(drop.inputs.at(0)).shape != s || graph_.tensor(g).shape != s) continue;
-    const float *dy = f32(drop.inputs.at(0)), *y = f32(soft.inputs.at(1));
-    float* dx = f32(soft.outputs.at(0));
-    const int64_t L = s.back(), rows = numel(s) / L;
-    const float p = drop.attrs.at("p").get<float>();
-    const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
-    StepContext* ctx = &context_;
-    steps_[i] = [=] {
-      ops::dropout_softmax_backward(dx, dy, y, rows, L, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
-    };
-    steps_[i + 1] = [] {};
-    ++i;
-  }
+std::function<void()> Executor::dropout_softmax_grad_step(const Node& drop, const Node& soft) {
+  // dx = softmax_backward(dropout(dy), y) row by row (ops::dropout_softmax_backward). It reads
+  // each row before writing it, so dx may share memory with either input (in place, or the
+  // dropout_grad input dying there).
+  const Shape s = graph_.tensor(soft.inputs.at(1)).shape;
+  const float *dy = f32(drop.inputs.at(0)), *y = f32(soft.inputs.at(1));
+  float* dx = f32(soft.outputs.at(0));
+  const int64_t L = s.back(), rows = numel(s) / L;
+  const float p = drop.attrs.at("p").get<float>();
+  const uint64_t salt = drop.attrs.at("salt").get<uint64_t>();
+  StepContext* ctx = &context_;
+  return [=] {
+    ops::dropout_softmax_backward(dx, dy, y, rows, L, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
+  };
 }
 
 }  // namespace bertlab

@@ -163,6 +163,25 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     };
     CHECK(dw_seconds(false) - dw_seconds(true) == Approx(2 * 2e-6 + 512 * (6 + 4) / 10e9).epsilon(1e-9));
   }
+  SECTION("a dropout and the add it alone feeds are one pass, as the executor runs them") {
+    Graph t;
+    const int x = t.add_tensor("x", {16, 64}, DType::f32, Role::input);
+    const int r = t.add_tensor("r", {16, 64}, DType::f32, Role::input);
+    const int d = t.apply(OpKind::dropout, "enc.drop", {x}, {{"p", 0.1}, {"salt", 1}});
+    t.apply(OpKind::add, "enc.residual", {d, r});
+    REQUIRE(fused_pairs(t) == std::vector<char>{1, 0});
+    const GraphEstimate e = estimate_graph(t, s, Arrangement::rwma);
+    // x and r read, the sum written (4096 bytes each), never the dropout's output; forward
+    // bytes that fit the LLC: the resident 50 GB/s; one parallel region.
+    CHECK(seconds_of(e, "enc.drop") == Approx(2e-6 + 3 * 4096 / 50e9).epsilon(1e-12));
+    CHECK(seconds_of(e, "enc.residual") == 0);
+    // A second reader of the dropout's output: two kernels, each priced on its own.
+    t.apply(OpKind::add, "enc.other", {d, d});
+    REQUIRE(fused_pairs(t) == std::vector<char>{0, 0, 0});
+    const GraphEstimate apart = estimate_graph(t, s, Arrangement::rwma);
+    CHECK(seconds_of(apart, "enc.drop") == Approx(2e-6 + 2 * 4096 / 50e9).epsilon(1e-12));
+    CHECK(seconds_of(apart, "enc.residual") == Approx(2e-6 + 3 * 4096 / 50e9).epsilon(1e-12));
+  }
   SECTION("bf16 inference: a linear layer fed only by another reads its bf16 output without a conversion") {
     // fc_bf16's output (16,32) into a second bf16 linear layer (8 outputs): the second node is
     // one parallel region + its matmul, no rounding of x; fed by the f32 fc it rounds x too.

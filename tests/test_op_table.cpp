@@ -239,7 +239,7 @@ std::vector<Case> cases() {
     out.push_back(c);
   }
   {  // attention probabilities: softmax then dropout; the executor runs their backward as one
-     // fused pass (Executor::fuse_dropout_softmax_grad, ops::dropout_softmax_backward)
+     // fused pass (runtime::fused_pairs, ops::dropout_softmax_backward)
     Case c{"softmax then dropout",
            [](Graph& g) {
              int sm = g.apply(OpKind::softmax, "sm", {w(g, "x", {B, S, H})});
@@ -272,7 +272,7 @@ std::vector<Case> cases() {
     out.push_back(c);
   }
   {  // a hidden-state dropout then the residual add: the executor runs them as one fused pass
-     // (Executor::fuse_dropout_add, ops::dropout_add_forward)
+     // (runtime::fused_pairs, ops::dropout_add_forward)
     Case c{"dropout then residual add",
            [](Graph& g) {
              int d = g.apply(OpKind::dropout, "drop", {w(g, "x", {B, S, H})}, {{"p", 0.2}, {"salt", 5}});
