@@ -76,6 +76,14 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     term_if(terms, n, "{}: run in one pass by the node before it (runtime::fused_pairs) = 0 us", to_string(node.kind));
     return n;
   }
+  // A recomputation whose only reader, a bf16 dW GEMM, reads the forward linear layer's kept
+  // bf16 copy of x instead (runtime::kept_x_casts): the executor does not run it.
+  const bool kept_x = facts.kept_x.at(at) >= 0;
+  if (kept_x && node.phase != Phase::forward && node.kind != OpKind::linear_grad_weight) {
+    term_if(terms, n, "{}: not run, its reader takes the forward's kept bf16 copy (runtime::kept_x_casts) = 0 us",
+            to_string(node.kind));
+    return n;
+  }
   // A node that runs the next node's work too (runtime::fused_pairs) is priced as one pass of
   // the pair: its inputs read once, the next node's output written once (the tensor between
   // them is never written), the FLOPs of both.
@@ -159,7 +167,9 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
-    if (node.kind != OpKind::linear || facts.training) convert_bytes += b_elems * (4 + e_gemm), ++calls;
+    // B is x of a dW GEMM whose forward linear layer kept its bf16 copy: nothing to convert.
+    const bool b_ready = node.kind == OpKind::linear_grad_weight && kept_x;
+    if ((node.kind != OpKind::linear || facts.training) && !b_ready) convert_bytes += b_elems * (4 + e_gemm), ++calls;
     if (facts.training && b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
   } else if (b_packed) {
     convert_bytes += b_elems * (4 + e_gemm), ++calls;

@@ -119,9 +119,16 @@ void Linear::forward_repacking(const float* w, float* y, const float* x, const f
   forward_prepared(packed, y, x, b, residual);
 }
 
+void Linear::keep_x_in(void* copy) {
+  check(x_.copy_bytes() > 0, "linear: keep_x_in() on an input that is read in place");
+  keep_x_ = copy;
+}
+
 void Linear::forward_prepared(const void* wei, float* y, const float* x, const float* b,
                               const float* residual) const {
-  args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), x_(x)},
+  if (keep_x_) x_.convert_into(x, keep_x_);
+  const void* src = keep_x_ ? keep_x_ : x_(x);
+  args_.bind({{DNNL_ARG_SRC, pd_.src_desc(), src},
               {DNNL_ARG_WEIGHTS, pd_.weights_desc(), wei},
               {DNNL_ARG_BIAS, pd_.bias_desc(), b},
               {DNNL_ARG_DST, pd_.dst_desc(), y}});
@@ -301,9 +308,13 @@ LinearGradWeight::LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16, b
 }
 
 void LinearGradWeight::forward(float* dw, float* db, const float* dy, const float* x) const {
+  forward_cast_x(dw, db, dy, x_(x));
+}
+
+void LinearGradWeight::forward_cast_x(float* dw, float* db, const float* dy, const void* x_copy) const {
   const void* dy_t = share_dy_ ? gemm_scratch(kSharedDySlot, dy_t_.copy_bytes()) : dy_t_(dy);
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), dy_t},
-                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x_(x)},
+                        {DNNL_ARG_WEIGHTS, pd_.weights_desc(), x_copy},
                         {DNNL_ARG_DST, pd_.dst_desc(), dw}});
   // Column sums of dy: each thread sums a block of rows, then the partial sums are added (with
   // share_dy the dX GEMM's cast summed them).

@@ -56,6 +56,10 @@ class Linear {
   // step cost no memory of their own.
   void forward_repacking(const float* w, float* y, const float* x, const float* b,
                          const float* residual) const;
+  // bf16: from now on every call casts x into `copy` (x_copy_bytes() bytes, kept by the
+  // caller, e.g. for the layer's LinearGradWeight::forward_cast_x) instead of the scratch slot.
+  size_t x_copy_bytes() const { return x_.copy_bytes(); }
+  void keep_x_in(void* copy);
   std::string impl_name() const;
 
  private:
@@ -69,6 +73,7 @@ class Linear {
   dnnl::reorder pack_;
   mutable PrimitiveArgs pack_args_;
   dnnl::memory packed_;  // empty until pack_weights()
+  void* keep_x_ = nullptr;  // keep_x_in()
 };
 
 // One input of a bf16 attention product: `rows` rows of `width` floats, `stride` floats apart,
@@ -170,6 +175,10 @@ class LinearGradWeight {
   LinearGradWeight(int64_t M, int64_t N, int64_t K, bool bf16 = false, bool share_dy = false,
                    bool pack_x = false);
   void forward(float* dw, float* db, const float* dy, const float* x) const;
+  // The same with x as the bf16 copy the layer's Linear kept (Linear::keep_x_in): the copy
+  // this GEMM would make of the same values.
+  size_t x_copy_bytes() const { return x_.copy_bytes(); }
+  void forward_cast_x(float* dw, float* db, const float* dy, const void* x_copy) const;
   std::string impl_name() const;
 
  private:

@@ -20,6 +20,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "AMX); use --precision fp32", n.name);
   share_dy_ = shared_dy_casts(graph_);
   handoff_ = state_ ? std::vector<char>(graph_.tensors().size(), 0) : bf16_linear_handoffs(graph_);
+  kept_x_ = state_ ? kept_x_casts(graph_) : std::vector<int>(graph_.nodes().size(), -1);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));

@@ -5,6 +5,7 @@
 // and a StepContext (step counters, loss denominators, optimizer hyper-parameters).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,6 +67,13 @@ inline constexpr int64_t kLargeWeightBytes = 32 << 20;
 // GEMMs cast B into a dense copy instead (a bf16 packing reorder costs more than it saves).
 // Attention GEMMs: never. runtime/executor_steps.cpp; hwmodel's CPU model charges the reorder.
 bool gemm_b_packed(const Graph& g, const Node& n);
+
+// bf16 training: a forward linear layer whose input x the backward recomputes for the layer's
+// dW GEMM (a layernorm output, the GELU output) keeps its bf16 copy of x for that GEMM, which
+// would make the same copy of the same values; the recomputation, read by nothing else, does
+// not run. Per node: the dW node for the linear, the linear for the dW node and for the
+// recomputation, -1 elsewhere. runtime/executor_steps.cpp.
+std::vector<int> kept_x_casts(const Graph& g);
 
 // Per node: 1 when the executor runs the next node's work in this node's step, as one pass
 // bit-identical to the two kernels, and leaves the next node's step empty (a profile books the
@@ -143,6 +151,8 @@ class Executor {
   std::vector<std::function<void()>> repackers_;
   std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (shared_dy_casts)
   std::vector<char> handoff_;   // per tensor, inference: bf16 between two linear layers (bf16_linear_handoffs)
+  std::vector<int> kept_x_;     // per node, bf16 training: kept_x_casts
+  std::map<int, AlignedBuffer<std::byte>> kept_x_copies_;  // by linear node: its bf16 x, kept for its dW
   std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;
   int64_t kept_weight_bytes_ = 0;

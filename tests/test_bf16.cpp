@@ -439,3 +439,65 @@ TEST_CASE("BERT inference and training in bf16 stay close to fp32", "[bf16][trai
   CHECK(l16.back() < 0.8 * l16.front());
   CHECK(l16 != l32);
 }
+
+TEST_CASE("bf16 training: a linear layer keeps its bf16 x for its dW GEMM instead of a recomputation",
+          "[graph][bf16][train]") {
+  const auto c = bf16_test_config();
+  for (const char* precision : {"bf16", "fp32"}) {
+    Graph g = build_bert(c, run_spec("train", precision));
+    apply_fusions(g);
+    const auto kept = kept_x_casts(g);
+    REQUIRE(kept.size() == g.nodes().size());
+    int linears = 0, recomputations = 0;
+    for (const auto& n : g.nodes()) {
+      const int p = kept[size_t(n.id)];
+      if (p < 0) continue;
+      if (n.kind == OpKind::linear) {
+        ++linears;
+        const Node& w = g.node(p);
+        CHECK(w.name == n.name + ".grad_weight");
+        CHECK(kept[size_t(w.id)] == n.id);
+      } else if (n.kind != OpKind::linear_grad_weight) {
+        ++recomputations;  // the node that wrote the dW GEMM's x, read by nothing else
+        CHECK(n.name.ends_with(".recompute"));
+        CHECK(n.phase == Phase::backward);
+        CHECK(g.node(p).kind == OpKind::linear);
+      }
+    }
+    INFO(precision);
+    CHECK(linears == recomputations);
+    // qkv, attention.output (the recomputed context), ffn.intermediate (a recomputed layernorm)
+    // and ffn.output (the recomputed GELU) in every layer.
+    if (std::string(precision) == "bf16") CHECK(linears >= 4 * c.num_hidden_layers);
+    else CHECK(linears == 0);
+  }
+  if (!ops::cpu_has_bf16()) {
+    WARN("skipped the run: no native bf16 matmul on this CPU");
+    return;
+  }
+  // The same gradients, bit for bit, with the keeping switched off by giving every such
+  // recomputation a second reader (a graph output), so that it runs and the dW GEMM casts it.
+  auto gradients = [&](bool keep) {
+    Model m = init_model(c, Heads::pretraining, 11);
+    Graph g = build_bert(c, run_spec("train", "bf16"));
+    apply_fusions(g);
+    if (!keep) {
+      const auto kept = kept_x_casts(g);
+      for (const auto& n : g.nodes())
+        if (kept[size_t(n.id)] >= 0 && n.phase == Phase::backward && n.kind != OpKind::linear_grad_weight)
+          g.mark_output(n.outputs.at(0), n.name);
+      const auto none = kept_x_casts(g);
+      CHECK(std::count(none.begin(), none.end(), -1) == static_cast<std::ptrdiff_t>(none.size()));
+    }
+    TrainingState state(m.params);
+    const BertInputs in = synthetic_inputs(c, g);
+    Executor ex(std::move(g), m.params, &state);
+    set_inputs(ex, in);
+    state.grads.zero();
+    ex.run(nullptr, kForward | kBackward);
+    return std::vector<float>(state.grads.arena(), state.grads.arena() + state.grads.arena_size());
+  };
+  const auto with = gradients(true), without = gradients(false);
+  CHECK(std::any_of(with.begin(), with.end(), [](float v) { return v != 0.f; }));
+  CHECK(with == without);
+}

@@ -8,7 +8,10 @@
 #include "hwmodel/estimate.h"
 #include "hwmodel/profile_compare.h"
 #include "hwmodel/system.h"
-#include "runtime/executor.h"  // gemm_b_packed
+#include "runtime/bert_builder.h"
+#include "runtime/executor.h"  // gemm_b_packed, kept_x_casts
+#include "runtime/fusion.h"
+#include "test_configs.h"
 #include "base/error.h"
 #include "test_util.h"
 
@@ -398,4 +401,43 @@ TEST_CASE("bertlab estimate --compare-profile: output and error paths", "[hwmode
                               quote(dir / "machine.json")));
   CHECK(r.exit_code != 0);
   CHECK_THAT(r.output, Catch::Contains("--precision"));
+}
+
+TEST_CASE("cpu model: a kept bf16 x costs its dW GEMM no conversion, and the recomputation nothing",
+          "[hwmodel][hwmodel_cpu]") {
+  const SystemDesc s = machine();
+  RunSpec r;
+  r.batch = 2, r.seq = 16, r.mode = "train", r.precision = Precision::bf16, r.dropout = false;
+  auto graph = [&](bool keep) {
+    Graph g = build_bert(bertlab::testing::bert_config(200, 64, 2, 4, 128, 64), r);
+    apply_fusions(g);
+    if (!keep) {  // a second reader (a graph output) for every recomputation that is skipped
+      const auto kept = kept_x_casts(g);
+      for (const auto& n : g.nodes())
+        if (kept[size_t(n.id)] >= 0 && n.phase == Phase::backward && n.kind != OpKind::linear_grad_weight)
+          g.mark_output(n.outputs.at(0), n.name);
+    }
+    return g;
+  };
+  const Graph kept_graph = graph(true);
+  const auto kept = kept_x_casts(kept_graph);
+  const GraphEstimate with = estimate_graph(kept_graph, s, Arrangement::rwma);
+  const GraphEstimate without = estimate_graph(graph(false), s, Arrangement::rwma);
+  int checked = 0;
+  for (const auto& n : kept_graph.nodes()) {
+    if (kept[size_t(n.id)] < 0 || n.kind == OpKind::linear) continue;
+    if (n.kind != OpKind::linear_grad_weight) {
+      CHECK(seconds_of(with, n.name) == 0);
+      CHECK(seconds_of(without, n.name) > 0);
+      continue;
+    }
+    // x (k x n of the dW product) is not rounded: 4 + 2 bytes per element at the DRAM triad
+    // (10 GB/s) and one parallel region (2 us) less.
+    const auto gm = *node_gemm(kept_graph, n);
+    INFO(n.name);
+    CHECK(seconds_of(without, n.name) - seconds_of(with, n.name) ==
+          Approx(2e-6 + double(gm.k * gm.n) * 6 / 10e9).epsilon(1e-9));
+    ++checked;
+  }
+  CHECK(checked >= 8);  // four linear layers in each of the two encoder layers
 }
