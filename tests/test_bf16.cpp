@@ -313,6 +313,13 @@ RunSpec run_spec(const std::string& mode, const std::string& precision) {
   return r;
 }
 
+// The fused training graph of bf16_test_config.
+Graph train_graph(const std::string& precision) {
+  Graph g = build_bert(bf16_test_config(), run_spec("train", precision));
+  apply_fusions(g);
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in bf16", "[graph][bf16]") {
@@ -336,8 +343,7 @@ TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in
 TEST_CASE("bf16 training: every linear layer's dX and dW GEMMs share one cast of dy", "[graph][bf16]") {
   const auto c = bf16_test_config();
   for (const char* precision : {"bf16", "fp32"}) {
-    Graph g = build_bert(c, run_spec("train", precision));
-    apply_fusions(g);
+    const Graph g = train_graph(precision);
     const auto share = shared_dy_casts(g);
     REQUIRE(share.size() == g.nodes().size());
     // Found independently: each dW node's dy is read by exactly one dX node, earlier.
@@ -444,8 +450,7 @@ TEST_CASE("bf16 training: a linear layer keeps its bf16 x for its dW GEMM instea
           "[graph][bf16][train]") {
   const auto c = bf16_test_config();
   for (const char* precision : {"bf16", "fp32"}) {
-    Graph g = build_bert(c, run_spec("train", precision));
-    apply_fusions(g);
+    const Graph g = train_graph(precision);
     const auto kept = kept_x_casts(g);
     REQUIRE(kept.size() == g.nodes().size());
     int linears = 0, recomputations = 0;
@@ -479,8 +484,7 @@ TEST_CASE("bf16 training: a linear layer keeps its bf16 x for its dW GEMM instea
   // recomputation a second reader (a graph output), so that it runs and the dW GEMM casts it.
   auto gradients = [&](bool keep) {
     Model m = init_model(c, Heads::pretraining, 11);
-    Graph g = build_bert(c, run_spec("train", "bf16"));
-    apply_fusions(g);
+    Graph g = train_graph("bf16");
     if (!keep) {
       const auto kept = kept_x_casts(g);
       for (const auto& n : g.nodes())
