@@ -217,6 +217,9 @@ void add_bench_command(CLI::App& root) {
     if (train && o->accum > 1)
       fmt::print("  weights packed or cast once per step for its {} micro-batches: {:.0f} MB kept\n", o->accum,
                  stepper->executor().kept_weight_bytes() / 1e6);
+    if (train && stepper->executor().kept_x_bytes() > 0)
+      fmt::print("  bf16 copies of x kept from the forward pass for the dW GEMMs: {:.1f} MB\n",
+                 stepper->executor().kept_x_bytes() / 1e6);
     const double gflops = flops / med / 1e9;
     if (o->no_peak) {
       fmt::print("  achieved: {:.1f} GFLOP/s\n", gflops);

@@ -155,7 +155,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
     facts.shared_dy = shared_dy_casts(g);
     facts.handoff = facts.training ? std::vector<char>(g.tensors().size(), 0) : bf16_linear_handoffs(g);
     facts.fused = fused_pairs(g);
-    facts.kept_x = facts.training ? kept_x_casts(g) : std::vector<int>(g.nodes().size(), -1);
+    facts.kept_x = kept_x_casts(g);
     for (const auto& node : g.nodes()) {
       NodeEstimate n = cpu_node(g, node, s, facts, o.terms || node.name == o.explain);
       n.name = node.name;

@@ -78,8 +78,8 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   }
   // A recomputation whose only reader, a bf16 dW GEMM, reads the forward linear layer's kept
   // bf16 copy of x instead (runtime::kept_x_casts): the executor does not run it.
-  const bool kept_x = facts.kept_x.at(at) >= 0;
-  if (kept_x && node.phase != Phase::forward && node.kind != OpKind::linear_grad_weight) {
+  const KeptX kept_x = facts.kept_x.at(at).role;
+  if (kept_x == KeptX::skipped) {
     term_if(terms, n, "{}: not run, its reader takes the forward's kept bf16 copy (runtime::kept_x_casts) = 0 us",
             to_string(node.kind));
     return n;
@@ -162,13 +162,13 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   int calls = 1;  // the matmul
   const bool b_packed = facts.training && gemm_b_packed(g, node);
   const bool b_is_weight = node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input;
-  const bool a_ready = (node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id))) ||
-                       (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
+  const bool dy_shared = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(at);
+  const bool a_ready = dy_shared || (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
     // B is x of a dW GEMM whose forward linear layer kept its bf16 copy: nothing to convert.
-    const bool b_ready = node.kind == OpKind::linear_grad_weight && kept_x;
+    const bool b_ready = kept_x == KeptX::reads;
     if ((node.kind != OpKind::linear || facts.training) && !b_ready) convert_bytes += b_elems * (4 + e_gemm), ++calls;
     if (facts.training && b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
   } else if (b_packed) {
@@ -181,8 +181,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // The bias gradient of linear_grad_weight: a second pass over dy (its column sums) in its
   // own parallel region, unless its layer's dX GEMM summed dy while casting it (bf16 shared dy:
   // ops::cast_rows_summing_columns, in the same pass).
-  const bool dy_summed = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(size_t(node.id));
-  if (node.kind == OpKind::linear_grad_weight && !dy_summed) {
+  if (node.kind == OpKind::linear_grad_weight && !dy_shared) {
     convert_bytes += static_cast<double>(g.tensor(node.inputs[0]).bytes());
     ++calls;
   }

@@ -12,6 +12,7 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/estimate_alloc.h"
+#include "runtime/executor.h"  // KeptXCast
 
 namespace bertlab::hw::estimate_detail {
 
@@ -41,7 +42,7 @@ struct CpuGraphFacts {
   std::vector<char> shared_dy;  // per node: bf16 dX/dW pairs sharing dy's cast (shared_dy_casts)
   std::vector<char> handoff;    // per tensor, inference: bf16 from one linear layer to the next (bf16_linear_handoffs)
   std::vector<char> fused;      // per node: runs the next node's work too (fused_pairs)
-  std::vector<int> kept_x;      // per node, bf16 training: kept_x_casts
+  std::vector<KeptXCast> kept_x;  // per node, bf16 training: kept_x_casts
 };
 // A node on a CPU description (estimate_cpu.cpp): the roofline or the calibrated model.
 NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms);

@@ -20,7 +20,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "AMX); use --precision fp32", n.name);
   share_dy_ = shared_dy_casts(graph_);
   handoff_ = state_ ? std::vector<char>(graph_.tensors().size(), 0) : bf16_linear_handoffs(graph_);
-  kept_x_ = state_ ? kept_x_casts(graph_) : std::vector<int>(graph_.nodes().size(), -1);
+  kept_x_ = kept_x_casts(graph_);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));
@@ -65,6 +65,12 @@ Shape Executor::output_shape(const std::string& name) const {
   for (const auto& [n, id] : graph_.outputs())
     if (n == name) return graph_.tensor(id).shape;
   fail("graph has no output named '{}'", name);
+}
+
+int64_t Executor::kept_x_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [node, copy] : kept_x_copies_) bytes += static_cast<int64_t>(copy.size());
+  return bytes;
 }
 
 uint64_t next_weights_version() {

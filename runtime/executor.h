@@ -69,11 +69,21 @@ inline constexpr int64_t kLargeWeightBytes = 32 << 20;
 bool gemm_b_packed(const Graph& g, const Node& n);
 
 // bf16 training: a forward linear layer whose input x the backward recomputes for the layer's
-// dW GEMM (a layernorm output, the GELU output) keeps its bf16 copy of x for that GEMM, which
-// would make the same copy of the same values; the recomputation, read by nothing else, does
-// not run. Per node: the dW node for the linear, the linear for the dW node and for the
-// recomputation, -1 elsewhere. runtime/executor_steps.cpp.
-std::vector<int> kept_x_casts(const Graph& g);
+// dW GEMM (a layernorm output, the GELU output, the attention context) keeps its bf16 copy of x
+// for that GEMM, which would make the same copy of the same values; the recomputation, read by
+// nothing else, does not run. Per node, its part and the linear layer that keeps the copy
+// (none in inference and fp32 graphs). runtime/executor_steps.cpp.
+enum class KeptX : uint8_t {
+  none,
+  keeps,    // the forward linear layer: casts x into a buffer kept until the backward
+  reads,    // its dW GEMM: reads that buffer instead of casting x
+  skipped,  // the recomputation of x the dW GEMM would have read: not run
+};
+struct KeptXCast {
+  KeptX role = KeptX::none;
+  int linear = -1;  // the node of the linear layer that keeps the copy
+};
+std::vector<KeptXCast> kept_x_casts(const Graph& g);
 
 // Per node: 1 when the executor runs the next node's work in this node's step, as one pass
 // bit-identical to the two kernels, and leaves the next node's step empty (a profile books the
@@ -115,6 +125,9 @@ class Executor {
   // Bytes of the weight copies kept across micro-batches (StepContext::weights_version), made
   // on the first run that asks for them.
   int64_t kept_weight_bytes() const { return kept_weight_bytes_; }
+  // bf16 training: bytes of the bf16 copies of x kept from the forward pass for the dW GEMMs
+  // (kept_x_casts).
+  int64_t kept_x_bytes() const;
   StepContext& context() { return context_; }
   bool training() const { return state_ != nullptr; }
 
@@ -151,7 +164,7 @@ class Executor {
   std::vector<std::function<void()>> repackers_;
   std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (shared_dy_casts)
   std::vector<char> handoff_;   // per tensor, inference: bf16 between two linear layers (bf16_linear_handoffs)
-  std::vector<int> kept_x_;     // per node, bf16 training: kept_x_casts
+  std::vector<KeptXCast> kept_x_;  // per node, bf16 training (kept_x_casts)
   std::map<int, AlignedBuffer<std::byte>> kept_x_copies_;  // by linear node: its bf16 x, kept for its dW
   std::unique_ptr<GradientSync> sync_;  // data parallel: the gradient buckets (runtime/grad_sync.h)
   int64_t packed_weight_bytes_ = 0;

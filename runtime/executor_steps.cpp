@@ -65,7 +65,7 @@ std::function<void()> Executor::make_linear_step(const Node& n) {
     repackers_.push_back([lin, w] { lin->pack_weights(w); });
     return [=] { lin->forward(y, x, b, r); };
   }
-  if (kept_x_.at(static_cast<size_t>(n.id)) >= 0) {  // bf16 x kept for the layer's dW GEMM
+  if (kept_x_.at(static_cast<size_t>(n.id)).role == KeptX::keeps) {  // bf16 x kept for the layer's dW GEMM
     auto& copy = kept_x_copies_[n.id];
     copy = AlignedBuffer<std::byte>(lin->x_copy_bytes());
     lin->keep_x_in(copy.data());
@@ -103,8 +103,7 @@ ops::AdamHyper optimizer_hyper(const StepContext& ctx) {
 std::function<void()> Executor::make_step(const Node& n) {
   // A recomputation whose only reader, a bf16 dW GEMM, takes the forward's kept copy instead
   // (kept_x_casts): nothing to run.
-  if (n.phase != Phase::forward && n.kind != OpKind::linear_grad_weight && kept_x_.at(static_cast<size_t>(n.id)) >= 0)
-    return [] {};
+  if (kept_x_.at(static_cast<size_t>(n.id)).role == KeptX::skipped) return [] {};
   auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
   auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
   auto out_at = [&](size_t i) { return f32(n.outputs.at(i)); };
@@ -228,8 +227,8 @@ std::function<void()> Executor::make_step(const Node& n) {
                                                         gemm_b_packed(graph_, n));
       const float *dy = in(0), *x = in(1);
       float* db = out_at(1);
-      if (const int lin = kept_x_.at(static_cast<size_t>(n.id)); lin >= 0) {  // kept_x_casts
-        const auto& copy = kept_x_copies_.at(lin);
+      if (const KeptXCast& kept = kept_x_.at(static_cast<size_t>(n.id)); kept.role == KeptX::reads) {
+        const auto& copy = kept_x_copies_.at(kept.linear);
         check(copy.size() == op->x_copy_bytes(), "node '{}': the kept copy of x has {} bytes, not {}", n.name,
               copy.size(), op->x_copy_bytes());
         const std::byte* x_copy = copy.data();
@@ -443,23 +442,24 @@ std::vector<char> shared_dy_casts(const Graph& g) {
   return share;
 }
 
-std::vector<int> kept_x_casts(const Graph& g) {
+std::vector<KeptXCast> kept_x_casts(const Graph& g) {
   const auto& nodes = g.nodes();
-  std::vector<int> partner(nodes.size(), -1), producer(g.tensors().size(), -1);
+  std::vector<KeptXCast> kept(nodes.size());
+  std::vector<int> producer(g.tensors().size(), -1);
   for (const auto& n : nodes)
     for (int t : n.outputs) producer.at(static_cast<size_t>(t)) = n.id;
-  // Whether tensor r holds the values of forward tensor f: f itself, or the output of f's
-  // producer recomputed in the backward (the same op and attributes, named "<op>.recompute")
-  // on inputs that hold the same values in turn. Recomputations run the same primitives with
-  // the same dropout keys, so the values are the same bits.
+  // Whether tensor r holds the values of forward tensor f: f itself, or the output of a
+  // recomputation (is_recomputation) of f's producer, the same op and attributes on inputs that
+  // hold the same values in turn. Recomputations run the same primitives with the same dropout
+  // keys, so the values are the same bits.
   std::function<bool(int, int)> same_values = [&](int f, int r) {
     if (f == r) return true;
     const int pf = producer.at(static_cast<size_t>(f)), pr = producer.at(static_cast<size_t>(r));
     if (pf < 0 || pr < 0) return false;
     const Node &a = g.node(pf), &b = g.node(pr);
     auto attrs = b.attrs;
-    attrs.erase("recomputed");
-    if (b.kind != a.kind || b.name != a.name + ".recompute" || attrs != a.attrs || b.inputs.size() != a.inputs.size() ||
+    attrs.erase(kRecomputedAttr);
+    if (!is_recomputation(b) || b.kind != a.kind || attrs != a.attrs || b.inputs.size() != a.inputs.size() ||
         a.outputs.size() != 1 || b.outputs.size() != 1)
       return false;
     for (size_t i = 0; i < a.inputs.size(); ++i)
@@ -467,21 +467,21 @@ std::vector<int> kept_x_casts(const Graph& g) {
     return true;
   };
   const TensorUses uses(g);
-  const std::string suffix = ".grad_weight";
+  const std::string suffix = ".grad_weight";  // autodiff's name for a linear layer's dW node
   for (const auto& w : nodes) {
     if (w.kind != OpKind::linear_grad_weight || !gemm_bf16(w) || !w.name.ends_with(suffix)) continue;
     const auto lin = g.find_node(w.name.substr(0, w.name.size() - suffix.size()));
     const int x = w.inputs.at(1), r = producer.at(static_cast<size_t>(x));
     if (!lin || r < 0 || uses.sole_reader(x) != w.id) continue;
     const Node& l = g.node(*lin);
-    if (l.kind != OpKind::linear || !gemm_bf16(l) || l.phase != Phase::forward || g.node(r).phase == Phase::forward ||
+    if (l.kind != OpKind::linear || !gemm_bf16(l) || l.phase != Phase::forward || !is_recomputation(g.node(r)) ||
         !same_values(l.inputs.at(0), x))
       continue;
-    partner[static_cast<size_t>(l.id)] = w.id;
-    partner[static_cast<size_t>(w.id)] = l.id;
-    partner[static_cast<size_t>(r)] = l.id;
+    kept[static_cast<size_t>(l.id)] = {KeptX::keeps, l.id};
+    kept[static_cast<size_t>(w.id)] = {KeptX::reads, l.id};
+    kept[static_cast<size_t>(r)] = {KeptX::skipped, l.id};
   }
-  return partner;
+  return kept;
 }
 
 std::vector<char> fused_pairs(const Graph& g) {

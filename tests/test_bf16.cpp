@@ -453,23 +453,30 @@ TEST_CASE("bf16 training: a linear layer keeps its bf16 x for its dW GEMM instea
     const Graph g = train_graph(precision);
     const auto kept = kept_x_casts(g);
     REQUIRE(kept.size() == g.nodes().size());
-    int linears = 0, recomputations = 0;
+    int linears = 0, readers = 0, recomputations = 0;
     for (const auto& n : g.nodes()) {
-      const int p = kept[size_t(n.id)];
-      if (p < 0) continue;
-      if (n.kind == OpKind::linear) {
-        ++linears;
-        const Node& w = g.node(p);
-        CHECK(w.name == n.name + ".grad_weight");
-        CHECK(kept[size_t(w.id)] == n.id);
-      } else if (n.kind != OpKind::linear_grad_weight) {
-        ++recomputations;  // the node that wrote the dW GEMM's x, read by nothing else
-        CHECK(n.name.ends_with(".recompute"));
-        CHECK(n.phase == Phase::backward);
-        CHECK(g.node(p).kind == OpKind::linear);
+      const KeptXCast& k = kept[size_t(n.id)];
+      switch (k.role) {
+        case KeptX::none: CHECK(k.linear == -1); break;
+        case KeptX::keeps:
+          ++linears;
+          CHECK(k.linear == n.id);
+          CHECK(n.kind == OpKind::linear);
+          break;
+        case KeptX::reads:  // the layer's dW GEMM, by autodiff's names
+          ++readers;
+          CHECK(n.name == g.node(k.linear).name + ".grad_weight");
+          break;
+        case KeptX::skipped:  // the node that wrote the dW GEMM's x, read by nothing else
+          ++recomputations;
+          CHECK(n.name.ends_with(".recompute"));
+          CHECK(n.phase == Phase::backward);
+          CHECK(kept[size_t(k.linear)].role == KeptX::keeps);
+          break;
       }
     }
     INFO(precision);
+    CHECK(linears == readers);
     CHECK(linears == recomputations);
     // qkv, attention.output (the recomputed context), ffn.intermediate (a recomputed layernorm)
     // and ffn.output (the recomputed GELU) in every layer.
@@ -486,12 +493,9 @@ TEST_CASE("bf16 training: a linear layer keeps its bf16 x for its dW GEMM instea
     Model m = init_model(c, Heads::pretraining, 11);
     Graph g = train_graph("bf16");
     if (!keep) {
-      const auto kept = kept_x_casts(g);
-      for (const auto& n : g.nodes())
-        if (kept[size_t(n.id)] >= 0 && n.phase == Phase::backward && n.kind != OpKind::linear_grad_weight)
-          g.mark_output(n.outputs.at(0), n.name);
+      testing::keep_no_x_casts(g);
       const auto none = kept_x_casts(g);
-      CHECK(std::count(none.begin(), none.end(), -1) == static_cast<std::ptrdiff_t>(none.size()));
+      CHECK(std::all_of(none.begin(), none.end(), [](const KeptXCast& k) { return k.role == KeptX::none; }));
     }
     TrainingState state(m.params);
     const BertInputs in = synthetic_inputs(c, g);

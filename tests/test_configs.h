@@ -1,8 +1,10 @@
 #pragma once
-// Small BERT configurations shared by the tests.
+// Small BERT configurations shared by the tests, and graph helpers.
 #include <cstdint>
 
 #include "runtime/bert_config.h"
+#include "runtime/executor.h"
+#include "runtime/graph.h"
 
 namespace bertlab::testing {
 
@@ -24,5 +26,13 @@ inline BertConfig small_train_config() { return bert_config(120, 24, 2, 2, 40, 3
 
 // 2 layers, hidden 12, 3 heads, vocabulary 50, positions 16: graphs and profiles.
 inline BertConfig tiny_graph_config() { return bert_config(50, 12, 2, 3, 20, 16); }
+
+// Switches off the kept bf16 x casts of g (runtime::kept_x_casts) by giving every recomputation
+// they would skip a second reader, a graph output: the graph they are compared with.
+inline void keep_no_x_casts(Graph& g) {
+  const auto kept = kept_x_casts(g);
+  for (const auto& n : g.nodes())
+    if (kept[static_cast<size_t>(n.id)].role == KeptX::skipped) g.mark_output(n.outputs.at(0), n.name);
+}
 
 }  // namespace bertlab::testing
