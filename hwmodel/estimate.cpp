@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
 #include "hwmodel/setload.h"
-#include "runtime/executor.h"  // shared_dy_casts
 
 namespace bertlab::hw {
 

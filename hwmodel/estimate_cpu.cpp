@@ -5,7 +5,6 @@
 
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
-#include "runtime/executor.h"  // gemm_b_packed
 
 namespace bertlab::hw::estimate_detail {
 
