@@ -31,7 +31,9 @@ def cgsum(path, key):
     c = dict(zip(events, tot))
     d1 = c.get("D1mr", 0) + c.get("D1mw", 0)
     ll = c.get("DLmr", 0) + c.get("DLmw", 0)
-    print(" ".join(key + [str(c["Ir"]), str(d1), str(ll)]))
+    # One write() of the whole line: parallel runs append to one file (O_APPEND), and print()
+    # may write the text and its newline apart, interleaving two runs' lines.
+    os.write(1, (" ".join(key + [str(c["Ir"]), str(d1), str(ll)]) + "\n").encode())
 
 
 def model(tool, system, coeffs, op, arr, seq, S, P, modulo, stack=None):

@@ -12,6 +12,10 @@
 #                                                  share replayed together (shared LLC; CORES 1:
 #                                                  one core's trace, its LLC misses and DRAM bytes
 #                                                  on the paper system's hashed LLC)
+#   scripts/hwmodel_reference.sh all OUT [SEQ..]   the whole reference run of one encoder
+#                                                  layer: measure, then replay at every S in
+#                                                  SIZES and 1/2/4 cores, JOBS replays at a time
+#                                                  (default seq 128), timed as one run
 #   scripts/hwmodel_reference.sh stack OUT         the kernels' resident stack lines (their L1
 #                                                  sets), from memory traces at seq 32, one
 #                                                  core -> OUT/stack.txt (compare passes them
@@ -181,6 +185,37 @@ case "${1:-}" in
     echo "replay: $(( $(date +%s) - start )) s wall, $(cpu_total "$cpu") CPU s (valgrind + replay, $TRACER), for seq $seq S $S0 cores $P ops $ops" |
       tee -a "$dir/timing.txt"
     rm -f "$cpu"
+    ;;
+  all)
+    dir=$2; shift 2
+    seqs=${*:-128}
+    check_tracer
+    mkdir -p "$dir"
+    start=$(date +%s)
+    cpu0=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
+    main measure "$dir" $seqs
+    # Each replay writes its own directory (replay rewrites its replay.txt: dup), seeded with
+    # the rows already replayed so that none is run twice; the new rows are merged after.
+    touch "$dir/replay.txt"
+    for seq in $seqs; do for S in $SIZES; do for P in 1 2 4; do
+      sub="$dir/replay-$seq-$S-$P"
+      mkdir -p "$sub"
+      cp "$dir/replay.txt" "$sub/replay.txt"
+      echo "$sub $seq $S $P"
+    done; done; done | xargs -P "$JOBS" -L 1 bash -c '"$0" replay "$@" > /dev/null' "$0"
+    for seq in $seqs; do for S in $SIZES; do for P in 1 2 4; do
+      sub="$dir/replay-$seq-$S-$P"
+      cat "$sub/replay.txt" >> "$dir/replay.txt"
+      cat "$sub/timing.txt" >> "$dir/timing.txt"
+      rm -rf "$sub"
+    done; done; done
+    awk '!seen[$0]++' "$dir/replay.txt" > "$dir/replay.txt.tmp" && mv "$dir/replay.txt.tmp" "$dir/replay.txt"
+    /usr/bin/python3 "$here/hwmodel_reference.py" dup "$dir/replay.txt"
+    # CPU seconds of every process the run waited for (valgrind, the replays, the scripts).
+    cpu1=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
+    echo "all: $(( $(date +%s) - start )) s wall, $(( (cpu1 - cpu0) / $(getconf CLK_TCK) )) CPU s," \
+      "JOBS=$JOBS, SIZES=$SIZES, for seq $seqs (measure, then the replays at 1, 2 and 4 cores)" |
+      tee -a "$dir/timing.txt"
     ;;
   stack)
     dir=$2
