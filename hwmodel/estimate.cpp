@@ -152,6 +152,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
     CpuGraphFacts facts;
     for (const auto& node : g.nodes()) facts.training |= node.phase == Phase::backward;
     facts.shared_dy = shared_dy_casts(g);
+    facts.shared_attn = shared_attention_casts(g);
     facts.handoff = facts.training ? std::vector<char>(g.tensors().size(), 0) : bf16_linear_handoffs(g);
     facts.fused = fused_pairs(g);
     facts.kept_x = kept_x_casts(g);

@@ -154,7 +154,9 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // a linear_grad_weight reads the copy of dy its layer's linear_grad_input made
   // (runtime::shared_dy_casts), so only its x is converted; in inference a linear layer whose
   // x another linear layer wrote in bf16 (bf16_linear_handoffs) reads it as it is, so it
-  // converts nothing (its weight was packed in bf16 at load time).
+  // converts nothing (its weight was packed in bf16 at load time). An attention backward GEMM
+  // reads the copies an earlier GEMM left (runtime::shared_attention_casts: bit i is graph
+  // input i, which is A except for context_grad_v, whose A is input 1, the probabilities).
   const bool bf16 = prec_type == Precision::bf16;
   const double e_gemm = bf16 ? 2 : 4;
   double convert_bytes = 0;
@@ -162,12 +164,14 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const bool b_packed = facts.training && gemm_b_packed(g, node);
   const bool b_is_weight = node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input;
   const bool dy_shared = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(at);
-  const bool a_ready = dy_shared || (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
+  const unsigned attn = facts.shared_attn.empty() ? 0u : facts.shared_attn.at(at);
+  const unsigned attn_a = node.kind == OpKind::attn_context_grad_v ? 2u : 1u;  // the bit of A's input
+  const bool a_ready = dy_shared || (attn & attn_a) || (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
     // B is x of a dW GEMM whose forward linear layer kept its bf16 copy: nothing to convert.
-    const bool b_ready = kept_x == KeptX::reads;
+    const bool b_ready = kept_x == KeptX::reads || (attn & (3u ^ attn_a));
     if ((node.kind != OpKind::linear || facts.training) && !b_ready) convert_bytes += b_elems * (4 + e_gemm), ++calls;
     if (facts.training && b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
   } else if (b_packed) {

@@ -130,7 +130,13 @@ void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs) {
     while (r >= first[j + 1]) ++j;
     const Bf16Rows& b = job[j];
     const int64_t i = r - first[j];
-    cast_row(b.dst + i * b.width, b.src + i * b.stride, b.width);
+    if (b.head == 0) {
+      cast_row(b.dst + i * b.width, b.src + i * b.stride, b.width);
+      continue;
+    }
+    const int64_t heads = b.width / b.head, batch = i / b.seq, pos = i % b.seq;
+    for (int64_t g = 0; g < heads; ++g)
+      cast_row(b.dst + ((batch * heads + g) * b.seq + pos) * b.head, b.src + i * b.stride + g * b.head, b.head);
   }
 }
 

@@ -25,8 +25,11 @@ namespace bertlab::ops {
 // Scratch slots per thread: 0 and 1 for the two inputs of a GEMM, kOutputSlot for an output
 // staged densely before it is copied into a strided view (AttentionGrad), kSharedDySlot for the
 // bf16 copy of a linear layer's output gradient dy that its dX GEMM makes and its dW GEMM reads
-// later (LinearGradInput and LinearGradWeight built with share_dy).
-inline constexpr int kInputSlots = 2, kOutputSlot = 2, kSharedDySlot = 3, kScratchSlots = 4;
+// later (LinearGradInput and LinearGradWeight built with share_dy), kQSlot and kKSlot for the
+// head-major bf16 copies of Q and K that AttentionScores makes and the backward's dQ and dK
+// GEMMs read again (AttentionGrad built with `reuse`).
+inline constexpr int kInputSlots = 2, kOutputSlot = 2, kSharedDySlot = 3, kQSlot = 4, kKSlot = 5,
+                     kScratchSlots = 6;
 
 class GemmInput {
  public:
@@ -61,13 +64,15 @@ std::byte* gemm_scratch(int slot, size_t bytes);
 uint16_t to_bf16(float f);
 
 // One dense bf16 copy of strided f32 rows: row r of `width` floats starts at src + r * stride and
-// goes to dst + r * width. The element order does not change, so a third of the fused qkv
-// (width H, stride 3H) becomes a dense (B,S,H) array, whose heads oneDNN's bf16 brgemm reads as
-// a permuted (B,heads,S,d) view without another copy.
+// goes to dst + r * width. With `head` > 0 the rows are those of a (B,S,H) array (S = `seq`,
+// H = width) and the copy is head-major, (B,heads,S,d) with d = head: the d values of head g of
+// row r = b * S + s go to dst + ((b * heads + g) * S + s) * d. A third of the fused qkv (width H,
+// stride 3H) then becomes dense heads, the layout oneDNN's bf16 brgemm runs fastest on.
 struct Bf16Rows {
   const float* src;
   int64_t rows, width, stride;
   uint16_t* dst;
+  int64_t head = 0, seq = 0;
 };
 // Converts every job in one parallel region (the rows of all jobs split over the threads).
 void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs);

@@ -85,6 +85,7 @@ struct AttentionBf16Input {
   int64_t rows = 0, width = 0, stride = 0;
   int slot = 0;
   dnnl::memory::desc view;
+  int64_t head = 0, seq = 0;  // > 0: a head-major copy (Bf16Rows::head, seq)
 };
 
 // Attention products on the fused qkv activation (B,S,3H), H = heads * d:
@@ -207,18 +208,25 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
 class AttentionGrad {
  public:
   enum class Kind { scores_q, scores_k, context_probs, context_v };
+  // bf16: each input is cast into a scratch slot of the calling thread: dS (scores_q/k), dctx
+  // (context_probs, context_v) into slot 0; P (context_v) and V (context_probs) into slot 1; K
+  // (scores_q) into kKSlot and Q (scores_k) into kQSlot, the slots where AttentionScores casts
+  // them. Bit i of `reuse`: input i (a, b of forward()) is not cast, its copy is read from its
+  // slot, where an earlier GEMM left the same cast of the same values (the caller ensures that
+  // no other writer of the slot ran since: runtime::shared_attention_casts).
   AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                bool bf16 = false);
+                bool bf16 = false, unsigned reuse = 0);
   // scores_q/k: (dqkv, dscores, qkv); context_probs: (dprobs, dctx, qkv); context_v: (dqkv, dctx, probs)
   void forward(float* out, const float* a, const float* b) const;
   std::string impl_name() const;
 
  private:
   Kind kind_;
-  int64_t B_, S_, H_;
+  int64_t B_, S_, H_, heads_;
   bool bf16_;
+  unsigned reuse_;                          // bf16: inputs (a, b) read from their slots as they are
   std::array<AttentionBf16Input, 2> in16_;  // bf16: the matmul's src and weights
-  bool staged_ = false;  // bf16 with a dqkv output: staged densely (B,S,H), then copied into it
+  bool staged_ = false;  // bf16 with a dqkv output: staged head-major, then copied into it
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers

@@ -19,6 +19,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "node '{}' is a bf16 GEMM, but this CPU has no native bf16 matmul (needs avx512_bf16 or "
           "AMX); use --precision fp32", n.name);
   share_dy_ = shared_dy_casts(graph_);
+  shared_attn_ = shared_attention_casts(graph_);
   handoff_ = state_ ? std::vector<char>(graph_.tensors().size(), 0) : bf16_linear_handoffs(graph_);
   kept_x_ = kept_x_casts(graph_);
   for (const auto& n : graph_.nodes()) {

@@ -50,6 +50,14 @@ struct StepContext {
 // bf16 dX GEMM between them. runtime/executor_steps.cpp.
 std::vector<char> shared_dy_casts(const Graph& g);
 
+// bf16 training: per node, the inputs of an attention backward GEMM (bit i: input i) whose bf16
+// copy is still in its scratch slot, made by an earlier GEMM on the same values, so the node
+// reads it instead of casting again (ops::AttentionGrad's `reuse`): dctx of context_grad_v (cast
+// by the context_grad_probs right before it), dS of scores_grad_k (by the scores_grad_q right
+// before it), and K of scores_grad_q and Q of scores_grad_k (by the latest attn_scores on the
+// same qkv, in the backward its recomputation). runtime/executor_steps.cpp.
+std::vector<uint8_t> shared_attention_casts(const Graph& g);
+
 // bf16 inference: per tensor, 1 for the output of a bf16 linear layer (without a residual)
 // whose only reader is the input x of another bf16 linear layer, and not a graph output: the
 // producer writes it as bf16 and the consumer reads it without a cast (ops::LinearBf16Io), e.g.
@@ -163,6 +171,7 @@ class Executor {
   std::vector<std::function<void()>> steps_;
   std::vector<std::function<void()>> repackers_;
   std::vector<char> share_dy_;  // per node: a bf16 dX/dW pair sharing the cast of dy (shared_dy_casts)
+  std::vector<uint8_t> shared_attn_;  // per node: attention GEMM inputs read from an earlier cast
   std::vector<char> handoff_;   // per tensor, inference: bf16 between two linear layers (bf16_linear_handoffs)
   std::vector<KeptXCast> kept_x_;  // per node, bf16 training (kept_x_casts)
   std::map<int, AlignedBuffer<std::byte>> kept_x_copies_;  // by linear node: its bf16 x, kept for its dW

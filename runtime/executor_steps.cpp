@@ -250,7 +250,8 @@ std::function<void()> Executor::make_step(const Node& n) {
                       : shape(1);
       auto [heads, d] = heads_and_d(qkv);
       float scale = n.attrs.value("scale", 1.0f);
-      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n));
+      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n),
+                                                     shared_attn_.at(static_cast<size_t>(n.id)));
       const float *a = in(0), *b = in(1);
       return [=] { op->forward(out, a, b); };
     }
@@ -440,6 +441,48 @@ std::vector<char> shared_dy_casts(const Graph& g) {
     share[static_cast<size_t>(last_input)] = share[i] = 1;
   }
   return share;
+}
+
+std::vector<uint8_t> shared_attention_casts(const Graph& g) {
+  // bf16: the attention GEMMs cast their inputs into the calling thread's scratch slots
+  // (ops::AttentionGrad, ops::AttentionScores). All nodes run on one thread in graph order, and
+  // every GEMM node (and only those) writes slots 0 and 1, so a copy there is intact until the
+  // next GEMM node; kQSlot and kKSlot are written by attention score nodes alone. A tensor read
+  // by a later node is not written before that read (it is live until then). Writer and reader
+  // are in one phase, which a run executes whole (another executor on the thread may run
+  // between phases).
+  const auto& nodes = g.nodes();
+  std::vector<uint8_t> reuse(nodes.size(), 0);
+  const Node* prev_gemm = nullptr;  // the latest GEMM node, any precision
+  const Node* scores = nullptr;     // the latest bf16 attn_scores node
+  for (const Node& n : nodes) {
+    if (!node_gemm(g, n)) continue;
+    const bool bf16 = gemm_bf16(n);
+    auto after = [&](OpKind k) {  // right after a bf16 node of kind k on the same first input
+      return prev_gemm && prev_gemm->kind == k && gemm_bf16(*prev_gemm) && prev_gemm->phase == n.phase &&
+             prev_gemm->inputs.at(0) == n.inputs.at(0) && prev_gemm->attrs.value("heads", 0) == n.attrs.value("heads", 0);
+    };
+    // Q (dK) and K (dQ): cast by the latest attn_scores on the same qkv.
+    const bool qk = scores && scores->phase == n.phase && scores->inputs.at(0) == n.inputs.at(1) &&
+                    scores->attrs.value("heads", 0) == n.attrs.value("heads", 0);
+    uint8_t& r = reuse[static_cast<size_t>(n.id)];
+    if (bf16) switch (n.kind) {
+      case OpKind::attn_context_grad_v:  // dctx, which context_grad_probs cast into slot 0
+        r = after(OpKind::attn_context_grad_probs) ? 1 : 0;
+        break;
+      case OpKind::attn_scores_grad_k:  // dS, which scores_grad_q cast into slot 0 (read transposed)
+        r = static_cast<uint8_t>((after(OpKind::attn_scores_grad_q) ? 1 : 0) | (qk ? 2 : 0));
+        break;
+      case OpKind::attn_scores_grad_q:
+        r = qk ? 2 : 0;
+        break;
+      default:
+        break;
+    }
+    if (n.kind == OpKind::attn_scores) scores = bf16 ? &n : nullptr;
+    prev_gemm = &n;
+  }
+  return reuse;
 }
 
 std::vector<KeptXCast> kept_x_casts(const Graph& g) {

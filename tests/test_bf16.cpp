@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "ops/bf16.h"
 #include "ops/matmul.h"
@@ -302,6 +303,40 @@ TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", 
   }
 }
 
+TEST_CASE("bf16 attention backward GEMMs read the casts an earlier GEMM left in their slots", "[ops][bf16]") {
+  if (!ops::cpu_has_bf16()) {
+    WARN("skipped: no native bf16 matmul on this CPU");
+    return;
+  }
+  const int64_t B = 2, S = 24, heads = 3, d = 16, H = heads * d;
+  const float scale = 0.25f;
+  const auto qkv = random_vector(B * S * 3 * H, 31), bias = random_vector(B * S, 32, -2.f, 0.f);
+  const auto probs = random_vector(B * heads * S * S, 33, 0.f, 1.f), dctx = random_vector(B * S * H, 34),
+             dscores = random_vector(B * heads * S * S, 35);
+  // A reused input is not read: NaNs there change nothing when the copy in the slot is used.
+  const std::vector<float> nan_qkv(qkv.size(), std::numeric_limits<float>::quiet_NaN()),
+      nan_scores(dscores.size(), std::numeric_limits<float>::quiet_NaN()),
+      nan_ctx(dctx.size(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> scores(B * heads * S * S);
+  using K = ops::AttentionGrad::Kind;
+  auto run = [&](K kind, unsigned reuse, const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<float> out(kind == K::context_probs ? B * heads * S * S : B * S * 3 * H, 0.f);
+    ops::AttentionGrad(kind, B, S, heads, d, scale, true, reuse).forward(out.data(), a.data(), b.data());
+    return out;
+  };
+  // Each expected result without reuse first; then the writer, then the reader with reuse.
+  const auto dv = run(K::context_v, 0, dctx, probs), dq = run(K::scores_q, 0, dscores, qkv),
+             dk = run(K::scores_k, 0, dscores, qkv);
+  run(K::context_probs, 0, dctx, qkv);  // casts dctx into slot 0
+  CHECK(run(K::context_v, 1, nan_ctx, probs) == dv);
+  ops::AttentionScores(B, S, heads, d, scale, true).forward(scores.data(), qkv.data(), bias.data());  // Q, K
+  CHECK(run(K::scores_q, 2, dscores, nan_qkv) == dq);  // and casts dS into slot 0
+  CHECK(run(K::scores_k, 3, nan_scores, nan_qkv) == dk);
+  // Without reuse the NaNs are read (the checks above would pass with any reused value).
+  const auto poisoned = run(K::scores_k, 0, nan_scores, qkv);
+  CHECK(std::any_of(poisoned.begin(), poisoned.end(), [](float v) { return std::isnan(v); }));
+}
+
 namespace {
 
 BertConfig bf16_test_config() { return testing::bert_config(200, 64, 2, 4, 128, 64); }
@@ -366,6 +401,49 @@ TEST_CASE("bf16 training: every linear layer's dX and dW GEMMs share one cast of
     int shared_inputs = 0;
     for (const auto& n : g.nodes()) shared_inputs += n.kind == OpKind::linear_grad_input && share[size_t(n.id)];
     CHECK(shared_inputs == pairs);
+  }
+}
+
+TEST_CASE("bf16 training: attention backward GEMMs reuse the casts of dctx, dS, Q and K", "[graph][bf16]") {
+  const auto c = bf16_test_config();
+  for (const char* precision : {"bf16", "fp32"}) {
+    const Graph g = train_graph(precision);
+    const auto reuse = shared_attention_casts(g);
+    REQUIRE(reuse.size() == g.nodes().size());
+    std::map<std::pair<OpKind, int>, int> count;  // (kind, mask) -> nodes
+    for (const auto& n : g.nodes())
+      if (reuse[size_t(n.id)] != 0) ++count[{n.kind, reuse[size_t(n.id)]}];
+    INFO(precision);
+    if (std::string(precision) == "fp32") {
+      CHECK(count.empty());
+      continue;
+    }
+    // Per layer: dV reads dctx as dP's GEMM cast it; dQ reads K, dK reads dS and Q.
+    const int L = int(c.num_hidden_layers);
+    CHECK(count == std::map<std::pair<OpKind, int>, int>{{{OpKind::attn_scores_grad_q, 2}, L},
+                                                         {{OpKind::attn_scores_grad_k, 3}, L},
+                                                         {{OpKind::attn_context_grad_v, 1}, L}});
+    // Each reader's writers, checked on the graph: the GEMM right before it reads the same
+    // first input, and an attn_scores node of the same phase reads its qkv.
+    const Node* prev = nullptr;
+    const Node* scores = nullptr;
+    for (const auto& n : g.nodes()) {
+      if (!node_gemm(g, n)) continue;
+      const int r = reuse[size_t(n.id)];
+      if (r & 1) {
+        REQUIRE(prev != nullptr);
+        CHECK(prev->inputs[0] == n.inputs[0]);
+        CHECK(prev->kind == (n.kind == OpKind::attn_context_grad_v ? OpKind::attn_context_grad_probs
+                                                                     : OpKind::attn_scores_grad_q));
+      }
+      if (r & 2) {
+        REQUIRE(scores != nullptr);
+        CHECK(scores->inputs[0] == n.inputs[1]);
+        CHECK(scores->phase == Phase::backward);  // the recomputation
+      }
+      if (n.kind == OpKind::attn_scores) scores = &n;
+      prev = &n;
+    }
   }
 }
 

@@ -9,7 +9,7 @@
 #include "hwmodel/profile_compare.h"
 #include "hwmodel/system.h"
 #include "runtime/bert_builder.h"
-#include "runtime/executor.h"  // gemm_b_packed, kept_x_casts
+#include "runtime/executor.h"  // gemm_b_packed, kept_x_casts, shared_attention_casts
 #include "runtime/fusion.h"
 #include "test_configs.h"
 #include "base/error.h"
@@ -165,6 +165,25 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
       return seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.fc_bf16.grad_weight");
     };
     CHECK(dw_seconds(false) - dw_seconds(true) == Approx(2 * 2e-6 + 512 * (6 + 4) / 10e9).epsilon(1e-9));
+  }
+  SECTION("bf16 training: attention backward GEMMs read the casts their predecessors left") {
+    // dV = P^T dctx right after dP = dctx V^T reads dP's copy of dctx (runtime::
+    // shared_attention_casts): dctx's conversion (B x S x H elements, 4 + 2 bytes each; a
+    // backward node: the DRAM triad, 10 GB/s) and its parallel region are gone. dctx is dV's B
+    // operand (its A is P^T), so the saving also checks the operand mapping.
+    const int64_t B = 2, S = 8, heads = 2, H = 8;
+    auto dv_seconds = [&](bool dp_first) {
+      Graph t;
+      const int qkv = t.add_tensor("qkv", {B, S, 3 * H}, DType::f32, Role::activation);
+      const int dctx = t.add_tensor("ctx.grad", {B, S, H}, DType::f32, Role::activation);
+      const int probs = t.add_tensor("probs", {B, heads, S, S}, DType::f32, Role::activation);
+      const nlohmann::json attrs = {{"precision", "bf16"}, {"heads", heads}};
+      if (dp_first) t.add_node(OpKind::attn_context_grad_probs, "dp", {dctx, qkv}, attrs, Phase::backward);
+      t.add_node(OpKind::attn_context_grad_v, "dv", {dctx, probs}, attrs, Phase::backward);
+      CHECK(shared_attention_casts(t).back() == (dp_first ? 1 : 0));
+      return seconds_of(estimate_graph(t, s, Arrangement::rwma), "dv");
+    };
+    CHECK(dv_seconds(false) - dv_seconds(true) == Approx(2e-6 + double(B * S * H) * 6 / 10e9).epsilon(1e-9));
   }
   SECTION("a dropout and the add it alone feeds are one pass, as the executor runs them") {
     Graph t;
