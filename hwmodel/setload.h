@@ -42,7 +42,8 @@ class BlockOf {
 // instead of ~0.9 s, measured under load. On a 1 MB hashed LLC the capacity test matched the
 // simulator's DRAM bytes within 2% on 13 of 14 GEMM shapes at 8 ways (worst 33%), but on 6
 // of 14 at 2 ways (worst 46%), where the per-set windows are within 0.53% on all 14
-// (docs/hwmodel.md, "Hashed set index").
+// (docs/hwmodel.md, "Hashed set index"). A cache with `exact_sets` is resolved per set whatever
+// its size: exact at every associativity, at the cost of the modulo path.
 inline constexpr int64_t kMaxResolvedHashedSets = 512;
 inline constexpr int64_t kUniformHashedWays = 8;
 
@@ -51,8 +52,8 @@ class SetLoad {
   explicit SetLoad(const CacheDesc& c);
   // Whether SetLoad(c) resolves sets (not uniform()), without building one (O(sets)).
   static bool resolves_sets(const CacheDesc& c) {
-    return !(c.sets() <= 1 ||
-             (c.hashed_index && c.sets() > kMaxResolvedHashedSets && c.ways >= kUniformHashedWays));
+    return !(c.sets() <= 1 || (c.hashed_index && !c.exact_sets && c.sets() > kMaxResolvedHashedSets &&
+                               c.ways >= kUniformHashedWays));
   }
   // Adds the distinct lines of `s` (sweeps of one operand touch disjoint lines), `times`
   // times (a whole number when sets are resolved): -1 takes back exactly what add(s) added

@@ -79,12 +79,13 @@ CacheDesc cache_from(const json& j, const std::string& path, const std::string& 
   c.line_bytes = field<int64_t>(j, "line_bytes", path, origin);
   c.hit_cycles = field_or<double>(j, "hit_cycles", 0, path, origin);
   c.hashed_index = field_or<bool>(j, "hashed_index", false, path, origin);
+  c.exact_sets = field_or<bool>(j, "exact_sets", false, path, origin);
   return c;
 }
 
 json cache_to(const CacheDesc& c) {
   return {{"size_bytes", c.size_bytes}, {"ways", c.ways},       {"line_bytes", c.line_bytes},
-          {"hit_cycles", c.hit_cycles}, {"hashed_index", c.hashed_index}};
+          {"hit_cycles", c.hit_cycles}, {"hashed_index", c.hashed_index}, {"exact_sets", c.exact_sets}};
 }
 
 bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }

@@ -39,6 +39,9 @@ struct CacheDesc {
   int64_t line_bytes = 64;
   double hit_cycles = 0;     // latency of a hit at this level, core cycles
   bool hashed_index = false; // set index XOR-folds upper line bits (as LLC slice hashes do)
+  // A hashed index resolved per set whatever its size (setload.h, kMaxResolvedHashedSets): exact
+  // at every associativity, at the modulo path's cost. Modulo indexes are always resolved.
+  bool exact_sets = false;
   int64_t lines() const { return size_bytes / line_bytes; }
   int64_t sets() const { return lines() / ways; }
   // The set that holds line number `line` (byte address / line_bytes). Modulo index: the
