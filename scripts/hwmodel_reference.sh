@@ -15,7 +15,10 @@
 #   scripts/hwmodel_reference.sh all OUT [SEQ..]   the whole reference run of one encoder
 #                                                  layer: measure, then replay at every S in
 #                                                  SIZES and 1/2/4 cores, JOBS replays at a time
-#                                                  (default seq 128), timed as one run
+#                                                  (default seq 128), timed as one run; like the
+#                                                  coefficients, the stack lines are the committed
+#                                                  ones (hwmodel/reference/measured) unless OUT
+#                                                  has its own (stack OUT)
 #   scripts/hwmodel_reference.sh stack OUT         the kernels' resident stack lines (their L1
 #                                                  sets), from memory traces at seq 32, one
 #                                                  core -> OUT/stack.txt (compare passes them
@@ -191,6 +194,7 @@ case "${1:-}" in
     seqs=${*:-128}
     check_tracer
     mkdir -p "$dir"
+    [ -f "$dir/stack.txt" ] || cp hwmodel/reference/measured/stack.txt hwmodel/reference/measured/stack_raw.txt "$dir/"
     start=$(date +%s)
     cpu0=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
     main measure "$dir" $seqs
