@@ -225,8 +225,9 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
-AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16)
+AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16)
     : H_(heads * d), bf16_(bf16) {
+  check(bf16 || !y_bf16, "attention context: a bf16 output needs bf16 inputs");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
@@ -236,7 +237,7 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
     reserve(in16_);
     p = in16_[0].view, v = in16_[1].view;
   }
-  memory::desc dst({B, heads, S, d}, dt::f32, memory::dims{S * H, d, H, 1});
+  memory::desc dst({B, heads, S, d}, y_bf16 ? dt::bf16 : dt::f32, memory::dims{S * H, d, H, 1});
   pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), scratchpad_attr(), ctx.engine);
   prim_ = dnnl::matmul(pd_);
 }

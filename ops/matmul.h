@@ -116,7 +116,9 @@ class AttentionScores {
 
 class AttentionContext {
  public:
-  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false);
+  // y_bf16 (bf16 only): ctx is written as bf16 (B,S,H), rounded to nearest even at the store,
+  // for a bf16 linear layer that reads it without a cast (LinearBf16Io::x_bf16).
+  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 

@@ -58,10 +58,11 @@ std::vector<char> shared_dy_casts(const Graph& g);
 // same qkv, in the backward its recomputation). runtime/executor_steps.cpp.
 std::vector<uint8_t> shared_attention_casts(const Graph& g);
 
-// bf16 inference: per tensor, 1 for the output of a bf16 linear layer (without a residual)
-// whose only reader is the input x of another bf16 linear layer, and not a graph output: the
-// producer writes it as bf16 and the consumer reads it without a cast (ops::LinearBf16Io), e.g.
-// the GELU output between the two FFN GEMMs. runtime/executor_steps.cpp.
+// bf16 inference: per tensor, 1 for the output of a bf16 linear layer (without a residual) or
+// of a bf16 attention context product whose only reader is the input x of another bf16 linear
+// layer, and not a graph output: the producer writes it as bf16 and the consumer reads it
+// without a cast (ops::LinearBf16Io), e.g. the GELU output between the two FFN GEMMs, and the
+// attention context before attention.output. runtime/executor_steps.cpp.
 std::vector<char> bf16_linear_handoffs(const Graph& g);
 
 // Training: a linear weight larger than this (the tied MLM decoder) is read unpacked by its

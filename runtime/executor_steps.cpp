@@ -146,7 +146,8 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::attn_context: {
       auto q = shape(1);
       auto [heads, d] = heads_and_d(q);
-      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n));
+      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
+                                                        handoff_.at(static_cast<size_t>(n.outputs[0])) != 0);
       const float *p = in(0), *qkv = in(1);
       return [=] { op->forward(out, p, qkv); };
     }
@@ -404,7 +405,8 @@ std::vector<char> bf16_linear_handoffs(const Graph& g) {
   std::vector<char> handoff(g.tensors().size(), 0);
   auto bf16_linear = [](const Node& n) { return n.kind == OpKind::linear && gemm_bf16(n); };
   for (const Node& producer : g.nodes()) {
-    if (!bf16_linear(producer) || producer.inputs.size() > 3) continue;  // a residual: not handed over
+    const bool context = producer.kind == OpKind::attn_context && gemm_bf16(producer);  // P V
+    if (!context && (!bf16_linear(producer) || producer.inputs.size() > 3)) continue;  // a residual: not handed over
     const int t = producer.outputs.at(0), reader = uses.sole_reader(t);
     if (reader < 0) continue;
     const Node& consumer = g.node(reader);

@@ -271,6 +271,14 @@ TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", 
   ops::attn_context_reference(ctx16.data(), probs16.data(), qkv16.data(), B, S, heads, d);
   ops::attn_context_reference(ctx32.data(), probs.data(), qkv.data(), B, S, heads, d);
   check_bf16("attention context", ctx, ctx16, ctx32);
+  {  // written as bf16 (an inference handoff): the f32 result rounded to nearest even, bit for bit
+    std::vector<uint16_t> ctx_bf16(B * S * H);
+    ops::AttentionContext(B, S, heads, d, true, true)
+        .forward(reinterpret_cast<float*>(ctx_bf16.data()), probs.data(), qkv.data());
+    size_t same = 0;
+    for (size_t i = 0; i < ctx.size(); ++i) same += ctx_bf16[i] == ops::to_bf16(ctx[i]);
+    CHECK(same == ctx.size());
+  }
 
   using K = ops::AttentionGrad::Kind;
   for (auto [kind, name] : {std::pair{K::scores_q, "grad Q (dS K)"}, {K::scores_k, "grad K (dS^T Q)"},
@@ -368,10 +376,17 @@ TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in
       for (const auto& t : g.tensors())
         if (handoff.at(size_t(t.id))) names.push_back(t.name);
       INFO(precision << (fused ? " fused" : " unfused") << ": " << fmt::format("{}", fmt::join(names, ", ")));
-      // Only with the GELU in the first GEMM's epilogue does one linear layer feed another alone.
-      const bool expected = std::string(precision) == "bf16" && fused;
-      CHECK(names.size() == (expected ? size_t(c.num_hidden_layers) : 0));
-      for (const auto& n : names) CHECK_THAT(n, Catch::EndsWith("ffn.gelu.out"));  // the fused GELU's output
+      // Only with the GELU in the first GEMM's epilogue does one linear layer feed another
+      // alone; the attention context feeds attention.output alone, fused or not.
+      const bool bf16 = std::string(precision) == "bf16";
+      size_t gelu = 0, context = 0;
+      for (const auto& n : names) {
+        gelu += n.ends_with("ffn.gelu.out");  // the fused GELU's output
+        context += n.ends_with("attention.context.out");
+      }
+      CHECK(gelu == (bf16 && fused ? size_t(c.num_hidden_layers) : 0));
+      CHECK(context == (bf16 ? size_t(c.num_hidden_layers) : 0));
+      CHECK(gelu + context == names.size());
     }
 }
 
