@@ -169,10 +169,15 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const bool a_ready = dy_shared || (attn & attn_a) || (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
-    if (!a_ready) convert_bytes += a_elems * (4 + e_gemm), ++calls;
+    // Inference: attention products whose qkv a linear layer wrote in bf16 (bf16_linear_handoffs)
+    // copy Q, K (scores) or V (context) from it, reading 2 B per element instead of 4.
+    auto handed = [&](size_t i) { return !facts.handoff.empty() && facts.handoff.at(size_t(node.inputs.at(i))); };
+    const bool qkv16 = (node.kind == OpKind::attn_scores && handed(0)) || (node.kind == OpKind::attn_context && handed(1));
+    const double a_in = node.kind == OpKind::attn_scores && qkv16 ? 2 : 4, b_in = qkv16 ? 2 : 4;
+    if (!a_ready) convert_bytes += a_elems * (a_in + e_gemm), ++calls;
     // B is x of a dW GEMM whose forward linear layer kept its bf16 copy: nothing to convert.
     const bool b_ready = kept_x == KeptX::reads || (attn & (3u ^ attn_a));
-    if ((node.kind != OpKind::linear || facts.training) && !b_ready) convert_bytes += b_elems * (4 + e_gemm), ++calls;
+    if ((node.kind != OpKind::linear || facts.training) && !b_ready) convert_bytes += b_elems * (b_in + e_gemm), ++calls;
     if (facts.training && b_is_weight) weight_bytes = b_elems * (4 + e_gemm);
   } else if (b_packed) {
     convert_bytes += b_elems * (4 + e_gemm), ++calls;

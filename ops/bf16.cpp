@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cstring>
 #include <immintrin.h>
 #include <vector>
 
@@ -130,13 +131,17 @@ void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs) {
     while (r >= first[j + 1]) ++j;
     const Bf16Rows& b = job[j];
     const int64_t i = r - first[j];
+    // n values from element `at` of row i into dst.
+    auto row = [&](uint16_t* dst, int64_t at, int64_t n) {
+      if (b.src16) std::memcpy(dst, b.src16 + i * b.stride + at, size_t(n) * sizeof(uint16_t));
+      else cast_row(dst, b.src + i * b.stride + at, n);
+    };
     if (b.head == 0) {
-      cast_row(b.dst + i * b.width, b.src + i * b.stride, b.width);
+      row(b.dst + i * b.width, 0, b.width);
       continue;
     }
     const int64_t heads = b.width / b.head, batch = i / b.seq, pos = i % b.seq;
-    for (int64_t g = 0; g < heads; ++g)
-      cast_row(b.dst + ((batch * heads + g) * b.seq + pos) * b.head, b.src + i * b.stride + g * b.head, b.head);
+    for (int64_t g = 0; g < heads; ++g) row(b.dst + ((batch * heads + g) * b.seq + pos) * b.head, g * b.head, b.head);
   }
 }
 

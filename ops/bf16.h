@@ -68,11 +68,14 @@ uint16_t to_bf16(float f);
 // H = width) and the copy is head-major, (B,heads,S,d) with d = head: the d values of head g of
 // row r = b * S + s go to dst + ((b * heads + g) * S + s) * d. A third of the fused qkv (width H,
 // stride 3H) then becomes dense heads, the layout oneDNN's bf16 brgemm runs fastest on.
+// With `src16` set instead of `src`, the rows are bf16 already (a bf16 inference handoff) and are
+// copied as they are, in the same order.
 struct Bf16Rows {
   const float* src;
   int64_t rows, width, stride;
   uint16_t* dst;
   int64_t head = 0, seq = 0;
+  const uint16_t* src16 = nullptr;
 };
 // Converts every job in one parallel region (the rows of all jobs split over the threads).
 void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs);

@@ -41,13 +41,16 @@ void reserve(const std::array<AttentionBf16Input, 2>& in) {
 }
 // Both inputs cast in one parallel region, except those whose bit is set in `reuse` (their slot
 // already holds the copy); returns the copies (valid until the slots are reused).
+// a and b point to f32 rows, or to bf16 rows where the input says src_bf16.
 std::pair<const void*, const void*> cast_inputs(const std::array<AttentionBf16Input, 2>& in,
-                                                const float* a, const float* b, unsigned reuse = 0) {
+                                                const void* a, const void* b, unsigned reuse = 0) {
   Bf16Rows job[2];
   for (int i = 0; i < 2; ++i) {
     const auto& x = in[size_t(i)];
     auto* dst = reinterpret_cast<uint16_t*>(gemm_scratch(x.slot, size_t(x.rows * x.width) * sizeof(uint16_t)));
-    job[i] = {i == 0 ? a : b, x.rows, x.width, x.stride, dst, x.head, x.seq};
+    const void* src = i == 0 ? a : b;
+    job[i] = {x.src_bf16 ? nullptr : static_cast<const float*>(src), x.rows, x.width, x.stride, dst, x.head, x.seq,
+              x.src_bf16 ? static_cast<const uint16_t*>(src) : nullptr};
   }
   switch (reuse & 3u) {
     case 0: cast_rows_to_bf16({job[0], job[1]}); break;
@@ -179,8 +182,9 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 // Q, K and V are strided views of qkv (B,S,3,heads,d): in f32 no copies, the matmul reads in
 // place; in bf16 each is cast into a dense head-major copy (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                                 bool bf16)
-    : B_(B), S_(S), H_(heads * d), bf16_(bf16) {
+                                 bool bf16, bool qkv_bf16)
+    : B_(B), S_(S), H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16) {
+  check(bf16 || !qkv_bf16, "attention scores: a bf16 qkv needs bf16 products");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
@@ -188,6 +192,7 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
   if (bf16) {
     // The slots the backward's dQ and dK GEMMs may read these copies from (AttentionGrad).
     in16_ = {heads_bf16(B, S, heads, d, row, false, kQSlot), heads_bf16(B, S, heads, d, row, true, kKSlot)};
+    in16_[0].src_bf16 = in16_[1].src_bf16 = qkv_bf16;
     reserve(in16_);
     q = in16_[0].view, kt = in16_[1].view;
   }
@@ -206,7 +211,12 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
   std::pair<const void*, const void*> in{qkv, qkv + H_};  // K: after the H columns of Q
-  if (bf16_) in = cast_inputs(in16_, qkv, qkv + H_);
+  if (qkv_bf16_) {
+    const auto* q16 = reinterpret_cast<const uint16_t*>(qkv);
+    in = cast_inputs(in16_, q16, q16 + H_);
+  } else if (bf16_) {
+    in = cast_inputs(in16_, qkv, qkv + H_);
+  }
   if (std::all_of(mask_bias, mask_bias + B_ * S_, [](float v) { return v == 0.f; })) {
     unmasked_args_.execute(unmasked_, {{DNNL_ARG_SRC, unmasked_pd_.src_desc(), in.first},
                                        {DNNL_ARG_WEIGHTS, unmasked_pd_.weights_desc(), in.second},
@@ -225,15 +235,17 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
-AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16)
-    : H_(heads * d), bf16_(bf16) {
-  check(bf16 || !y_bf16, "attention context: a bf16 output needs bf16 inputs");
+AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
+                                   bool qkv_bf16)
+    : H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16) {
+  check(bf16 || (!y_bf16 && !qkv_bf16), "attention context: a bf16 output or qkv needs bf16 products");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
   if (bf16) {
     in16_ = {scores_bf16(B, S, heads, false, 0), heads_bf16(B, S, heads, d, row, false, 1)};
+    in16_[1].src_bf16 = qkv_bf16;
     reserve(in16_);
     p = in16_[0].view, v = in16_[1].view;
   }
@@ -244,7 +256,8 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
   std::pair<const void*, const void*> in{probs, qkv + 2 * H_};  // V: after Q and K
-  if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_);
+  if (qkv_bf16_) in = cast_inputs(in16_, probs, reinterpret_cast<const uint16_t*>(qkv) + 2 * H_);
+  else if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_);
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), out}});

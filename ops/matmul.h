@@ -86,6 +86,7 @@ struct AttentionBf16Input {
   int slot = 0;
   dnnl::memory::desc view;
   int64_t head = 0, seq = 0;  // > 0: a head-major copy (Bf16Rows::head, seq)
+  bool src_bf16 = false;      // the source rows are bf16 (an inference handoff): copied, not cast
 };
 
 // Attention products on the fused qkv activation (B,S,3H), H = heads * d:
@@ -98,7 +99,10 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 
 class AttentionScores {
  public:
-  AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16 = false);
+  // qkv_bf16 (bf16 only): qkv is bf16 (B,S,3H), written so by the qkv linear layer
+  // (LinearBf16Io::y_bf16); Q and K are copied from it rather than cast.
+  AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16 = false,
+                  bool qkv_bf16 = false);
   // A batch without padding has an all-zero mask bias: the product then runs without the
   // bias post-op (the same bits, since x + 0 = x), which costs as much as a third of the
   // matmul at BERT-base shapes.
@@ -107,7 +111,7 @@ class AttentionScores {
 
  private:
   int64_t B_, S_, H_;
-  bool bf16_;
+  bool bf16_, qkv_bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: Q, K^T
   dnnl::matmul::primitive_desc pd_, unmasked_pd_;  // with the mask-bias post-op; without it
   dnnl::matmul prim_, unmasked_;
@@ -118,13 +122,15 @@ class AttentionContext {
  public:
   // y_bf16 (bf16 only): ctx is written as bf16 (B,S,H), rounded to nearest even at the store,
   // for a bf16 linear layer that reads it without a cast (LinearBf16Io::x_bf16).
-  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false);
+  // qkv_bf16: as for AttentionScores (V copied from a bf16 qkv).
+  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false,
+                   bool qkv_bf16 = false);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 
  private:
   int64_t H_;
-  bool bf16_;
+  bool bf16_, qkv_bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;

@@ -62,7 +62,9 @@ std::vector<uint8_t> shared_attention_casts(const Graph& g);
 // of a bf16 attention context product whose only reader is the input x of another bf16 linear
 // layer, and not a graph output: the producer writes it as bf16 and the consumer reads it
 // without a cast (ops::LinearBf16Io), e.g. the GELU output between the two FFN GEMMs, and the
-// attention context before attention.output. runtime/executor_steps.cpp.
+// attention context before attention.output. Also the output of a bf16 linear layer read only
+// as qkv by bf16 attention score and context products (the fused qkv), which copy their
+// head-major Q, K and V from it rather than cast them. runtime/executor_steps.cpp.
 std::vector<char> bf16_linear_handoffs(const Graph& g);
 
 // Training: a linear weight larger than this (the tied MLM decoder) is read unpacked by its

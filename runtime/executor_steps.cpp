@@ -133,7 +133,7 @@ std::function<void()> Executor::make_step(const Node& n) {
       auto q = shape(0);
       auto [heads, d] = heads_and_d(q);
       auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>(),
-                                                       gemm_bf16(n));
+                                                       gemm_bf16(n), handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
       const float *qkv = in(0), *bias = in(1);
       return [=] { op->forward(out, qkv, bias); };
     }
@@ -147,7 +147,8 @@ std::function<void()> Executor::make_step(const Node& n) {
       auto q = shape(1);
       auto [heads, d] = heads_and_d(q);
       auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
-                                                        handoff_.at(static_cast<size_t>(n.outputs[0])) != 0);
+                                                        handoff_.at(static_cast<size_t>(n.outputs[0])) != 0,
+                                                        handoff_.at(static_cast<size_t>(n.inputs[1])) != 0);
       const float *p = in(0), *qkv = in(1);
       return [=] { op->forward(out, p, qkv); };
     }
@@ -408,9 +409,21 @@ std::vector<char> bf16_linear_handoffs(const Graph& g) {
     const bool context = producer.kind == OpKind::attn_context && gemm_bf16(producer);  // P V
     if (!context && (!bf16_linear(producer) || producer.inputs.size() > 3)) continue;  // a residual: not handed over
     const int t = producer.outputs.at(0), reader = uses.sole_reader(t);
-    if (reader < 0) continue;
-    const Node& consumer = g.node(reader);
-    if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
+    if (reader >= 0) {
+      const Node& consumer = g.node(reader);
+      if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
+      continue;
+    }
+    // The fused qkv, read only as qkv by bf16 attention score and context products.
+    const auto& readers = uses.readers.at(static_cast<size_t>(t));
+    auto reads_qkv = [&](int r) {
+      const Node& n = g.node(r);
+      return gemm_bf16(n) && ((n.kind == OpKind::attn_scores && n.inputs.at(0) == t) ||
+                              (n.kind == OpKind::attn_context && n.inputs.at(1) == t && n.inputs.at(0) != t));
+    };
+    if (!context && !readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
+        std::all_of(readers.begin(), readers.end(), reads_qkv))
+      handoff[static_cast<size_t>(t)] = 1;
   }
   return handoff;
 }

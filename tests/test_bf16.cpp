@@ -271,6 +271,16 @@ TEST_CASE("bf16 attention products equal the reference on bf16-rounded inputs", 
   ops::attn_context_reference(ctx16.data(), probs16.data(), qkv16.data(), B, S, heads, d);
   ops::attn_context_reference(ctx32.data(), probs.data(), qkv.data(), B, S, heads, d);
   check_bf16("attention context", ctx, ctx16, ctx32);
+  {  // qkv handed over in bf16 (inference): Q, K and V copied from it, the products' bits unchanged
+    std::vector<uint16_t> qkv_bf16(qkv.size());
+    for (size_t i = 0; i < qkv.size(); ++i) qkv_bf16[i] = ops::to_bf16(qkv[i]);
+    const auto* q16 = reinterpret_cast<const float*>(qkv_bf16.data());
+    std::vector<float> got16(n_scores), ctx_q16(B * S * H);
+    ops::AttentionScores(B, S, heads, d, scale, true, true).forward(got16.data(), q16, bias.data());
+    CHECK(got16 == got);
+    ops::AttentionContext(B, S, heads, d, true, false, true).forward(ctx_q16.data(), probs.data(), q16);
+    CHECK(ctx_q16 == ctx);
+  }
   {  // written as bf16 (an inference handoff): the f32 result rounded to nearest even, bit for bit
     std::vector<uint16_t> ctx_bf16(B * S * H);
     ops::AttentionContext(B, S, heads, d, true, true)
@@ -379,14 +389,17 @@ TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in
       // Only with the GELU in the first GEMM's epilogue does one linear layer feed another
       // alone; the attention context feeds attention.output alone, fused or not.
       const bool bf16 = std::string(precision) == "bf16";
-      size_t gelu = 0, context = 0;
+      // The fused qkv is read only by the attention products.
+      size_t gelu = 0, context = 0, qkv = 0;
       for (const auto& n : names) {
         gelu += n.ends_with("ffn.gelu.out");  // the fused GELU's output
         context += n.ends_with("attention.context.out");
+        qkv += n.ends_with("attention.qkv.out");
       }
       CHECK(gelu == (bf16 && fused ? size_t(c.num_hidden_layers) : 0));
       CHECK(context == (bf16 ? size_t(c.num_hidden_layers) : 0));
-      CHECK(gelu + context == names.size());
+      CHECK(qkv == (bf16 ? size_t(c.num_hidden_layers) : 0));
+      CHECK(gelu + context + qkv == names.size());
     }
 }
 
