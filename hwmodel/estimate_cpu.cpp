@@ -166,12 +166,15 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const bool dy_shared = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(at);
   const unsigned attn = facts.shared_attn.empty() ? 0u : facts.shared_attn.at(at);
   const unsigned attn_a = node.kind == OpKind::attn_context_grad_v ? 2u : 1u;  // the bit of A's input
-  const bool a_ready = dy_shared || (attn & attn_a) || (node.kind == OpKind::linear && facts.handoff.at(size_t(node.inputs.at(0))));
+  auto handed = [&](size_t i) { return !facts.handoff.empty() && facts.handoff.at(size_t(node.inputs.at(i))); };
+  // A is bf16 probabilities a dropout wrote (bf16_probs_handoffs): P of the context product, P^T of dV.
+  const bool probs16 = (node.kind == OpKind::attn_context && handed(0)) ||
+                       (node.kind == OpKind::attn_context_grad_v && handed(1));
+  const bool a_ready = dy_shared || (attn & attn_a) || probs16 || (node.kind == OpKind::linear && handed(0));
   double weight_bytes = 0;  // training: the weight's packing or cast, once per optimizer step
   if (bf16) {
     // Inference: attention products whose qkv a linear layer wrote in bf16 (bf16_linear_handoffs)
     // copy Q, K (scores) or V (context) from it, reading 2 B per element instead of 4.
-    auto handed = [&](size_t i) { return !facts.handoff.empty() && facts.handoff.at(size_t(node.inputs.at(i))); };
     const bool qkv16 = (node.kind == OpKind::attn_scores && handed(0)) || (node.kind == OpKind::attn_context && handed(1));
     const double a_in = node.kind == OpKind::attn_scores && qkv16 ? 2 : 4, b_in = qkv16 ? 2 : 4;
     if (!a_ready) convert_bytes += a_elems * (a_in + e_gemm), ++calls;

@@ -98,6 +98,8 @@ void cast_row(uint16_t* dst, const float* src, int64_t n) {
 
 }  // namespace
 
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) { cast_row(dst, src, n); }
+
 SharedDySums& shared_dy_sums() {
   thread_local SharedDySums sums;
   return sums;

@@ -62,6 +62,8 @@ std::byte* gemm_scratch(int slot, size_t bytes);
 // f32 -> bf16, round to nearest even, as oneDNN's reorders and the AVX512-BF16 instruction
 // (vcvtneps2bf16) round: a NaN stays a (quiet) NaN, a denormal input becomes a zero of its sign.
 uint16_t to_bf16(float f);
+// n values of src rounded as to_bf16 does, on the calling thread (vectorised).
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n);
 
 // One dense bf16 copy of strided f32 rows: row r of `width` floats starts at src + r * stride and
 // goes to dst + r * width. With `head` > 0 the rows are those of a (B,S,H) array (S = `seq`,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "ops/dnnl_context.h"
 #include "ops/normalization.h"
 #include "base/error.h"
@@ -121,6 +122,24 @@ void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     y[i] = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;
+  }
+}
+
+void dropout_forward_bf16(uint16_t* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
+  check(reinterpret_cast<const std::byte*>(y) + 2 * n <= reinterpret_cast<const std::byte*>(x) ||
+            reinterpret_cast<const std::byte*>(x) + 4 * n <= reinterpret_cast<const std::byte*>(y),
+        "dropout_forward_bf16: the output overlaps the input");
+  const uint64_t base = stream_key(salt, key);
+  const uint32_t threshold = keep_threshold(p);
+  const float scale = 1.f / (1.f - p);
+  constexpr int64_t kChunk = 2048;  // f32 values per chunk, rounded into y in one vector pass
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < n; c += kChunk) {
+    float buf[kChunk];
+    const int64_t len = std::min(kChunk, n - c);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) buf[i] = kept(base, uint64_t(c + i), threshold) ? x[c + i] * scale : 0.f;
+    cast_to_bf16(y + c, buf, len);
   }
 }
 

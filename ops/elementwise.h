@@ -62,6 +62,10 @@ struct DropoutKey {
 };
 // y (n) = dropout(x); used for the backward too (dx = dropout(dy) with the same key and salt).
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key);
+// The same written as bf16 (to_bf16 of each value: bit-identical to dropout_forward then a cast),
+// for bf16 attention products that read the probabilities as they are (bf16 handoff). y must not
+// overlap x (the threads' bf16 writes would overtake other threads' f32 reads).
+void dropout_forward_bf16(uint16_t* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key);
 bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key);  // the mask, for tests
 
 // A hidden-state dropout and the residual add after it in one pass (the executor runs a dropout

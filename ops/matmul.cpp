@@ -236,9 +236,9 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
 AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
-                                   bool qkv_bf16)
-    : H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16) {
-  check(bf16 || (!y_bf16 && !qkv_bf16), "attention context: a bf16 output or qkv needs bf16 products");
+                                   bool qkv_bf16, bool probs_bf16)
+    : H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16), probs_bf16_(probs_bf16) {
+  check(bf16 || (!y_bf16 && !qkv_bf16 && !probs_bf16), "attention context: bf16 operands need bf16 products");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
@@ -256,8 +256,10 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
   std::pair<const void*, const void*> in{probs, qkv + 2 * H_};  // V: after Q and K
-  if (qkv_bf16_) in = cast_inputs(in16_, probs, reinterpret_cast<const uint16_t*>(qkv) + 2 * H_);
-  else if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_);
+  const unsigned keep_p = probs_bf16_ ? 1u : 0u;  // P read in place
+  if (qkv_bf16_) in = cast_inputs(in16_, probs, reinterpret_cast<const uint16_t*>(qkv) + 2 * H_, keep_p);
+  else if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_, keep_p);
+  if (probs_bf16_) in.first = probs;
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), out}});
@@ -399,9 +401,11 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
 }
 
 AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                             bool bf16, unsigned reuse)
-    : kind_(kind), B_(B), S_(S), H_(heads * d), heads_(heads), bf16_(bf16), reuse_(bf16 ? reuse : 0) {
+                             bool bf16, unsigned reuse, bool probs_bf16)
+    : kind_(kind), B_(B), S_(S), H_(heads * d), heads_(heads), bf16_(bf16), probs_bf16_(probs_bf16),
+      reuse_(bf16 ? reuse : 0) {
   check(reuse < 4, "attention backward: bad reuse mask {}", reuse);
+  check(!probs_bf16 || (bf16 && kind == Kind::context_v), "attention backward: bf16 probabilities need bf16 dV");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
   // Views: a head of qkv/dqkv (B,heads,S,d), its transpose (B,heads,d,S), a head of ctx/dctx,
@@ -468,8 +472,10 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
   }
   std::pair<const void*, const void*> in{src, wei};
   // reuse_ counts a, b; in16_ is (src, wei), which context_v takes as (b, a).
-  const unsigned reuse = kind_ == Kind::context_v ? ((reuse_ & 1u) << 1) | ((reuse_ >> 1) & 1u) : reuse_;
+  unsigned reuse = kind_ == Kind::context_v ? ((reuse_ & 1u) << 1) | ((reuse_ >> 1) & 1u) : reuse_;
+  if (probs_bf16_) reuse |= 1u;  // P^T (src) read in place
   if (bf16_) in = cast_inputs(in16_, src, wei, reuse);
+  if (probs_bf16_) in.first = src;
   if (!staged_) {
     args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                           {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},

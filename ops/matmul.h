@@ -122,15 +122,17 @@ class AttentionContext {
  public:
   // y_bf16 (bf16 only): ctx is written as bf16 (B,S,H), rounded to nearest even at the store,
   // for a bf16 linear layer that reads it without a cast (LinearBf16Io::x_bf16).
-  // qkv_bf16: as for AttentionScores (V copied from a bf16 qkv).
+  // qkv_bf16: as for AttentionScores (V copied from a bf16 qkv). probs_bf16: the probabilities
+  // are bf16 already (a dropout that wrote them so, ops::dropout_forward_bf16) and are read in
+  // place.
   AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false,
-                   bool qkv_bf16 = false);
+                   bool qkv_bf16 = false, bool probs_bf16 = false);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 
  private:
   int64_t H_;
-  bool bf16_, qkv_bf16_;
+  bool bf16_, qkv_bf16_, probs_bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
@@ -222,8 +224,10 @@ class AttentionGrad {
   // them. Bit i of `reuse`: input i (a, b of forward()) is not cast, its copy is read from its
   // slot, where an earlier GEMM left the same cast of the same values (the caller ensures that
   // no other writer of the slot ran since: runtime::shared_attention_casts).
+  // probs_bf16 (context_v): the probabilities (b) are bf16 already and are read in place, as
+  // AttentionContext's probs_bf16.
   AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                bool bf16 = false, unsigned reuse = 0);
+                bool bf16 = false, unsigned reuse = 0, bool probs_bf16 = false);
   // scores_q/k: (dqkv, dscores, qkv); context_probs: (dprobs, dctx, qkv); context_v: (dqkv, dctx, probs)
   void forward(float* out, const float* a, const float* b) const;
   std::string impl_name() const;
@@ -231,7 +235,7 @@ class AttentionGrad {
  private:
   Kind kind_;
   int64_t B_, S_, H_, heads_;
-  bool bf16_;
+  bool bf16_, probs_bf16_;
   unsigned reuse_;                          // bf16: inputs (a, b) read from their slots as they are
   std::array<AttentionBf16Input, 2> in16_;  // bf16: the matmul's src and weights
   bool staged_ = false;  // bf16 with a dqkv output: staged head-major, then copied into it

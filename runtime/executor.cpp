@@ -12,7 +12,11 @@
 namespace bertlab {
 
 Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
-    : graph_(std::move(graph)), params_(params), state_(state), plan_(plan_memory(graph_)) {
+    : graph_(std::move(graph)),
+      params_(params),
+      state_(state),
+      // A dropout writing bf16 probabilities does not run over its f32 input (bf16_probs_handoffs).
+      plan_(plan_memory(graph_, 64, bf16_probs_handoffs(graph_))) {
   arena_ = AlignedBuffer<std::byte>(static_cast<size_t>(plan_.arena_bytes));
   for (const auto& n : graph_.nodes())
     check(!gemm_bf16(n) || ops::cpu_has_bf16(),
@@ -20,7 +24,11 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "AMX); use --precision fp32", n.name);
   share_dy_ = shared_dy_casts(graph_);
   shared_attn_ = shared_attention_casts(graph_);
-  handoff_ = state_ ? std::vector<char>(graph_.tensors().size(), 0) : bf16_linear_handoffs(graph_);
+  handoff_ = bf16_probs_handoffs(graph_);
+  if (!state_) {  // inference: also the linear and attention handoffs
+    const auto linear = bf16_linear_handoffs(graph_);
+    for (size_t t = 0; t < handoff_.size(); ++t) handoff_[t] |= linear[t];
+  }
   kept_x_ = kept_x_casts(graph_);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,

@@ -67,6 +67,12 @@ std::vector<uint8_t> shared_attention_casts(const Graph& g);
 // head-major Q, K and V from it rather than cast them. runtime/executor_steps.cpp.
 std::vector<char> bf16_linear_handoffs(const Graph& g);
 
+// bf16, training and inference: per tensor, 1 for the output of a dropout read only as the
+// probabilities P by bf16 attention products (context P V, and dV = P^T dctx on the backward's
+// recomputation): the dropout writes it as bf16 (ops::dropout_forward_bf16) and the products
+// read it in place instead of casting it. runtime/executor_steps.cpp.
+std::vector<char> bf16_probs_handoffs(const Graph& g);
+
 // Training: a linear weight larger than this (the tied MLM decoder) is read unpacked by its
 // GEMMs rather than doubled in memory by a packed copy.
 inline constexpr int64_t kLargeWeightBytes = 32 << 20;

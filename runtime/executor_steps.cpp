@@ -148,7 +148,8 @@ std::function<void()> Executor::make_step(const Node& n) {
       auto [heads, d] = heads_and_d(q);
       auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
                                                         handoff_.at(static_cast<size_t>(n.outputs[0])) != 0,
-                                                        handoff_.at(static_cast<size_t>(n.inputs[1])) != 0);
+                                                        handoff_.at(static_cast<size_t>(n.inputs[1])) != 0,
+                                                        handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
       const float *p = in(0), *qkv = in(1);
       return [=] { op->forward(out, p, qkv); };
     }
@@ -180,6 +181,12 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float* x = in(0);
       const float p = n.attrs.at("p").get<float>();
       const uint64_t salt = n.attrs.at("salt").get<uint64_t>();
+      if (n.kind == OpKind::dropout && handoff_.at(static_cast<size_t>(n.outputs[0]))) {  // bf16 probabilities
+        auto* out16 = reinterpret_cast<uint16_t*>(out);
+        return [=] {
+          ops::dropout_forward_bf16(out16, x, out_numel, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)});
+        };
+      }
       return [=] { ops::dropout_forward(out, x, out_numel, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)}); };
     }
     case OpKind::gather_rows: {
@@ -252,8 +259,9 @@ std::function<void()> Executor::make_step(const Node& n) {
                       : shape(1);
       auto [heads, d] = heads_and_d(qkv);
       float scale = n.attrs.value("scale", 1.0f);
+      const bool probs_bf16 = kind == K::context_v && handoff_.at(static_cast<size_t>(n.inputs[1]));
       auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n),
-                                                     shared_attn_.at(static_cast<size_t>(n.id)));
+                                                     shared_attn_.at(static_cast<size_t>(n.id)), probs_bf16);
       const float *a = in(0), *b = in(1);
       return [=] { op->forward(out, a, b); };
     }
@@ -423,6 +431,27 @@ std::vector<char> bf16_linear_handoffs(const Graph& g) {
     };
     if (!context && !readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
         std::all_of(readers.begin(), readers.end(), reads_qkv))
+      handoff[static_cast<size_t>(t)] = 1;
+  }
+  return handoff;
+}
+
+std::vector<char> bf16_probs_handoffs(const Graph& g) {
+  const TensorUses uses(g);
+  std::vector<char> handoff(g.tensors().size(), 0);
+  for (const Node& drop : g.nodes()) {
+    if (drop.kind != OpKind::dropout) continue;
+    const int t = drop.outputs.at(0);
+    const auto& readers = uses.readers.at(static_cast<size_t>(t));
+    auto reads_probs = [&](int r) {
+      const Node& n = g.node(r);
+      if (!gemm_bf16(n)) return false;
+      if (n.kind == OpKind::attn_context) return n.inputs.at(0) == t && n.inputs.at(1) != t;
+      if (n.kind == OpKind::attn_context_grad_v) return n.inputs.at(1) == t && n.inputs.at(0) != t;
+      return false;
+    };
+    if (!readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
+        std::all_of(readers.begin(), readers.end(), reads_probs))
       handoff[static_cast<size_t>(t)] = 1;
   }
   return handoff;

@@ -6,7 +6,7 @@ namespace bertlab {
 
 bool runs_in_place(OpKind k) { return op_info(k).in_place == InPlace::yes; }
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+MemoryPlan plan_memory(const Graph& g, int64_t alignment, const std::vector<char>& apart) {
   const int n_tensors = static_cast<int>(g.tensors().size());
   const int end = static_cast<int>(g.nodes().size());
   std::vector<int> first(n_tensors, end + 1), last(n_tensors, -1);
@@ -29,6 +29,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   for (const auto& n : g.nodes()) {
     if (!runs_in_place(n.kind) || n.outputs.size() != 1) continue;
     const int in = n.inputs[0], out = n.outputs[0];
+    if (!apart.empty() && apart.at(static_cast<size_t>(out))) continue;
     const auto& ti = g.tensor(in);
     if (ti.role != Role::activation || is_output[in] || last[in] != n.id || first[out] != n.id ||
         ti.bytes() != g.tensor(out).bytes())

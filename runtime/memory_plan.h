@@ -17,8 +17,10 @@ struct MemoryPlan {
 // Places every tensor whose role is input or activation. A tensor lives from the node that
 // writes it to the last node that reads it; graph inputs and outputs live through the whole run.
 // Element-wise kinds whose kernels accept an output that is their first input; the plan puts
-// such an output over its input when the input is read by no later node.
+// such an output over its input when the input is read by no later node, unless `apart` (per
+// tensor, when not empty) marks the output: an output written in another layout than its input
+// (a bf16 handoff) must not overwrite it while it is read.
 bool runs_in_place(OpKind k);
-MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64);
+MemoryPlan plan_memory(const Graph& g, int64_t alignment = 64, const std::vector<char>& apart = {});
 
 }  // namespace bertlab

@@ -15,12 +15,14 @@
 #include <map>
 
 #include "ops/bf16.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "apps/profile_common.h"
 #include "ops/peak.h"
 #include "runtime/bert_builder.h"
 #include "runtime/executor.h"
 #include "runtime/fusion.h"
+#include "runtime/memory_plan.h"
 #include "runtime/model.h"
 #include "runtime/train_step.h"
 #include "test_util.h"
@@ -355,6 +357,46 @@ TEST_CASE("bf16 attention backward GEMMs read the casts an earlier GEMM left in 
   CHECK(std::any_of(poisoned.begin(), poisoned.end(), [](float v) { return std::isnan(v); }));
 }
 
+TEST_CASE("bf16 probabilities: a dropout writes them in bf16 and the attention products read them in place",
+          "[ops][bf16]") {
+  // The dropout: the f32 kernel's values rounded, bit for bit (odd length, a chunk boundary).
+  for (const int64_t n : {int64_t{1}, int64_t{2047}, int64_t{5000}}) {
+    const auto x = random_vector(n, 41);
+    std::vector<float> y(n);
+    std::vector<uint16_t> y16(n), overlap(3 * n);
+    const ops::DropoutKey key{7, 3, 1};
+    ops::dropout_forward(y.data(), x.data(), n, 0.1f, 99, key);
+    ops::dropout_forward_bf16(y16.data(), x.data(), n, 0.1f, 99, key);
+    size_t same = 0;
+    for (int64_t i = 0; i < n; ++i) same += y16[i] == ops::to_bf16(y[i]);
+    CHECK(same == size_t(n));
+    // Over its own input it would overtake the reads: refused.
+    auto* in_place = reinterpret_cast<float*>(overlap.data());
+    CHECK_THROWS_WITH(ops::dropout_forward_bf16(overlap.data(), in_place, n, 0.1f, 99, key),
+                      Catch::Contains("overlaps the input"));
+  }
+  if (!ops::cpu_has_bf16()) {
+    WARN("skipped the products: no native bf16 matmul on this CPU");
+    return;
+  }
+  const int64_t B = 2, S = 24, heads = 3, d = 16, H = heads * d;
+  const auto qkv = random_vector(B * S * 3 * H, 42), probs = random_vector(B * heads * S * S, 43, 0.f, 1.f),
+             dctx = random_vector(B * S * H, 44);
+  std::vector<uint16_t> probs16(probs.size());
+  for (size_t i = 0; i < probs.size(); ++i) probs16[i] = ops::to_bf16(probs[i]);
+  const auto* p16 = reinterpret_cast<const float*>(probs16.data());
+  std::vector<float> ctx(B * S * H), ctx16(B * S * H);
+  ops::AttentionContext(B, S, heads, d, true).forward(ctx.data(), probs.data(), qkv.data());
+  ops::AttentionContext(B, S, heads, d, true, false, false, true).forward(ctx16.data(), p16, qkv.data());
+  CHECK(ctx16 == ctx);
+  using K = ops::AttentionGrad::Kind;
+  std::vector<float> dv(B * S * 3 * H, 0.f), dv16(B * S * 3 * H, 0.f);
+  ops::AttentionGrad(K::context_v, B, S, heads, d, 1.f, true).forward(dv.data(), dctx.data(), probs.data());
+  ops::AttentionGrad(K::context_v, B, S, heads, d, 1.f, true, 0, true).forward(dv16.data(), dctx.data(), p16);
+  CHECK(dv16 == dv);
+  CHECK(std::any_of(dv.begin(), dv.end(), [](float v) { return v != 0.f; }));
+}
+
 namespace {
 
 BertConfig bf16_test_config() { return testing::bert_config(200, 64, 2, 4, 128, 64); }
@@ -472,6 +514,30 @@ TEST_CASE("bf16 training: attention backward GEMMs reuse the casts of dctx, dS, 
       if (n.kind == OpKind::attn_scores) scores = &n;
       prev = &n;
     }
+  }
+}
+
+TEST_CASE("bf16 training: the attention dropouts hand their probabilities over in bf16", "[graph][bf16]") {
+  const auto c = bf16_test_config();
+  for (const char* precision : {"bf16", "fp32"}) {
+    RunSpec r = run_spec("train", precision);
+    r.dropout = true;
+    Graph g = build_bert(c, r);
+    apply_fusions(g);
+    const auto handoff = bf16_probs_handoffs(g);
+    REQUIRE(handoff.size() == g.tensors().size());
+    std::vector<std::string> names;
+    for (const auto& t : g.tensors())
+      if (handoff[size_t(t.id)]) names.push_back(t.name);
+    INFO(precision << ": " << fmt::format("{}", fmt::join(names, ", ")));
+    // The forward dropout's output (read by the context product) and its recomputation's (read
+    // by dV and by the skipped context recomputation), per layer.
+    CHECK(names.size() == (std::string(precision) == "bf16" ? size_t(2 * c.num_hidden_layers) : 0));
+    for (const auto& n : names) CHECK_THAT(n, Catch::Contains("attention.dropout"));
+    // Never placed over the f32 input it is computed from.
+    const MemoryPlan plan = plan_memory(g, 64, handoff);
+    for (const auto& n : g.nodes())
+      if (handoff[size_t(n.outputs[0])]) CHECK(plan.offset[size_t(n.outputs[0])] != plan.offset[size_t(n.inputs[0])]);
   }
 }
 
