@@ -12,7 +12,7 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/estimate_alloc.h"
-#include "runtime/executor.h"  // the executor's per-node facts the cpu model follows (CpuGraphFacts)
+#include "runtime/step_rules.h"  // the rules the executor runs a graph by, which the cpu model follows (CpuGraphFacts)
 
 namespace bertlab::hw::estimate_detail {
 

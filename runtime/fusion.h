@@ -9,7 +9,7 @@
 namespace bertlab {
 
 // For each tensor: the nodes that read it, and whether it is a graph output. Fusion passes and
-// the executor's own pairings (runtime/executor_steps.cpp) find single consumers with it.
+// the executor's own pairings (runtime/step_rules.cpp) find single consumers with it.
 struct TensorUses {
   std::vector<std::vector<int>> readers;
   std::vector<bool> is_output;

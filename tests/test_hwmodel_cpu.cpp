@@ -9,7 +9,7 @@
 #include "hwmodel/profile_compare.h"
 #include "hwmodel/system.h"
 #include "runtime/bert_builder.h"
-#include "runtime/executor.h"  // gemm_b_packed, kept_x_casts, shared_attention_casts
+#include "runtime/step_rules.h"  // gemm_b_packed, kept_x_casts, shared_attention_casts
 #include "runtime/fusion.h"
 #include "test_configs.h"
 #include "base/error.h"

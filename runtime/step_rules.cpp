@@ -1,0 +1,197 @@
+// The graph rules of runtime/step_rules.h.
+#include "runtime/step_rules.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "runtime/fusion.h"
+
+namespace bertlab {
+
+std::vector<char> bf16_linear_handoffs(const Graph& g) {
+  const TensorUses uses(g);
+  std::vector<char> handoff(g.tensors().size(), 0);
+  auto bf16_linear = [](const Node& n) { return n.kind == OpKind::linear && gemm_bf16(n); };
+  for (const Node& producer : g.nodes()) {
+    const bool context = producer.kind == OpKind::attn_context && gemm_bf16(producer);  // P V
+    if (!context && (!bf16_linear(producer) || producer.inputs.size() > 3)) continue;  // a residual: not handed over
+    const int t = producer.outputs.at(0), reader = uses.sole_reader(t);
+    if (reader >= 0) {
+      const Node& consumer = g.node(reader);
+      if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
+      continue;
+    }
+    // The fused qkv, read only as qkv by bf16 attention score and context products.
+    const auto& readers = uses.readers.at(static_cast<size_t>(t));
+    auto reads_qkv = [&](int r) {
+      const Node& n = g.node(r);
+      return gemm_bf16(n) && ((n.kind == OpKind::attn_scores && n.inputs.at(0) == t) ||
+                              (n.kind == OpKind::attn_context && n.inputs.at(1) == t && n.inputs.at(0) != t));
+    };
+    if (!context && !readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
+        std::all_of(readers.begin(), readers.end(), reads_qkv))
+      handoff[static_cast<size_t>(t)] = 1;
+  }
+  return handoff;
+}
+
+std::vector<char> bf16_probs_handoffs(const Graph& g) {
+  const TensorUses uses(g);
+  std::vector<char> handoff(g.tensors().size(), 0);
+  for (const Node& drop : g.nodes()) {
+    if (drop.kind != OpKind::dropout) continue;
+    const int t = drop.outputs.at(0);
+    const auto& readers = uses.readers.at(static_cast<size_t>(t));
+    auto reads_probs = [&](int r) {
+      const Node& n = g.node(r);
+      if (!gemm_bf16(n)) return false;
+      if (n.kind == OpKind::attn_context) return n.inputs.at(0) == t && n.inputs.at(1) != t;
+      if (n.kind == OpKind::attn_context_grad_v) return n.inputs.at(1) == t && n.inputs.at(0) != t;
+      return false;
+    };
+    if (!readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
+        std::all_of(readers.begin(), readers.end(), reads_probs))
+      handoff[static_cast<size_t>(t)] = 1;
+  }
+  return handoff;
+}
+
+bool gemm_b_packed(const Graph& g, const Node& n) {
+  auto fits = [&] {
+    const auto gm = *node_gemm(g, n);  // B is k x n: the weight, or x of linear_grad_weight
+    return gm.k * gm.n * int64_t(sizeof(float)) <= kLargeWeightBytes;
+  };
+  if (n.kind == OpKind::linear) return fits();
+  if (n.kind == OpKind::linear_grad_input || n.kind == OpKind::linear_grad_weight) return !gemm_bf16(n) && fits();
+  return false;  // attention GEMMs read their operands in place (or cast in bf16); other nodes
+}
+
+std::vector<char> shared_dy_casts(const Graph& g) {
+  // bf16: a linear layer's dX GEMM casts dy to bf16, and its dW GEMM reads the same bf16 values
+  // (as dy^T). The pair shares one cast, kept in scratch slot kSharedDySlot, when no other bf16
+  // dX GEMM (the only writers of that slot) runs between the two. All nodes run on one thread,
+  // in graph order, and dy is not written between its readers (it is live until the dW GEMM).
+  const auto& nodes = g.nodes();
+  std::vector<char> share(nodes.size(), 0);
+  int last_input = -1;  // the latest bf16 linear_grad_input node
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (!gemm_bf16(n)) continue;
+    if (n.kind == OpKind::linear_grad_input) last_input = static_cast<int>(i);
+    if (n.kind != OpKind::linear_grad_weight || last_input < 0) continue;
+    const Node& gi = nodes[static_cast<size_t>(last_input)];
+    if (gi.inputs.at(0) != n.inputs.at(0) || gi.phase != n.phase) continue;
+    share[static_cast<size_t>(last_input)] = share[i] = 1;
+  }
+  return share;
+}
+
+std::vector<uint8_t> shared_attention_casts(const Graph& g) {
+  // bf16: the attention GEMMs cast their inputs into the calling thread's scratch slots
+  // (ops::AttentionGrad, ops::AttentionScores). All nodes run on one thread in graph order, and
+  // every GEMM node (and only those) writes slots 0 and 1, so a copy there is intact until the
+  // next GEMM node; kQSlot and kKSlot are written by attention score nodes alone. A tensor read
+  // by a later node is not written before that read (it is live until then). Writer and reader
+  // are in one phase, which a run executes whole (another executor on the thread may run
+  // between phases).
+  const auto& nodes = g.nodes();
+  std::vector<uint8_t> reuse(nodes.size(), 0);
+  const Node* prev_gemm = nullptr;  // the latest GEMM node, any precision
+  const Node* scores = nullptr;     // the latest bf16 attn_scores node
+  for (const Node& n : nodes) {
+    if (!node_gemm(g, n)) continue;
+    const bool bf16 = gemm_bf16(n);
+    auto after = [&](OpKind k) {  // right after a bf16 node of kind k on the same first input
+      return prev_gemm && prev_gemm->kind == k && gemm_bf16(*prev_gemm) && prev_gemm->phase == n.phase &&
+             prev_gemm->inputs.at(0) == n.inputs.at(0) && prev_gemm->attrs.value("heads", 0) == n.attrs.value("heads", 0);
+    };
+    // Q (dK) and K (dQ): cast by the latest attn_scores on the same qkv.
+    const bool qk = scores && scores->phase == n.phase && scores->inputs.at(0) == n.inputs.at(1) &&
+                    scores->attrs.value("heads", 0) == n.attrs.value("heads", 0);
+    uint8_t& r = reuse[static_cast<size_t>(n.id)];
+    if (bf16) switch (n.kind) {
+      case OpKind::attn_context_grad_v:  // dctx, which context_grad_probs cast into slot 0
+        r = after(OpKind::attn_context_grad_probs) ? 1 : 0;
+        break;
+      case OpKind::attn_scores_grad_k:  // dS, which scores_grad_q cast into slot 0 (read transposed)
+        r = static_cast<uint8_t>((after(OpKind::attn_scores_grad_q) ? 1 : 0) | (qk ? 2 : 0));
+        break;
+      case OpKind::attn_scores_grad_q:
+        r = qk ? 2 : 0;
+        break;
+      default:
+        break;
+    }
+    if (n.kind == OpKind::attn_scores) scores = bf16 ? &n : nullptr;
+    prev_gemm = &n;
+  }
+  return reuse;
+}
+
+std::vector<KeptXCast> kept_x_casts(const Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<KeptXCast> kept(nodes.size());
+  std::vector<int> producer(g.tensors().size(), -1);
+  for (const auto& n : nodes)
+    for (int t : n.outputs) producer.at(static_cast<size_t>(t)) = n.id;
+  // Whether tensor r holds the values of forward tensor f: f itself, or the output of a
+  // recomputation (is_recomputation) of f's producer, the same op and attributes on inputs that
+  // hold the same values in turn. Recomputations run the same primitives with the same dropout
+  // keys, so the values are the same bits.
+  std::function<bool(int, int)> same_values = [&](int f, int r) {
+    if (f == r) return true;
+    const int pf = producer.at(static_cast<size_t>(f)), pr = producer.at(static_cast<size_t>(r));
+    if (pf < 0 || pr < 0) return false;
+    const Node &a = g.node(pf), &b = g.node(pr);
+    auto attrs = b.attrs;
+    attrs.erase(kRecomputedAttr);
+    if (!is_recomputation(b) || b.kind != a.kind || attrs != a.attrs || b.inputs.size() != a.inputs.size() ||
+        a.outputs.size() != 1 || b.outputs.size() != 1)
+      return false;
+    for (size_t i = 0; i < a.inputs.size(); ++i)
+      if (!same_values(a.inputs[i], b.inputs[i])) return false;
+    return true;
+  };
+  const TensorUses uses(g);
+  const std::string suffix = ".grad_weight";  // autodiff's name for a linear layer's dW node
+  for (const auto& w : nodes) {
+    if (w.kind != OpKind::linear_grad_weight || !gemm_bf16(w) || !w.name.ends_with(suffix)) continue;
+    const auto lin = g.find_node(w.name.substr(0, w.name.size() - suffix.size()));
+    const int x = w.inputs.at(1), r = producer.at(static_cast<size_t>(x));
+    if (!lin || r < 0 || uses.sole_reader(x) != w.id) continue;
+    const Node& l = g.node(*lin);
+    if (l.kind != OpKind::linear || !gemm_bf16(l) || l.phase != Phase::forward || !is_recomputation(g.node(r)) ||
+        !same_values(l.inputs.at(0), x))
+      continue;
+    kept[static_cast<size_t>(l.id)] = {KeptX::keeps, l.id};
+    kept[static_cast<size_t>(w.id)] = {KeptX::reads, l.id};
+    kept[static_cast<size_t>(r)] = {KeptX::skipped, l.id};
+  }
+  return kept;
+}
+
+std::vector<char> fused_pairs(const Graph& g) {
+  const auto& nodes = g.nodes();
+  const TensorUses uses(g);
+  std::vector<char> pair(nodes.size(), 0);
+  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+    const Node &a = nodes[i], &b = nodes[i + 1];
+    const int t = a.outputs.at(0);  // what a writes and only b reads
+    if (a.phase != b.phase || uses.sole_reader(t) != b.id) continue;
+    const Shape& s = g.tensor(t).shape;
+    auto same_shape = [&](std::initializer_list<int> ts) {
+      return std::all_of(ts.begin(), ts.end(), [&](int u) { return g.tensor(u).shape == s; });
+    };
+    bool fits = false;
+    if (a.kind == OpKind::dropout && b.kind == OpKind::add) {
+      const int r = b.inputs.at(0) == t ? b.inputs.at(1) : b.inputs.at(0);  // the residual
+      fits = same_shape({a.inputs.at(0), r, b.outputs.at(0)});
+    } else if (a.kind == OpKind::dropout_grad && b.kind == OpKind::softmax_grad) {
+      fits = b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)});  // dy, then y
+    }
+    if (fits) pair[i++] = 1;
+  }
+  return pair;
+}
+
+}  // namespace bertlab
