@@ -84,9 +84,7 @@ uint16_t to_bf16(float f) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-namespace {
-
-void cast_row(uint16_t* dst, const float* src, int64_t n) {
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX512BF16__
   for (; i + 16 <= n; i += 16)
@@ -96,10 +94,6 @@ void cast_row(uint16_t* dst, const float* src, int64_t n) {
   for (; i < n; ++i) dst[i] = to_bf16(src[i]);
 }
 
-}  // namespace
-
-void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) { cast_row(dst, src, n); }
-
 SharedDySums& shared_dy_sums() {
   thread_local SharedDySums sums;
   return sums;
@@ -108,7 +102,7 @@ SharedDySums& shared_dy_sums() {
 void cast_rows_summing_columns(uint16_t* dst, const float* src, int64_t rows, int64_t width, SharedDySums& sums) {
   sums.used = row_sum_parts(rows, width, sums.parts, [&](int64_t begin, int64_t end, float* part) {
     for (int64_t i = begin; i < end; ++i) {
-      cast_row(dst + i * width, src + i * width, width);
+      cast_to_bf16(dst + i * width, src + i * width, width);
       add_row(part, src + i * width, width);
     }
   });
@@ -136,14 +130,14 @@ void cast_rows_to_bf16(std::initializer_list<Bf16Rows> jobs) {
     // n values from element `at` of row i into dst.
     auto row = [&](uint16_t* dst, int64_t at, int64_t n) {
       if (b.src16) std::memcpy(dst, b.src16 + i * b.stride + at, size_t(n) * sizeof(uint16_t));
-      else cast_row(dst, b.src + i * b.stride + at, n);
+      else cast_to_bf16(dst, b.src + i * b.stride + at, n);
     };
     if (b.head == 0) {
       row(b.dst + i * b.width, 0, b.width);
       continue;
     }
-    const int64_t heads = b.width / b.head, batch = i / b.seq, pos = i % b.seq;
-    for (int64_t g = 0; g < heads; ++g) row(b.dst + ((batch * heads + g) * b.seq + pos) * b.head, g * b.head, b.head);
+    const int64_t heads = b.width / b.head;
+    for (int64_t g = 0; g < heads; ++g) row(b.dst + head_major_at(i, g, heads, b.seq, b.head), g * b.head, b.head);
   }
 }
 

@@ -72,6 +72,11 @@ void cast_to_bf16(uint16_t* dst, const float* src, int64_t n);
 // stride 3H) then becomes dense heads, the layout oneDNN's bf16 brgemm runs fastest on.
 // With `src16` set instead of `src`, the rows are bf16 already (a bf16 inference handoff) and are
 // copied as they are, in the same order.
+// Where head g of row r = b * seq + s of a (B,seq,heads*d) array lies in its head-major
+// (B,heads,seq,d) copy, in elements.
+inline int64_t head_major_at(int64_t r, int64_t g, int64_t heads, int64_t seq, int64_t d) {
+  return ((r / seq * heads + g) * seq + r % seq) * d;
+}
 struct Bf16Rows {
   const float* src;
   int64_t rows, width, stride;

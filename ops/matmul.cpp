@@ -37,28 +37,38 @@ AttentionBf16Input scores_bf16(int64_t B, int64_t S, int64_t heads, bool transpo
   return {B * heads * S, S, S, slot, memory::desc({B, heads, S, S}, dt::bf16, transposed ? tag::abdc : tag::abcd)};
 }
 void reserve(const std::array<AttentionBf16Input, 2>& in) {
-  for (const auto& i : in) gemm_scratch(i.slot, size_t(i.rows * i.width) * sizeof(uint16_t));
+  for (const auto& i : in)
+    if (i.source != Bf16Source::in_place) gemm_scratch(i.slot, size_t(i.rows * i.width) * sizeof(uint16_t));
 }
-// Both inputs cast in one parallel region, except those whose bit is set in `reuse` (their slot
-// already holds the copy); returns the copies (valid until the slots are reused).
-// a and b point to f32 rows, or to bf16 rows where the input says src_bf16.
-std::pair<const void*, const void*> cast_inputs(const std::array<AttentionBf16Input, 2>& in,
-                                                const void* a, const void* b, unsigned reuse = 0) {
-  Bf16Rows job[2];
-  for (int i = 0; i < 2; ++i) {
-    const auto& x = in[size_t(i)];
-    auto* dst = reinterpret_cast<uint16_t*>(gemm_scratch(x.slot, size_t(x.rows * x.width) * sizeof(uint16_t)));
+// The matmul's two bf16 inputs from a and b (f32 rows, or bf16 rows for a `copy` source, or the
+// bf16 data itself for `in_place`): the cast and copied ones converted in one parallel region;
+// returns what the matmul reads (slot copies valid until the slots are written again).
+std::pair<const void*, const void*> cast_inputs(const std::array<AttentionBf16Input, 2>& in, const void* a,
+                                                const void* b) {
+  std::array<const void*, 2> out{};
+  std::array<Bf16Rows, 2> job{};
+  int jobs = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& x = in[i];
     const void* src = i == 0 ? a : b;
-    job[i] = {x.src_bf16 ? nullptr : static_cast<const float*>(src), x.rows, x.width, x.stride, dst, x.head, x.seq,
-              x.src_bf16 ? static_cast<const uint16_t*>(src) : nullptr};
+    if (x.source == Bf16Source::in_place) {
+      out[i] = src;
+      continue;
+    }
+    auto* dst = reinterpret_cast<uint16_t*>(gemm_scratch(x.slot, size_t(x.rows * x.width) * sizeof(uint16_t)));
+    out[i] = dst;
+    if (x.source == Bf16Source::cast)
+      job[size_t(jobs++)] = {static_cast<const float*>(src), x.rows, x.width, x.stride, dst, x.head, x.seq};
+    else if (x.source == Bf16Source::copy)
+      job[size_t(jobs++)] = {nullptr, x.rows, x.width, x.stride, dst, x.head, x.seq, static_cast<const uint16_t*>(src)};
   }
-  switch (reuse & 3u) {
-    case 0: cast_rows_to_bf16({job[0], job[1]}); break;
-    case 1: cast_rows_to_bf16({job[1]}); break;
-    case 2: cast_rows_to_bf16({job[0]}); break;
-    default: break;  // both copies are there
-  }
-  return {job[0].dst, job[1].dst};
+  if (jobs == 2) cast_rows_to_bf16({job[0], job[1]});
+  if (jobs == 1) cast_rows_to_bf16({job[0]});
+  return {out[0], out[1]};
+}
+// `elems` elements past base: floats, or bf16 values when `bf16` (a handed-over qkv).
+const void* elements_past(const float* base, int64_t elems, bool bf16) {
+  return bf16 ? static_cast<const void*>(reinterpret_cast<const uint16_t*>(base) + elems) : base + elems;
 }
 
 }  // namespace
@@ -183,7 +193,7 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 // place; in bf16 each is cast into a dense head-major copy (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
                                  bool bf16, bool qkv_bf16)
-    : B_(B), S_(S), H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16) {
+    : B_(B), S_(S), H_(heads * d), bf16_(bf16) {
   check(bf16 || !qkv_bf16, "attention scores: a bf16 qkv needs bf16 products");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
@@ -192,7 +202,7 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
   if (bf16) {
     // The slots the backward's dQ and dK GEMMs may read these copies from (AttentionGrad).
     in16_ = {heads_bf16(B, S, heads, d, row, false, kQSlot), heads_bf16(B, S, heads, d, row, true, kKSlot)};
-    in16_[0].src_bf16 = in16_[1].src_bf16 = qkv_bf16;
+    if (qkv_bf16) in16_[0].source = in16_[1].source = Bf16Source::copy;
     reserve(in16_);
     q = in16_[0].view, kt = in16_[1].view;
   }
@@ -211,12 +221,7 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
 
 void AttentionScores::forward(float* scores, const float* qkv, const float* mask_bias) const {
   std::pair<const void*, const void*> in{qkv, qkv + H_};  // K: after the H columns of Q
-  if (qkv_bf16_) {
-    const auto* q16 = reinterpret_cast<const uint16_t*>(qkv);
-    in = cast_inputs(in16_, q16, q16 + H_);
-  } else if (bf16_) {
-    in = cast_inputs(in16_, qkv, qkv + H_);
-  }
+  if (bf16_) in = cast_inputs(in16_, qkv, elements_past(qkv, H_, in16_[1].source == Bf16Source::copy));
   if (std::all_of(mask_bias, mask_bias + B_ * S_, [](float v) { return v == 0.f; })) {
     unmasked_args_.execute(unmasked_, {{DNNL_ARG_SRC, unmasked_pd_.src_desc(), in.first},
                                        {DNNL_ARG_WEIGHTS, unmasked_pd_.weights_desc(), in.second},
@@ -237,7 +242,7 @@ std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
 AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
                                    bool qkv_bf16, bool probs_bf16)
-    : H_(heads * d), bf16_(bf16), qkv_bf16_(qkv_bf16), probs_bf16_(probs_bf16) {
+    : H_(heads * d), bf16_(bf16) {
   check(bf16 || (!y_bf16 && !qkv_bf16 && !probs_bf16), "attention context: bf16 operands need bf16 products");
   auto& ctx = dnnl_context();
   const int64_t H = heads * d, row = 3 * H;
@@ -245,7 +250,8 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
   memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
   if (bf16) {
     in16_ = {scores_bf16(B, S, heads, false, 0), heads_bf16(B, S, heads, d, row, false, 1)};
-    in16_[1].src_bf16 = qkv_bf16;
+    if (probs_bf16) in16_[0].source = Bf16Source::in_place;
+    if (qkv_bf16) in16_[1].source = Bf16Source::copy;
     reserve(in16_);
     p = in16_[0].view, v = in16_[1].view;
   }
@@ -256,10 +262,7 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
   std::pair<const void*, const void*> in{probs, qkv + 2 * H_};  // V: after Q and K
-  const unsigned keep_p = probs_bf16_ ? 1u : 0u;  // P read in place
-  if (qkv_bf16_) in = cast_inputs(in16_, probs, reinterpret_cast<const uint16_t*>(qkv) + 2 * H_, keep_p);
-  else if (bf16_) in = cast_inputs(in16_, probs, qkv + 2 * H_, keep_p);
-  if (probs_bf16_) in.first = probs;
+  if (bf16_) in = cast_inputs(in16_, probs, elements_past(qkv, 2 * H_, in16_[1].source == Bf16Source::copy));
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), out}});
@@ -402,8 +405,7 @@ void attn_context_grad_v_reference(float* dqkv, const float* dctx, const float* 
 
 AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
                              bool bf16, unsigned reuse, bool probs_bf16)
-    : kind_(kind), B_(B), S_(S), H_(heads * d), heads_(heads), bf16_(bf16), probs_bf16_(probs_bf16),
-      reuse_(bf16 ? reuse : 0) {
+    : kind_(kind), B_(B), S_(S), H_(heads * d), heads_(heads), bf16_(bf16) {
   check(reuse < 4, "attention backward: bad reuse mask {}", reuse);
   check(!probs_bf16 || (bf16 && kind == Kind::context_v), "attention backward: bf16 probabilities need bf16 dV");
   auto& ctx = dnnl_context();
@@ -437,6 +439,11 @@ AttentionGrad::AttentionGrad(Kind kind, int64_t B, int64_t S, int64_t heads, int
       break;
   }
   if (bf16) {
+    // in16_ is (src, wei): (a, b) of forward(), but (b, a) for context_v (dV = P^T dctx).
+    const bool swapped = kind == Kind::context_v;
+    for (unsigned i = 0; i < 2; ++i)
+      if (reuse & (1u << i)) in16_[swapped ? 1 - i : i].source = Bf16Source::reused;
+    if (probs_bf16) in16_[0].source = Bf16Source::in_place;  // P^T, from b
     reserve(in16_);
     src = in16_[0].view, wei = in16_[1].view;
     // oneDNN's bf16 kernels do not write a head of dqkv (row stride 3H) in place (they fall back
@@ -471,11 +478,7 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
       break;
   }
   std::pair<const void*, const void*> in{src, wei};
-  // reuse_ counts a, b; in16_ is (src, wei), which context_v takes as (b, a).
-  unsigned reuse = kind_ == Kind::context_v ? ((reuse_ & 1u) << 1) | ((reuse_ >> 1) & 1u) : reuse_;
-  if (probs_bf16_) reuse |= 1u;  // P^T (src) read in place
-  if (bf16_) in = cast_inputs(in16_, src, wei, reuse);
-  if (probs_bf16_) in.first = src;
+  if (bf16_) in = cast_inputs(in16_, src, wei);
   if (!staged_) {
     args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                           {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
@@ -486,15 +489,12 @@ void AttentionGrad::forward(float* out, const float* a, const float* b) const {
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
                         {DNNL_ARG_DST, pd_.dst_desc(), staged}});
-  // Head-major (B,heads,S,d) into the third of dqkv (rows of 3H floats): head g of row
-  // r = b * S + s is staged at ((b * heads + g) * S + s) * d.
+  // Head-major (B,heads,S,d) into the third of dqkv (rows of 3H floats).
   const int64_t rows = B_ * S_, heads = heads_, d = H / heads;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t b = r / S_, s = r % S_;
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < heads; ++g)
-      std::memcpy(dst + r * 3 * H + g * d, staged + ((b * heads + g) * S_ + s) * d, size_t(d) * sizeof(float));
-  }
+      std::memcpy(dst + r * 3 * H + g * d, staged + head_major_at(r, g, heads, S_, d), size_t(d) * sizeof(float));
 }
 
 std::string AttentionGrad::impl_name() const { return impl_of(pd_); }

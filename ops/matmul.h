@@ -81,12 +81,19 @@ class Linear {
 // thread; `view` is how the matmul reads that copy (a head of a dense (B,S,H) array, the
 // scores, or a transpose of either), a layout oneDNN's bf16 brgemm takes. (A strided bf16 view
 // of the fused qkv, row stride 3H, falls back to a slow GEMM.)
+// Where the bf16 data the matmul reads comes from, fixed when the op is built.
+enum class Bf16Source : uint8_t {
+  cast,      // f32 rows rounded into the slot's copy
+  copy,      // bf16 rows (an inference handoff) copied into the slot's copy, rearranged
+  reused,    // the slot already holds this copy, left by an earlier GEMM (shared_attention_casts)
+  in_place,  // the caller's buffer is bf16 in the view's layout (a dropout's bf16 probabilities)
+};
 struct AttentionBf16Input {
   int64_t rows = 0, width = 0, stride = 0;
   int slot = 0;
   dnnl::memory::desc view;
   int64_t head = 0, seq = 0;  // > 0: a head-major copy (Bf16Rows::head, seq)
-  bool src_bf16 = false;      // the source rows are bf16 (an inference handoff): copied, not cast
+  Bf16Source source = Bf16Source::cast;
 };
 
 // Attention products on the fused qkv activation (B,S,3H), H = heads * d:
@@ -111,7 +118,7 @@ class AttentionScores {
 
  private:
   int64_t B_, S_, H_;
-  bool bf16_, qkv_bf16_;
+  bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: Q, K^T
   dnnl::matmul::primitive_desc pd_, unmasked_pd_;  // with the mask-bias post-op; without it
   dnnl::matmul prim_, unmasked_;
@@ -132,7 +139,7 @@ class AttentionContext {
 
  private:
   int64_t H_;
-  bool bf16_, qkv_bf16_, probs_bf16_;
+  bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
@@ -235,8 +242,7 @@ class AttentionGrad {
  private:
   Kind kind_;
   int64_t B_, S_, H_, heads_;
-  bool bf16_, probs_bf16_;
-  unsigned reuse_;                          // bf16: inputs (a, b) read from their slots as they are
+  bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: the matmul's src and weights
   bool staged_ = false;  // bf16 with a dqkv output: staged head-major, then copied into it
   dnnl::matmul::primitive_desc pd_;
