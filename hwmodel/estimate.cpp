@@ -153,11 +153,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
     for (const auto& node : g.nodes()) facts.training |= node.phase == Phase::backward;
     facts.shared_dy = shared_dy_casts(g);
     facts.shared_attn = shared_attention_casts(g);
-    facts.handoff = bf16_probs_handoffs(g);  // as the executor: dropouts writing bf16 probabilities,
-    if (!facts.training) {                   // and in inference the linear and attention handoffs
-      const auto linear = bf16_linear_handoffs(g);
-      for (size_t t = 0; t < facts.handoff.size(); ++t) facts.handoff[t] |= linear[t];
-    }
+    facts.handoff = bf16_handoffs(g, facts.training);
     facts.fused = fused_pairs(g);
     facts.kept_x = kept_x_casts(g);
     for (const auto& node : g.nodes()) {

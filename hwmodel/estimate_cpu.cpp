@@ -164,9 +164,9 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   const bool b_packed = facts.training && gemm_b_packed(g, node);
   const bool b_is_weight = node.kind == OpKind::linear || node.kind == OpKind::linear_grad_input;
   const bool dy_shared = node.kind == OpKind::linear_grad_weight && facts.shared_dy.at(at);
-  const unsigned attn = facts.shared_attn.empty() ? 0u : facts.shared_attn.at(at);
+  const unsigned attn = facts.shared_attn.at(at);
   const unsigned attn_a = node.kind == OpKind::attn_context_grad_v ? 2u : 1u;  // the bit of A's input
-  auto handed = [&](size_t i) { return !facts.handoff.empty() && facts.handoff.at(size_t(node.inputs.at(i))); };
+  auto handed = [&](size_t i) { return facts.handoff.at(size_t(node.inputs.at(i))) != 0; };
   // A is bf16 probabilities a dropout wrote (bf16_probs_handoffs): P of the context product, P^T of dV.
   const bool probs16 = (node.kind == OpKind::attn_context && handed(0)) ||
                        (node.kind == OpKind::attn_context_grad_v && handed(1));

@@ -24,11 +24,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
           "AMX); use --precision fp32", n.name);
   share_dy_ = shared_dy_casts(graph_);
   shared_attn_ = shared_attention_casts(graph_);
-  handoff_ = bf16_probs_handoffs(graph_);
-  if (!state_) {  // inference: also the linear and attention handoffs
-    const auto linear = bf16_linear_handoffs(graph_);
-    for (size_t t = 0; t < handoff_.size(); ++t) handoff_[t] |= linear[t];
-  }
+  handoff_ = bf16_handoffs(graph_, training());
   kept_x_ = kept_x_casts(graph_);
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,

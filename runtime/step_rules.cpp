@@ -8,29 +8,34 @@
 
 namespace bertlab {
 
+namespace {
+// Whether tensor t has readers, is not a graph output, and every reader `reads_as`.
+template <class Pred>
+bool read_only_as(const TensorUses& uses, int t, Pred reads_as) {
+  const auto& readers = uses.readers.at(static_cast<size_t>(t));
+  return !readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
+         std::all_of(readers.begin(), readers.end(), reads_as);
+}
+}  // namespace
+
 std::vector<char> bf16_linear_handoffs(const Graph& g) {
   const TensorUses uses(g);
   std::vector<char> handoff(g.tensors().size(), 0);
   auto bf16_linear = [](const Node& n) { return n.kind == OpKind::linear && gemm_bf16(n); };
   for (const Node& producer : g.nodes()) {
+    const bool linear = bf16_linear(producer) && producer.inputs.size() <= 3;  // a residual: not handed over
     const bool context = producer.kind == OpKind::attn_context && gemm_bf16(producer);  // P V
-    if (!context && (!bf16_linear(producer) || producer.inputs.size() > 3)) continue;  // a residual: not handed over
+    if (!linear && !context) continue;
     const int t = producer.outputs.at(0), reader = uses.sole_reader(t);
-    if (reader >= 0) {
-      const Node& consumer = g.node(reader);
-      if (bf16_linear(consumer) && consumer.inputs.at(0) == t) handoff[static_cast<size_t>(t)] = 1;
-      continue;
-    }
+    // x of a bf16 linear layer, its only reader.
+    const bool to_linear = reader >= 0 && bf16_linear(g.node(reader)) && g.node(reader).inputs.at(0) == t;
     // The fused qkv, read only as qkv by bf16 attention score and context products.
-    const auto& readers = uses.readers.at(static_cast<size_t>(t));
-    auto reads_qkv = [&](int r) {
+    const bool to_attention = linear && read_only_as(uses, t, [&](int r) {
       const Node& n = g.node(r);
       return gemm_bf16(n) && ((n.kind == OpKind::attn_scores && n.inputs.at(0) == t) ||
                               (n.kind == OpKind::attn_context && n.inputs.at(1) == t && n.inputs.at(0) != t));
-    };
-    if (!context && !readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
-        std::all_of(readers.begin(), readers.end(), reads_qkv))
-      handoff[static_cast<size_t>(t)] = 1;
+    });
+    if (to_linear || to_attention) handoff[static_cast<size_t>(t)] = 1;
   }
   return handoff;
 }
@@ -41,18 +46,23 @@ std::vector<char> bf16_probs_handoffs(const Graph& g) {
   for (const Node& drop : g.nodes()) {
     if (drop.kind != OpKind::dropout) continue;
     const int t = drop.outputs.at(0);
-    const auto& readers = uses.readers.at(static_cast<size_t>(t));
-    auto reads_probs = [&](int r) {
+    const bool probs = read_only_as(uses, t, [&](int r) {
       const Node& n = g.node(r);
       if (!gemm_bf16(n)) return false;
       if (n.kind == OpKind::attn_context) return n.inputs.at(0) == t && n.inputs.at(1) != t;
       if (n.kind == OpKind::attn_context_grad_v) return n.inputs.at(1) == t && n.inputs.at(0) != t;
       return false;
-    };
-    if (!readers.empty() && !uses.is_output.at(static_cast<size_t>(t)) &&
-        std::all_of(readers.begin(), readers.end(), reads_probs))
-      handoff[static_cast<size_t>(t)] = 1;
+    });
+    if (probs) handoff[static_cast<size_t>(t)] = 1;
   }
+  return handoff;
+}
+
+std::vector<char> bf16_handoffs(const Graph& g, bool training) {
+  std::vector<char> handoff = bf16_probs_handoffs(g);
+  if (training) return handoff;
+  const auto linear = bf16_linear_handoffs(g);
+  for (size_t t = 0; t < handoff.size(); ++t) handoff[t] |= linear[t];
   return handoff;
 }
 

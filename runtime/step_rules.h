@@ -38,6 +38,11 @@ std::vector<char> bf16_linear_handoffs(const Graph& g);
 // read it in place instead of casting it. runtime/step_rules.cpp.
 std::vector<char> bf16_probs_handoffs(const Graph& g);
 
+// Every tensor handed over in bf16, as the executor runs the graph: the probabilities, and in
+// inference (not `training`: the backward reads those tensors again) the linear and attention
+// handoffs too.
+std::vector<char> bf16_handoffs(const Graph& g, bool training);
+
 // Training: a linear weight larger than this (the tied MLM decoder) is read unpacked by its
 // GEMMs rather than doubled in memory by a packed copy.
 inline constexpr int64_t kLargeWeightBytes = 32 << 20;
