@@ -345,10 +345,13 @@ class KStepWindows {
   void walk(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void weight_lines(std::vector<int64_t>& into, int64_t kb, int64_t nb);
   void scan(int64_t nb, int64_t kb, bool y_again, bool a_again);
+  void steady_pass(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void scan_clear();
   void move_tile(const MatrixView& v, int64_t from, int64_t to);
   void steady(int64_t nb, int64_t kb, bool y_again, bool a_again);
   void window(int64_t nb, int64_t kb);
+  void y_bounds(int64_t nb);
+  bool k_steps_fit(int64_t nb);
   void replay(const std::vector<std::vector<Added>>& lg);
   void record(std::vector<std::vector<Added>>& lg);
 
@@ -370,6 +373,7 @@ class KStepWindows {
   std::vector<int32_t> count;
   std::vector<int64_t> touched, lines_p, lines_c;
   std::vector<int32_t> max_a;
+  int32_t max_a_rest = -1;  // the largest of max_a[1..KT-1] (-1: not known yet)
   struct UnionShape {  // max_union of a tile pair of `v` (fast): lines per row, how far apart
     const MatrixView* v;
     int64_t n1, n2, apart;
@@ -784,9 +788,32 @@ void KStepWindows::steady(int64_t nb, int64_t kb, bool y_again, bool a_again) {
     for (size_t j = 0; j < lists; ++j) emit(j, last_range[j]);
     return;
   }
-  scan(nb, kb, y_again, a_again);
+  steady_pass(nb, kb, y_again, a_again);
   for (size_t j = 0; j < lists; ++j) last_range[j] = emit_out(j);
   have_last = true, last_ya = y_again, last_aa = a_again;
+}
+
+// The scan's decisions in a steady window, without its moves: every line's set holds W + T
+// (`cur`), so each line of the round's rows misses iff `cur` overflows its set, in the scan's
+// order (the same lists as scan(); the rows' lines leave and join the counts unchanged, so
+// the scan's per-line moves cancel; speed only). The scan's held counts stay as the last
+// scan left them, which its next call checks (scan_held).
+void KStepWindows::steady_pass(int64_t nb, int64_t kb, bool y_again, bool a_again) {
+  const auto [ac0, acn] = tile0(a, kb);
+  const auto [yc0, ycn] = tile0(y, nb);
+  const SetLoad& held = cur();
+  for (int64_t i = 0; i < Mb; ++i)
+    for (int64_t c = 0; c < act; ++c) {
+      if (i >= rows_of(r * P + c)) continue;
+      const int64_t m = (r * P + c) * Mb + i;
+      const int64_t al = ac0 + m * ra, yl = yc0 + m * ry;
+      if (a_again)
+        for (int64_t q = 0; q < acn; ++q)
+          if (held.overflowing(al + q)) keep(out[2 * c + 1], al + q);
+      if (y_again)
+        for (int64_t q = 0; q < ycn; ++q)
+          if (held.overflowing(yl + q)) keep(out[2 * c], yl + q);
+    }
 }
 
 // The window from k-step kb-1 to kb of column tile nb (from the last of nb-1 when kb is
@@ -799,16 +826,7 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
   const bool a_again = (kb * S * e) % L != 0;
   if (!y_again && !a_again) return;
   if (can_skip) {
-    if (bound_nb != nb && full_bounds && full_bounds->y_tile[nb] >= 0) {
-      y_tile = full_bounds->y_tile[nb], y_pair = full_bounds->y_pair[nb];
-      bound_nb = nb;
-    }
-    if (bound_nb != nb) {
-      y_tile = max_union(y, nb, nb);
-      y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
-      bound_nb = nb;
-      if (full_bounds) full_bounds->y_tile[nb] = y_tile, full_bounds->y_pair[nb] = y_pair;
-    }
+    y_bounds(nb);
     // The weight tile's count stops once it leaves no room (then the window is not skipped).
     const int64_t most_ay = (kb > 0 ? y_tile : y_pair) + max_a[kb];
     auto most_w = [&] {  // exact for whole tiles when w_by_offset, else it may stop past the room left
@@ -823,6 +841,37 @@ void KStepWindows::window(int64_t nb, int64_t kb) {
   if (!fast) return walk(nb, kb, y_again, a_again);
   scan(nb, kb, y_again, a_again);
   for (size_t j = 0; j < lists; ++j) emit_out(j);
+}
+
+// The skip bounds of the Y tiles of column tile nb (y_tile, y_pair), computed once per nb.
+void KStepWindows::y_bounds(int64_t nb) {
+  if (bound_nb == nb) return;
+  bound_nb = nb;
+  if (full_bounds && full_bounds->y_tile[nb] >= 0) {
+    y_tile = full_bounds->y_tile[nb], y_pair = full_bounds->y_pair[nb];
+    return;
+  }
+  y_tile = max_union(y, nb, nb);
+  y_pair = nb > 0 ? max_union(y, nb - 1, nb) : 0;
+  if (full_bounds) full_bounds->y_tile[nb] = y_tile, full_bounds->y_pair[nb] = y_pair;
+}
+
+// Whether every window of column tile nb at k-steps 1..KT-1 passes window()'s skip bounds,
+// so that none of them appends anything: tested once, with the largest A bound of those
+// k-steps and the fullest set of any of the column tile's weight tiles, instead of once per
+// k-step (speed only). Those windows' weight tiles are whole (kb < KT = k / S, nb < NT), so
+// with w_by_offset window() takes their exact fullest set, which is at most the largest.
+bool KStepWindows::k_steps_fit(int64_t nb) {
+  if (!can_skip || !w_by_offset || KT < 2) return false;
+  y_bounds(nb);
+  if (max_a_rest < 0) max_a_rest = *std::max_element(max_a.begin() + 1, max_a.end());
+  if (y_tile + max_a_rest > ways) return false;
+  // Weight tiles (kb, nb) start at the same byte of a line for every kb when S rows are whole
+  // lines (WeightTileBounds): one of them says it for all.
+  const int64_t kb_last = (S * b.row_stride) % L == 0 ? 1 : KT - 1;
+  int32_t w_most = 0;
+  for (int64_t kb = 1; kb <= kb_last; ++kb) w_most = std::max(w_most, weight_tile_most(kb, nb));
+  return y_tile + max_a_rest + w_most <= ways;
 }
 
 // Appends the logged appends again.
@@ -874,7 +923,8 @@ KStepMisses KStepWindows::run() {
       replay(b_log);
     } else {
       record(b_log);
-      for (int64_t kb = 1; kb < KT; ++kb) window(nb, kb);
+      if (!k_steps_fit(nb))
+        for (int64_t kb = 1; kb < KT; ++kb) window(nb, kb);
       have_b = alike_ok;
     }
     log = nullptr;
@@ -938,23 +988,28 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
     av.insert(av.end(), v.begin(), v.end());
   }
   const int32_t most_a = most_lines_in_a_set(av, L, tally);
-  // Shapes (speed only): under a modulo index, with row strides of whole lines, the Y strip
-  // (or weight columns) of column tiles nb and nb' whose row 0 spans as many lines, with as
-  // many columns, are the same lines moved by a whole number of lines (every row alike), so
-  // their per-set counts are rotated and the fullest set is the same: counted once per
-  // shape, exactly (an exact count decides the tests as the stopped ones do).
-  const bool shapes_rotate = !s.llc.hashed_index && y.row_stride % L == 0 && b.row_stride % L == 0;
+  // Shapes (speed only): under a modulo index, the Y strip (or weight columns) of column
+  // tiles nb and nb' are the same lines moved by a whole number of lines (every row alike),
+  // so their per-set counts are rotated and the fullest set is the same, when they have as
+  // many columns and
+  //  - with row strides of whole lines, row 0 spans as many lines (`shapes_rotate`);
+  //  - with any row strides, they start at the same byte of a line (their columns are a
+  //    whole number of lines apart, so every row's bytes, hence lines, are moved alike).
+  // Counted once per shape, exactly (an exact count decides the tests as the stopped ones do).
+  const bool modulo = !s.llc.hashed_index;
+  const bool shapes_rotate = modulo && y.row_stride % L == 0 && b.row_stride % L == 0;
   struct Shape {
-    int64_t lines, cols;
+    int64_t key, cols;  // key: row 0's lines (shapes_rotate), else its first byte in a line
     int32_t most;
   };
   std::vector<Shape> y_shapes, w_shapes;
   auto by_shape = [&](std::vector<Shape>& shapes, const MatrixView& v, int64_t c0, int64_t nc, auto&& count_most) {
     const uint64_t lo = v.addr(0, c0);
-    const int64_t n = static_cast<int64_t>((lo + nc * v.elem - 1) / L - lo / L + 1);
+    const int64_t key = shapes_rotate ? static_cast<int64_t>((lo + nc * v.elem - 1) / L - lo / L + 1)
+                                      : static_cast<int64_t>(lo % L);
     for (const auto& sh : shapes)
-      if (sh.lines == n && sh.cols == nc) return sh.most;
-    shapes.push_back({n, nc, count_most(std::numeric_limits<int32_t>::max())});
+      if (sh.key == key && sh.cols == nc) return sh.most;
+    shapes.push_back({key, nc, count_most(std::numeric_limits<int32_t>::max())});
     return shapes.back().most;
   };
   for (int64_t nb = 0; nb + 1 < NT; ++nb) {
@@ -977,13 +1032,13 @@ std::vector<uint8_t> rwma_a_windows_fit(const GemmWork& w, const MatrixView& a, 
       return most_lines_in_a_set(block_sweeps(b, 0, b.rows, nb * S, nw), L, tally, limit);
     };
     // The Y and weight counts stop once they leave no room (the test fails either way);
-    // with `shapes_rotate` they are exact, once per shape.
+    // under a modulo index they are exact, once per shape.
     const int32_t room_a = static_cast<int32_t>(s.llc.ways) - most_a;
     const int32_t most_ay =
-        most_a + (shapes_rotate ? by_shape(y_shapes, y, nb * S, ny, y_most) : y_most(room_a));
+        most_a + (modulo ? by_shape(y_shapes, y, nb * S, ny, y_most) : y_most(room_a));
     a_window_fits[nb] =
         most_ay <= s.llc.ways &&
-        most_ay + (shapes_rotate ? by_shape(w_shapes, b, nb * S, nw, w_most)
+        most_ay + (modulo ? by_shape(w_shapes, b, nb * S, nw, w_most)
                                  : w_most(static_cast<int32_t>(s.llc.ways) - most_ay)) <=
             s.llc.ways;
   }
@@ -1047,7 +1102,7 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
       win_after = after, win_upto = upto;
       const int64_t c0 = j * per_line, nc = std::min(per_line, a.cols - c0);
       for (int64_t c2 = 0; c2 < act; ++c2) {
-        const auto miss = win->overflowing_lines(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
+        const auto miss = win->overflowing_reads(strip_sweeps(a, (r * P + c2) * Mb, rows_of(r * P + c2), c0, nc, L));
         auto& into = a_tile_miss[c2].back().lines;
         into.insert(into.end(), miss.begin(), miss.end());
       }

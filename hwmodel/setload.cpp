@@ -191,4 +191,38 @@ std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const
   return out;
 }
 
+std::vector<Sweep> SetLoad::overflowing_reads(const std::vector<Sweep>& v) const {
+  if (uniform_ || v.size() != 1) return overflowing_lines(v);
+  const Sweep& s = v[0];
+  const uint64_t L = static_cast<uint64_t>(line_);
+  const bool lines_apart = s.count > 1 && s.stride % line_ == 0 && s.start % L + s.width <= L;
+  if (!lines_apart) return overflowing_lines(v);
+  std::vector<Sweep> out;
+  const int64_t lim = over_limit();
+  const int64_t first = line_of(s.start), d = s.stride / line_;
+  const SetIndex set_of = index_;  // a local copy (speed only)
+  // Under a modulo index segment i's set repeats with period sets / gcd(d, sets): whether it
+  // overflows is decided for one period, and a sweep none of whose sets overflow is told in
+  // O(period) (speed only; the same lines).
+  const int64_t period = index_.hashed ? s.count : sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_);
+  const int64_t n = std::min(s.count, period);
+  thread_local std::vector<uint8_t> flag;
+  flag.resize(static_cast<size_t>(n));
+  int64_t overs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    flag[i] = per_set_[set_of(first + i * d)] > lim;
+    overs += flag[i];
+  }
+  if (overs == 0) return out;
+  if (overs == n) return {Sweep{static_cast<uint64_t>(first) * L, s.count, s.stride, line_}};
+  bool open = false;  // whether the last segment overflowed (its run is out.back())
+  for (int64_t i = 0, p = 0; i < s.count; ++i, p = p + 1 == period ? 0 : p + 1) {
+    const bool over = flag[p];
+    if (over && open) ++out.back().count;
+    else if (over) out.push_back(Sweep{static_cast<uint64_t>(first + i * d) * L, 1, s.stride, line_});
+    open = over;
+  }
+  return out;
+}
+
 }  // namespace bertlab::hw

@@ -88,6 +88,13 @@ class SetLoad {
   // The lines of `v`, one line-wide sweep per run of consecutive lines, that lie in sets
   // this window overflows: the lines an LRU cache re-fetches at their next use.
   std::vector<Sweep> overflowing_lines(const std::vector<Sweep>& v) const;
+  // The same lines as overflowing_lines(v), in the same order, listed for reads: runs of
+  // overflowing segments of one sweep as one strided sweep each, when v is one sweep whose
+  // segments are distinct whole lines (each inside one line, at a whole-line stride) and the
+  // sets are resolved; else overflowing_lines(v). A list of reads costs its lines and the
+  // rows its lines enter in order (DramStreams::read), the same either way, but this list
+  // holds a sweep per run instead of one per line (speed only).
+  std::vector<Sweep> overflowing_reads(const std::vector<Sweep>& v) const;
 
  private:
   // One set (fully associative), or a hashed index with more than kMaxResolvedHashedSets

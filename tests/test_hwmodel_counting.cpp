@@ -159,7 +159,8 @@ TEST_CASE("SetLoad counts each set's lines as enumeration does", "[hwmodel]") {
 // lie in sets the window overflows (a line repeated by consecutive segments or sweeps once),
 // one sweep (count 1, stride = width) per run: checked sweep by sweep against enumeration,
 // for windows built with additions and removals (add with times -1, add_line), modulo
-// indexes of power-of-two and other set counts and hashed ones.
+// indexes of power-of-two and other set counts and hashed ones. overflowing_reads lists the
+// same lines, and DRAM reads of its list cost the same.
 TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enumeration does", "[hwmodel]") {
   std::mt19937 rng(23);
   for (int it = 0; it < 600; ++it) {
@@ -217,6 +218,28 @@ TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enu
       CHECK(got[i].count == 1);
       CHECK(got[i].stride == want[i].stride);
       REQUIRE(got[i].width == want[i].width);
+    }
+    // overflowing_reads: the same lines in the same order (strided runs when v is one
+    // line-wide strip), and reading either list costs the same lines and row misses.
+    const auto reads = win.overflowing_reads(v);
+    std::vector<int64_t> listed, wanted;
+    for (const auto& sw : reads)
+      for (int64_t l : sweep_lines(sw, L)) listed.push_back(l);
+    for (const auto& sw : want)
+      for (int64_t l : sweep_lines(sw, L)) wanted.push_back(l);
+    REQUIRE(listed == wanted);
+    if (v.size() == 1 && v[0].count > 1 && v[0].stride % L == 0 && v[0].start % L + v[0].width <= L)
+      CHECK(reads.size() <= want.size());
+    for (const int64_t row : {int64_t{128}, int64_t{8192}}) {
+      SystemDesc sys;
+      sys.llc = c;
+      sys.dram.row_bytes = row;
+      Traffic t_lines, t_reads;
+      analytic_detail::DramStreams by_lines(sys, t_lines), by_reads(sys, t_reads);
+      by_lines.sweeps("a", false, 0, want);
+      by_reads.sweeps("a", false, 0, reads);
+      CHECK(t_reads.read_lines() == t_lines.read_lines());
+      CHECK(t_reads.row_misses() == t_lines.row_misses());
     }
   }
 }
