@@ -303,18 +303,33 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // line group by line group. The sets shift with the input panel, so each k-step has
   // its own (the lines that miss move through the panel with kb).
   std::vector<PanelRows> y_rows;  // y_misses' scratch: the round's output panel columns
+  std::vector<int32_t> w_most_at(static_cast<size_t>(L));  // y_misses' weight tile bounds
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     std::optional<SetLoad> base;  // built for the first window that may overflow
     for (int64_t c = 0; c < act; ++c) tally_block(y, 0, w.m, (r * P + c) * S);
     const int32_t max_y = take_most();
+    // The fullest set of the round's weight tiles kb. Every column's rows are row_stride
+    // apart (MatrixView::addr), so under a modulo index tiles kb and kb' of S rows each whose
+    // first rows are a whole number of lines apart are the same lines moved by whole lines:
+    // rotated per-set counts, the same fullest set. Counted once per byte of a line the
+    // tiles start at (speed only).
+    std::fill(w_most_at.begin(), w_most_at.end(), -1);
+    auto w_most = [&](int64_t kb) {
+      const int64_t rows = std::min(S, b.rows - kb * S);
+      int32_t* known = !s.llc.hashed_index && rows == S ? &w_most_at[(kb * S * b.row_stride) % L] : nullptr;
+      if (known && *known >= 0) return *known;
+      for (int64_t c = 0; c < act; ++c) tally_block(b, kb * S, rows, (r * P + c) * S);
+      const int32_t most = take_most();
+      if (known) *known = most;
+      return most;
+    };
     for (int64_t kb = 1; kb < KT; ++kb) {
       // The window's parts: the round's output panels, input panel kb-1, the lines of
       // input panel kb added group by group, the round's weight tiles kb (input lines
       // removed and the `extra` of the cores after c only lower it: they are lines of
       // panel kb-1's current row group, all of which were removed just before).
-      for (int64_t c = 0; c < act; ++c) tally_block(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S);
-      if (max_y + max_a[kb - 1] + max_rows[kb] + take_most() <= s.llc.ways) continue;
+      if (max_y + max_a[kb - 1] + max_rows[kb] + w_most(kb) <= s.llc.ways) continue;
       if (!base) {
         base.emplace(s.llc);
         for (int64_t c = 0; c < act; ++c) base->add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
