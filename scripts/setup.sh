@@ -25,11 +25,25 @@ mapfile -t wanted < <(awk -F'\t' -v groups=" ${groups[*]} " \
   '!/^#/ && $2 == "debian" && index(groups, " " $3 " ") { print $1 "=" $4 }' "$manifest")
 [ ${#wanted[@]} -gt 0 ] || die "no Debian packages found for groups '${groups[*]}' in $manifest"
 
+# The node group is there for its npm command: an npm that is already installed from elsewhere
+# (NodeSource's nodejs bundles one and conflicts with Debian's npm package) is used as it is.
+node_pkgs=" $(awk -F'\t' '!/^#/ && $2 == "debian" && $3 == "node" { printf "%s ", $1 }' "$manifest")"
+have_npm=0
+if command -v npm >/dev/null 2>&1 && ! dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q "install ok installed"; then
+  have_npm=1
+fi
+
 missing=()
 for pv in "${wanted[@]}"; do
   p=${pv%%=*}
+  if [ "$have_npm" -eq 1 ] && [[ "$node_pkgs" == *" $p "* ]]; then
+    continue
+  fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$pv")
 done
+if [ "$have_npm" -eq 1 ] && [[ " ${groups[*]} " == *" node "* ]]; then
+  echo "setup: using the npm already installed ($(command -v npm), $(npm --version 2>/dev/null)); not installing Debian's nodejs and npm"
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
