@@ -544,7 +544,7 @@ int32_t KStepWindows::max_union(const MatrixView& v, int64_t t1, int64_t t2) {
   // are a whole number of lines apart are the same lines moved by whole lines in every row
   // (MatrixView::addr): rotated per-set counts, the same fullest set. Counted once per byte
   // of a line the pair starts at (speed only).
-  const bool by_offset = !s.llc.hashed_index;
+  const bool by_offset = !s.llc.hashed_index && v.panel_width == 0;
   const int64_t off = static_cast<int64_t>(v.addr(0, t1 * S) % L), n1 = std::min(S, v.cols - t1 * S),
                 n2 = std::min(S, v.cols - t2 * S);
   if (by_offset)

@@ -195,7 +195,7 @@ std::vector<Sweep> SetLoad::overflowing_reads(const std::vector<Sweep>& v) const
   if (uniform_ || v.size() != 1) return overflowing_lines(v);
   const Sweep& s = v[0];
   const uint64_t L = static_cast<uint64_t>(line_);
-  const bool lines_apart = s.count > 1 && s.stride % line_ == 0 && s.start % L + s.width <= L;
+  const bool lines_apart = s.count > 1 && s.stride >= line_ && s.stride % line_ == 0 && s.start % L + s.width <= L;
   if (!lines_apart) return overflowing_lines(v);
   std::vector<Sweep> out;
   const int64_t lim = over_limit();
