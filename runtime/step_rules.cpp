@@ -163,14 +163,26 @@ std::vector<KeptXCast> kept_x_casts(const Graph& g) {
     return true;
   };
   const TensorUses uses(g);
-  const std::string suffix = ".grad_weight";  // autodiff's name for a linear layer's dW node
+  // A linear layer's dW node (dy, x) and its dX node (dy, W) read the same dy (autodiff), so the
+  // dX node names the weight, and the weight its forward linear layer: found by the tensors,
+  // not by names. No pairing when that is not one node each (a speed rule only).
+  auto sole = [&](int t, OpKind kind) {
+    int found = -1;
+    for (int id : uses.readers.at(static_cast<size_t>(t)))
+      if (g.node(id).kind == kind) {
+        if (found >= 0) return -1;
+        found = id;
+      }
+    return found;
+  };
   for (const auto& w : nodes) {
-    if (w.kind != OpKind::linear_grad_weight || !gemm_bf16(w) || !w.name.ends_with(suffix)) continue;
-    const auto lin = g.find_node(w.name.substr(0, w.name.size() - suffix.size()));
+    if (w.kind != OpKind::linear_grad_weight || !gemm_bf16(w)) continue;
+    const int gi = sole(w.inputs.at(0), OpKind::linear_grad_input);
+    const int lin = gi < 0 ? -1 : sole(g.node(gi).inputs.at(1), OpKind::linear);
     const int x = w.inputs.at(1), r = producer.at(static_cast<size_t>(x));
-    if (!lin || r < 0 || uses.sole_reader(x) != w.id) continue;
-    const Node& l = g.node(*lin);
-    if (l.kind != OpKind::linear || !gemm_bf16(l) || l.phase != Phase::forward || !is_recomputation(g.node(r)) ||
+    if (lin < 0 || r < 0 || uses.sole_reader(x) != w.id) continue;
+    const Node& l = g.node(lin);
+    if (!gemm_bf16(l) || l.phase != Phase::forward || !is_recomputation(g.node(r)) ||
         !same_values(l.inputs.at(0), x))
       continue;
     kept[static_cast<size_t>(l.id)] = {KeptX::keeps, l.id};
