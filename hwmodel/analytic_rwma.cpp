@@ -108,15 +108,15 @@ void WeightWindows::add_round(SetLoad& into, const MatrixView& v, int64_t q, int
     into.add(block_sweeps(v, blk * Mb, rows_of(blk), c0, c1 - c0));
 }
 
-// The weight lines of `v` that miss `times` times in the window `win` (DramStreams::missing),
-// also recorded into `listing` while it is set.
+// The weight lines of `v` that miss `times` times in the window `win` (as DramStreams::missing
+// reads them; weights are only read, so as strided runs, SetLoad::overflowing_reads), also
+// recorded into `listing` while it is set.
 void WeightWindows::missing(const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
-  if (!listing) return dram.missing(w.b_name, false, 0, v, times, win);
   if (times <= 0) return;
-  auto lines = win.overflowing_lines(v);  // as DramStreams::missing
+  auto lines = win.overflowing_reads(v);
   if (lines.empty()) return;
   dram.repeat(w.b_name, false, 0, lines, times);
-  listing->push_back({std::move(lines), times});
+  if (listing) listing->push_back({std::move(lines), times});
 }
 
 // The lists of the first full round, read again in the same order.
