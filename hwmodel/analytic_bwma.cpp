@@ -304,6 +304,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
   // its own (the lines that miss move through the panel with kb).
   std::vector<PanelRows> y_rows;  // y_misses' scratch: the round's output panel columns
   std::vector<int32_t> w_most_at(static_cast<size_t>(L));  // y_misses' weight tile bounds
+  std::optional<SetLoad> win_scratch;                       // y_misses' window
   auto y_misses = [&](int64_t r, int64_t act) {
     std::vector<std::vector<std::vector<Sweep>>> miss(act, std::vector<std::vector<Sweep>>(KT));
     std::optional<SetLoad> base;  // built for the first window that may overflow
@@ -334,7 +335,11 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         base.emplace(s.llc);
         for (int64_t c = 0; c < act; ++c) base->add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
       }
-      SetLoad win = *base;
+      // The window, in a scratch whose storage is kept across k-steps (speed only: a fresh
+      // O(sets) block per k-step made glibc consolidate its heap at every free).
+      if (win_scratch) *win_scratch = *base;
+      else win_scratch = *base;
+      SetLoad& win = *win_scratch;
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)
         win.add(block_sweeps(b, kb * S, std::min(S, b.rows - kb * S), (r * P + c) * S, cw(b, (r * P + c) * S)));

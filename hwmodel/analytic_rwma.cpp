@@ -1084,6 +1084,7 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
   std::vector<std::vector<TileRun>> a_tile_miss(act);
   const bool b_apart = rows_apart(b, L);
   const int64_t per_line = std::max<int64_t>(1, L / e);  // columns per A line
+  std::optional<SetLoad> win;  // the window of the current strip, its storage kept across column tiles
   for (int64_t nb = 0; nb + 1 < NT; ++nb) {
     if (column_tiles_alike(b, y, S, L, NT, nb)) {
       for (auto& runs : a_tile_miss) runs.back().times += 1;
@@ -1094,7 +1095,7 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
     // k-tiles take from "after" and gains those of tile nb+1 up to them: with weight rows
     // in lines of their own, a block's per-set load is the sum of its rows' lines, so the
     // window is moved row by row instead of rebuilt (speed only).
-    std::optional<SetLoad> win;
+    bool have_win = false;  // `win` holds this column tile's window of the last strip
     int64_t win_after = 0, win_upto = 0;
     auto move_rows = [&](int64_t q0, int64_t q1, int64_t tile, double d) {
       const PanelRows rows(b, tile * S, std::min(S, b.cols - tile * S), L);
@@ -1104,11 +1105,13 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
     for (int64_t j = 0; !a_window_fits[nb] && j * per_line < a.cols; ++j) {
       const int64_t kb0 = j * per_line / S, kb1 = std::min(KT - 1, ((j + 1) * per_line - 1) / S);
       const int64_t after = std::min(b.rows, (kb1 + 1) * S), upto = std::min(b.rows, (kb0 + 1) * S);
-      if (win && b_apart) {
+      if (have_win && b_apart) {
         move_rows(win_after, after, nb, -1.0);
         move_rows(win_upto, upto, nb + 1, 1.0);
       } else {
-        win = a_round;
+        if (win) *win = a_round;  // the scratch's storage reused (speed only)
+        else win = a_round;
+        have_win = true;
         win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
         win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));
         for (int64_t c2 = 0; c2 < act; ++c2) {
