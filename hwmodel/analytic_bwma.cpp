@@ -335,10 +335,10 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
         base.emplace(s.llc);
         for (int64_t c = 0; c < act; ++c) base->add(block_sweeps(y, 0, w.m, (r * P + c) * S, cw(y, (r * P + c) * S)));
       }
-      // The window, in a scratch whose storage is kept across k-steps (speed only: a fresh
-      // O(sets) block per k-step made glibc consolidate its heap at every free).
-      if (win_scratch) *win_scratch = *base;
-      else win_scratch = *base;
+      // The window, in a scratch whose storage is kept across k-steps (an engaged optional is
+      // assigned in place; speed only: a fresh O(sets) block per k-step made glibc consolidate
+      // its heap at every free).
+      win_scratch = *base;
       SetLoad& win = *win_scratch;
       win.add(a_panel[kb - 1]);
       for (int64_t c = 0; c < act; ++c)

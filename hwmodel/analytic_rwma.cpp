@@ -1109,8 +1109,7 @@ std::vector<std::vector<TileRun>> rwma_a_tile_misses(const GemmWork& w, const Ma
         move_rows(win_after, after, nb, -1.0);
         move_rows(win_upto, upto, nb + 1, 1.0);
       } else {
-        if (win) *win = a_round;  // the scratch's storage reused (speed only)
-        else win = a_round;
+        win = a_round;  // assigned in place once engaged: its storage reused (speed only)
         have_win = true;
         win->add(block_sweeps(b, after, b.rows - after, nb * S, std::min(S, b.cols - nb * S)));
         win->add(block_sweeps(b, 0, upto, (nb + 1) * S, std::min(S, b.cols - (nb + 1) * S)));

@@ -60,7 +60,7 @@ void SetLoad::add(const Sweep& s, double times) {
     const int64_t d = s.stride / line_;
     const int64_t first = line_of(s.start);
     const int64_t span = line_of(s.start + s.width - 1) - first + 1;
-    const int64_t period = sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_);
+    const int64_t period = modulo_period(d);
     const int64_t turns = s.count / period, rest = s.count % period;
     const int64_t step = d % sets_, n = std::min(period, s.count);
     for (int64_t o = 0; o < span; ++o) {
@@ -204,7 +204,7 @@ std::vector<Sweep> SetLoad::overflowing_reads(const std::vector<Sweep>& v) const
   // Under a modulo index segment i's set repeats with period sets / gcd(d, sets): whether it
   // overflows is decided for one period, and a sweep none of whose sets overflow is told in
   // O(period) (speed only; the same lines).
-  const int64_t period = index_.hashed ? s.count : sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_);
+  const int64_t period = index_.hashed ? s.count : modulo_period(d);
   const int64_t n = std::min(s.count, period);
   thread_local std::vector<uint8_t> flag;
   flag.resize(static_cast<size_t>(n));

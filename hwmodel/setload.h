@@ -7,6 +7,7 @@
 // whose window load exceeds the associativity.
 #include <bit>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "hwmodel/layout.h"
@@ -109,6 +110,9 @@ class SetLoad {
   BlockOf line_of;
   int64_t div_sets(int64_t x) const { return sets_shift_ >= 0 ? x >> sets_shift_ : x / sets_; }
   int64_t mod_sets(int64_t x) const { return sets_shift_ >= 0 ? x & (sets_ - 1) : x % sets_; }
+  // Under a modulo index, lines d apart (d > 0) return to the same set every
+  // sets / gcd(d, sets) lines of the progression.
+  int64_t modulo_period(int64_t d) const { return sets_ / std::gcd(d % sets_ == 0 ? sets_ : d % sets_, sets_); }
   // Set-resolved: the window's per-set loads are whole numbers (lines counted whole times),
   // kept as int32 rather than double (exact, half the bytes to copy and add, and the loops
   // over the sets vectorise; speed only).
