@@ -56,11 +56,13 @@ void PrimitiveArgs::execute(const dnnl::primitive& p, std::initializer_list<Arg>
     c_args_.clear();
     for (const auto& [id, mem] : map_) c_args_.push_back({id, mem.get()});
   }
-  auto& ctx = dnnl_context();
-  dnnl::error::wrap_c_api(dnnl_primitive_execute(p.get(), ctx.stream.get(),
-                                                 static_cast<int>(c_args_.size()), c_args_.data()),
+  // A stream per calling thread: threads may run primitives side by side (ops::FusedAttention),
+  // and the library leaves one stream's use from several threads at once undefined.
+  thread_local dnnl::stream stream(dnnl_context().engine);
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(p.get(), stream.get(), static_cast<int>(c_args_.size()),
+                                                 c_args_.data()),
                           "could not execute a primitive");
-  ctx.stream.wait();
+  stream.wait();
 }
 
 }  // namespace bertlab::ops

@@ -36,7 +36,7 @@ class PrimitiveArgs {
     const void* data;
   };
   const std::unordered_map<int, dnnl::memory>& bind(std::initializer_list<Arg> args);
-  // Binds, runs `p` on the shared stream and waits; through the C API, whose argument array is
+  // Binds, runs `p` on the calling thread's stream (on the shared engine) and waits; through the C API, whose argument array is
   // kept here (the C++ execute() builds a new one on every call). A primitive created with
   // scratchpad_attr() gets the thread's shared scratchpad.
   void execute(const dnnl::primitive& p, std::initializer_list<Arg> args);

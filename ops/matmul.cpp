@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <omp.h>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "base/buffer.h"
 #include "ops/dnnl_context.h"
 #include "ops/eigen_ref.h"
+#include "ops/normalization.h"
 #include "ops/parallel.h"
 #include "base/error.h"
 
@@ -192,11 +196,11 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 // Q, K and V are strided views of qkv (B,S,3,heads,d): in f32 no copies, the matmul reads in
 // place; in bf16 each is cast into a dense head-major copy (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                                 bool bf16, bool qkv_bf16)
-    : B_(B), S_(S), H_(heads * d), bf16_(bf16) {
+                                 bool bf16, bool qkv_bf16, int64_t all_heads)
+    : B_(B), S_(S), H_(std::max(all_heads, heads) * d), bf16_(bf16) {
   check(bf16 || !qkv_bf16, "attention scores: a bf16 qkv needs bf16 products");
   auto& ctx = dnnl_context();
-  const int64_t H = heads * d, row = 3 * H;
+  const int64_t H = H_, row = 3 * H;
   memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
   memory::desc kt({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row});
   if (bf16) {
@@ -241,11 +245,11 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
 AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
-                                   bool qkv_bf16, bool probs_bf16)
-    : H_(heads * d), bf16_(bf16) {
+                                   bool qkv_bf16, bool probs_bf16, int64_t all_heads)
+    : H_(std::max(all_heads, heads) * d), bf16_(bf16) {
   check(bf16 || (!y_bf16 && !qkv_bf16 && !probs_bf16), "attention context: bf16 operands need bf16 products");
   auto& ctx = dnnl_context();
-  const int64_t H = heads * d, row = 3 * H;
+  const int64_t H = H_, row = 3 * H;
   memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
   if (bf16) {
@@ -269,6 +273,73 @@ void AttentionContext::forward(float* out, const float* probs, const float* qkv)
 }
 
 std::string AttentionContext::impl_name() const { return impl_of(pd_); }
+
+// One thread's kernels for one block of heads of one sequence.
+struct FusedAttention::PerThread {
+  AttentionScores scores;
+  Softmax softmax;
+  AttentionContext context;
+  PerThread(int64_t S, int64_t hb, int64_t heads, int64_t d, float scale, bool bf16, bool qkv_bf16, bool y_bf16)
+      : scores(1, S, hb, d, scale, bf16, qkv_bf16, heads),
+        softmax(hb * S, S),
+        context(1, S, hb, d, bf16, y_bf16, qkv_bf16, false, heads) {}
+};
+
+namespace {
+// The calling thread's probabilities of one block, shared by every FusedAttention (the layers
+// run one after another), grown to the largest block.
+float* block_probs(int64_t floats) {
+  thread_local AlignedBuffer<float> probs;
+  if (probs.size() < static_cast<size_t>(floats)) probs = AlignedBuffer<float>(static_cast<size_t>(floats));
+  return probs.data();
+}
+}  // namespace
+
+FusedAttention::FusedAttention(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16,
+                               bool qkv_bf16, bool y_bf16, int threads)
+    : B_(B), S_(S), heads_(heads), d_(d), hb_(1), qkv_bf16_(qkv_bf16), y_bf16_(y_bf16) {
+  check(B > 0 && S > 0 && heads > 0 && d > 0 && threads > 0, "fused attention: bad sizes");
+  // The most heads per block (a divisor of heads) whose probabilities fit kBlockBytes and whose
+  // blocks keep every thread busy to the end (a multiple of the threads, or at least four
+  // blocks per thread); one head per block if none does.
+  for (int64_t hb = heads; hb > 1; --hb) {
+    const int64_t blocks = B * (heads / hb);
+    if (heads % hb == 0 && hb * S * S * int64_t{sizeof(float)} <= kBlockBytes &&
+        (blocks % threads == 0 || blocks >= 4 * threads)) {
+      hb_ = hb;
+      break;
+    }
+  }
+  for (int t = 0; t < threads; ++t)
+    per_thread_.push_back(std::make_unique<PerThread>(S, hb_, heads, d, scale, bf16, qkv_bf16, y_bf16));
+}
+
+FusedAttention::~FusedAttention() = default;
+
+void FusedAttention::forward(float* ctx, const float* qkv, const float* mask_bias) const {
+  const int64_t H = heads_ * d_, per_seq = heads_ / hb_, blocks = B_ * per_seq;
+  // Element e of qkv or ctx, as floats or as bf16 values (a handed-over qkv or ctx).
+  auto at = [](auto* base, bool bf16, int64_t e) {
+    using F = std::remove_pointer_t<decltype(base)>;
+    using U = std::conditional_t<std::is_const_v<F>, const uint16_t, uint16_t>;
+    return bf16 ? reinterpret_cast<F*>(reinterpret_cast<U*>(base) + e) : base + e;
+  };
+  // Each thread runs its blocks' primitives on itself (oneDNN runs single-threaded inside a
+  // parallel region), on its own kernels, scratch slots and stream.
+#pragma omp parallel num_threads(static_cast<int>(per_thread_.size()))
+  {
+    PerThread& w = *per_thread_[static_cast<size_t>(omp_get_thread_num())];
+    float* probs = block_probs(hb_ * S_ * S_);
+#pragma omp for schedule(static)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t b = blk / per_seq, h0 = (blk % per_seq) * hb_;
+      const float* q = at(qkv, qkv_bf16_, b * S_ * 3 * H + h0 * d_);  // V follows at 2H
+      w.scores.forward(probs, q, mask_bias + b * S_);
+      w.softmax.forward(probs, probs);
+      w.context.forward(at(ctx, y_bf16_, b * S_ * H + h0 * d_), probs, q);
+    }
+  }
+}
 
 }  // namespace bertlab::ops
 

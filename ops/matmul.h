@@ -6,6 +6,7 @@
 // packed weights are then stored in bf16.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ops/activation.h"
@@ -108,8 +109,10 @@ class AttentionScores {
  public:
   // qkv_bf16 (bf16 only): qkv is bf16 (B,S,3H), written so by the qkv linear layer
   // (LinearBf16Io::y_bf16); Q and K are copied from it rather than cast.
+  // all_heads > heads: the products of `heads` consecutive heads of a qkv of all_heads heads
+  // (H = all_heads * d; the caller points qkv at the first head's Q columns); 0: all of them.
   AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16 = false,
-                  bool qkv_bf16 = false);
+                  bool qkv_bf16 = false, int64_t all_heads = 0);
   // A batch without padding has an all-zero mask bias: the product then runs without the
   // bias post-op (the same bits, since x + 0 = x), which costs as much as a third of the
   // matmul at BERT-base shapes.
@@ -132,8 +135,9 @@ class AttentionContext {
   // qkv_bf16: as for AttentionScores (V copied from a bf16 qkv). probs_bf16: the probabilities
   // are bf16 already (a dropout that wrote them so, ops::dropout_forward_bf16) and are read in
   // place.
+  // all_heads: as for AttentionScores (ctx then points at the first head's columns).
   AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false,
-                   bool qkv_bf16 = false, bool probs_bf16 = false);
+                   bool qkv_bf16 = false, bool probs_bf16 = false, int64_t all_heads = 0);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 
@@ -144,6 +148,38 @@ class AttentionContext {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
+};
+
+// Scores, softmax and context of one attention layer in one pass (inference, or training
+// without attention dropout): the sequences, or blocks of heads of them, are shared out
+// among the threads, and each thread runs the three products of its block one after another
+// on its own scratch, so the block's probabilities (heads x S x S floats) stay in its cache
+// instead of going to memory and back twice. Bit-identical to AttentionScores, Softmax and
+// AttentionContext run on the whole batch on as many threads: each (sequence, head) product
+// and each softmax row is computed by the same kernels (test "[ops]" "Fused attention ..."),
+// except fp32 products that oneDNN's gemm:jit splits among threads on the whole batch
+// (sequences x heads not a multiple of the threads): those agree to rounding.
+class FusedAttention {
+ public:
+  // `threads`: the OpenMP threads forward() will share the blocks among. The flags are those
+  // of AttentionScores (qkv_bf16) and AttentionContext (y_bf16).
+  FusedAttention(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16, bool qkv_bf16,
+                 bool y_bf16, int threads);
+  ~FusedAttention();
+  // ctx (B,S,H) from qkv (B,S,3H) and the mask bias (B,S); bf16 pointers where the flags say.
+  // ctx must not overlap qkv or the mask: a block's context is written while other blocks
+  // still read them (the executor's memory plan keeps them apart, plan_memory's runs).
+  void forward(float* ctx, const float* qkv, const float* mask_bias) const;
+  // Heads per block: all heads, unless fewer blocks than threads or blocks over a probability
+  // scratch of kBlockBytes would leave a thread idle or the cache.
+  int64_t block_heads() const { return hb_; }
+  static constexpr int64_t kBlockBytes = int64_t{1} << 20;
+
+ private:
+  struct PerThread;
+  int64_t B_, S_, heads_, d_, hb_;
+  bool qkv_bf16_, y_bf16_;
+  std::vector<std::unique_ptr<PerThread>> per_thread_;
 };
 
 }  // namespace bertlab::ops

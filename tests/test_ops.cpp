@@ -2,21 +2,25 @@
 // random data, on shapes that are not multiples of 16 and with a single row; the simple
 // references themselves against hand-computed values. Prints one error line per case.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include "test_util.h"
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/matmul.h"
 #include "ops/normalization.h"
+#include "ops/peak.h"
 #include "base/error.h"
 
 using namespace bertlab;
@@ -205,6 +209,60 @@ TEST_CASE("Attention scores and context equal the references", "[ops]") {
     compare(fmt::format("attn_context B{} S{} heads{} d{}", s.B, s.S, s.heads, s.d), ctx, ctx_ref,
             kGemmTol);
   }
+}
+
+// ops::FusedAttention against the three ops run on the whole batch, bit for bit: sequences, or
+// blocks of heads, shared among 1 to 3 threads; padded and unpadded sequences; probabilities
+// over kBlockBytes per head (one head per block); in bf16 also a bf16 qkv and a bf16 context.
+TEST_CASE("Fused attention equals scores, softmax and context run one after another", "[ops]") {
+  struct Case {
+    int64_t B, S, heads, d;
+    int threads;
+  };
+  const int64_t big_s = 8 + static_cast<int64_t>(std::sqrt(double(ops::FusedAttention::kBlockBytes) / sizeof(float)));
+  const int saved_threads = omp_get_max_threads();
+  for (Case c : {Case{8, 16, 4, 8, 2}, Case{1, 13, 6, 7, 2}, Case{3, 40, 4, 16, 2}, Case{5, 9, 3, 5, 1},
+                 Case{4, 20, 2, 8, 3}, Case{3, 20, 2, 8, 3}, Case{2, big_s, 2, 4, 2}}) {
+    // Both on as many threads as the fused op shares its blocks among (the executor builds it
+    // for the threads it runs on): oneDNN may split a small product's sum over its threads.
+    omp_set_num_threads(c.threads);
+    const int64_t H = c.heads * c.d, n_scores = c.B * c.heads * c.S * c.S;
+    const float scale = 1.f / std::sqrt(float(c.d));
+    auto qkv = random_vector(c.B * c.S * 3 * H, 61, -2.f, 2.f);
+    std::vector<int32_t> mask(c.B * c.S, 1);  // every other sequence padded after its first third
+    for (int64_t b = 1; b < c.B; b += 2)
+      for (int64_t s = c.S / 3 + 1; s < c.S; ++s) mask[b * c.S + s] = 0;
+    std::vector<float> bias(c.B * c.S);
+    ops::mask_bias_forward(bias.data(), mask.data(), c.B * c.S);
+    for (bool bf16 : {false, true}) {
+      if (bf16 && !ops::cpu_has_bf16()) continue;
+      for (bool handoff : bf16 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+        const std::string what = fmt::format("B{} S{} heads{} d{} threads {}{}{}", c.B, c.S, c.heads, c.d, c.threads,
+                                             bf16 ? " bf16" : "", handoff ? " (bf16 qkv and ctx)" : "");
+        INFO(what);
+        std::vector<uint16_t> qkv16(qkv.size());
+        for (size_t i = 0; i < qkv.size(); ++i) qkv16[i] = ops::to_bf16(qkv[i]);
+        const float* in = handoff ? reinterpret_cast<const float*>(qkv16.data()) : qkv.data();
+        std::vector<float> probs(n_scores), want(c.B * c.S * H), got(want.size(), -1.f);
+        ops::AttentionScores(c.B, c.S, c.heads, c.d, scale, bf16, handoff).forward(probs.data(), in, bias.data());
+        ops::Softmax(c.B * c.heads * c.S, c.S).forward(probs.data(), probs.data());
+        ops::AttentionContext(c.B, c.S, c.heads, c.d, bf16, handoff, handoff).forward(want.data(), probs.data(), in);
+        const ops::FusedAttention fused(c.B, c.S, c.heads, c.d, scale, bf16, handoff, handoff, c.threads);
+        fused.forward(got.data(), in, bias.data());
+        if (c.S == big_s) CHECK(fused.block_heads() == 1);
+        if (c.B == 1) CHECK(fused.block_heads() < c.heads);  // one sequence: heads shared out
+        // A bf16 context fills the first half of the buffers: compare those bytes. fp32 products
+        // split among threads otherwise than whole (sequence, head) products per thread are
+        // summed in another order by oneDNN's gemm:jit on the batch, so there only rounding.
+        const size_t bytes = want.size() * (handoff ? sizeof(uint16_t) : sizeof(float));
+        if (bf16 || (c.B * c.heads) % c.threads == 0)
+          CHECK(std::memcmp(got.data(), want.data(), bytes) == 0);
+        else
+          compare("fused attention " + what, got, want, kGemmTol);
+      }
+    }
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 TEST_CASE("Attention references match hand-computed values", "[ops]") {
