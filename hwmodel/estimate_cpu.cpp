@@ -43,6 +43,58 @@ const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShap
   return best;
 }
 
+// Bandwidth of data that stays in the cache (the resident triad; the DRAM triad when it was
+// not measured).
+double resident_gbps(const SystemDesc& s) { return s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps; }
+
+// The attention scores, softmax and context run as one (runtime::fused_steps, ops::FusedAttention),
+// priced on the scores node:
+//   time = parallel region + max(FLOPs of the two products / their measured rates, bytes /
+//          bandwidth) + in-cache bytes / resident bandwidth
+// where bytes are what goes through memory (qkv and the mask bias read, the context written)
+// and the in-cache bytes are the probabilities' passes: the scores written, softmax's three
+// passes over them (max, sum, output) and the context product reading them, plus in bf16 the
+// copies of Q, K, V (read 4 B, or 2 B from a bf16 qkv, write 2 B per element) and of the
+// probabilities (read 4 B, write 2 B).
+NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts,
+                               bool terms) {
+  NodeEstimate n;
+  n.model = "cpu-calibrated";
+  const Node &soft = g.node(node.id + 1), &ctx = g.node(node.id + 2);
+  const Precision prec = gemm_precision(node);
+  const char* key = file_key(prec);
+  check(s.gemm_peak_gflops.contains(key) && s.gemm_peak_gflops.at(key).is_number(),
+        "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}'", node.name, key, s.name, key);
+  double t_gemm = 0;
+  for (const Node* p : {&node, &ctx}) {
+    const GemmShape gm = *node_gemm(g, *p);
+    const GemmCalibration* near = nearest_measured_gemm(s, gm, prec);
+    t_gemm += node_flops(g, *p) / ((near ? near->gflops : s.gemm_peak_gflops.at(key).get<double>()) * 1e9);
+  }
+  n.flops = node_flops(g, node) + node_flops(g, soft) + node_flops(g, ctx);
+  auto bytes_of = [&](int t) { return static_cast<double>(g.tensor(t).bytes()); };
+  const double bytes = bytes_of(node.inputs.at(0)) + bytes_of(node.inputs.at(1)) + bytes_of(ctx.outputs.at(0));
+  const double probs = bytes_of(node.outputs.at(0));  // f32 scores, as many as probabilities
+  double cached = probs * (1 + 3 + 1);                // written, softmax's passes, read by the context
+  if (prec == Precision::bf16) {
+    const bool qkv16 = facts.handoff.at(static_cast<size_t>(node.inputs.at(0))) != 0;
+    const double qkv_elems = static_cast<double>(g.tensor(node.inputs.at(0)).numel());
+    cached += qkv_elems * ((qkv16 ? 2 : 4) + 2) + probs / 4 * (4 + 2);
+  }
+  const double gbps = node.phase == Phase::forward && s.resident_gbps > 0 && bytes <= s.llc.size_bytes
+                          ? s.resident_gbps
+                          : s.dram.peak_gbps;
+  const double t_mem = bytes / (gbps * 1e9), t_cache = cached / (resident_gbps(s) * 1e9);
+  n.seconds = s.parallel_region_seconds + std::max(t_gemm, t_mem) + t_cache;
+  n.cycles = n.seconds * s.clock_ghz * 1e9;
+  term_if(terms, n,
+          "attention scores, softmax and context in one pass (runtime::fused_steps): parallel region {:.2f} us + "
+          "max(two {} products {:.3f} us at their measured rates, bytes {:.3g} / {:.4g} GB/s) + in-cache bytes {:.3g} "
+          "/ {:.4g} GB/s = {:.3f} us",
+          s.parallel_region_seconds * 1e6, key, t_gemm * 1e6, bytes, gbps, cached, resident_gbps(s), n.seconds * 1e6);
+  return n;
+}
+
 }  // namespace
 
 // A node on this CPU, from what `bertlab calibrate` measured ("cpu_model": "calibrated"):
@@ -57,9 +109,13 @@ const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShap
 //               passes (max, sum, output), layernorm 2 (statistics, output), softmax_grad 2
 //               (row sum, dx), layernorm_grad 3 (statistics, the two row sums, dx). A row
 //               the first pass brought in is re-read from cache, wherever the first came from.
-//   fused pairs (runtime::fused_pairs: a dropout and the add it alone feeds, a dropout_grad
-//               and the softmax_grad it alone feeds): the first node is priced as one pass of
-//               both (the tensor between them never written), the second at zero.
+//   fused runs (runtime::fused_steps): a pair (a dropout and the add it alone feeds, a
+//               dropout_grad and the softmax_grad it alone feeds) is priced on its first node
+//               as one pass of both (the tensor between them never written); the attention
+//               scores, softmax and context run (ops::FusedAttention) as its two products at
+//               their measured rates, qkv, mask and context through memory, the scores and
+//               probabilities only through the cache (cpu_attention_run); the other nodes of
+//               a run at zero.
 //   bandwidth: the cache-resident triad for a forward node whose bytes fit in the LLC (it
 //   reads what the node before it just wrote); the DRAM triad for backward nodes (they read
 //   activations saved during the forward pass, long since evicted: hundreds of MB for
@@ -71,10 +127,11 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   NodeEstimate n;
   n.model = "cpu-calibrated";
   const size_t at = static_cast<size_t>(node.id);
-  if (at > 0 && facts.fused.at(at - 1)) {  // the node before ran this one's work
-    term_if(terms, n, "{}: run in one pass by the node before it (runtime::fused_pairs) = 0 us", to_string(node.kind));
+  if (facts.fused.at(at) == 0) {  // a node before ran this one's work
+    term_if(terms, n, "{}: run in one pass by a node before it (runtime::fused_steps) = 0 us", to_string(node.kind));
     return n;
   }
+  if (facts.fused.at(at) == 3) return cpu_attention_run(g, node, s, facts, terms);
   // A recomputation whose only reader, a bf16 dW GEMM, reads the forward linear layer's kept
   // bf16 copy of x instead (runtime::kept_x_casts): the executor does not run it.
   const KeptX kept_x = facts.kept_x.at(at).role;
@@ -83,10 +140,10 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
             to_string(node.kind));
     return n;
   }
-  // A node that runs the next node's work too (runtime::fused_pairs) is priced as one pass of
-  // the pair: its inputs read once, the next node's output written once (the tensor between
-  // them is never written), the FLOPs of both.
-  const Node* next = facts.fused.at(at) ? &g.node(node.id + 1) : nullptr;
+  // A node that runs the next node's work too (runtime::fused_steps, a pair) is priced as one
+  // pass of the pair: its inputs read once, the next node's output written once (the tensor
+  // between them is never written), the FLOPs of both.
+  const Node* next = facts.fused.at(at) == 2 ? &g.node(node.id + 1) : nullptr;
   n.flops = node_flops(g, node) + (next ? node_flops(g, *next) : 0);
   double bytes = static_cast<double>(node_min_bytes(g, node));
   if (next) {

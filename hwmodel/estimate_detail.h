@@ -42,7 +42,7 @@ struct CpuGraphFacts {
   std::vector<char> shared_dy;  // per node: bf16 dX/dW pairs sharing dy's cast (shared_dy_casts)
   std::vector<uint8_t> shared_attn;  // per node: attention inputs read from an earlier cast (shared_attention_casts)
   std::vector<char> handoff;    // per tensor, inference: bf16 from one linear layer to the next (bf16_linear_handoffs)
-  std::vector<char> fused;      // per node: runs the next node's work too (fused_pairs)
+  std::vector<uint8_t> fused;   // per node: the nodes its step runs (fused_steps; 0: run by an earlier one)
   std::vector<KeptXCast> kept_x;  // per node, bf16 training: kept_x_casts
 };
 // A node on a CPU description (estimate_cpu.cpp): the roofline or the calibrated model.

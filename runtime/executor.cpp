@@ -11,12 +11,27 @@
 
 namespace bertlab {
 
+namespace {
+// The runs whose kernel reads inputs of one part while it writes outputs of another (the
+// attention run, ops::FusedAttention: a block's context may land where another block's qkv or
+// mask would otherwise be planned): the memory plan keeps their inputs live through the run.
+// The pairs read each element before writing it and keep their own plan (element for element
+// in place).
+std::vector<uint8_t> planned_runs(const std::vector<uint8_t>& runs) {
+  std::vector<uint8_t> planned(runs.size(), 1);
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (runs[i] == 3) planned[i] = 3, planned[i + 1] = planned[i + 2] = 0;
+  return planned;
+}
+}  // namespace
+
 Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
     : graph_(std::move(graph)),
       params_(params),
       state_(state),
+      runs_(fused_steps(graph_)),
       // A dropout writing bf16 probabilities does not run over its f32 input (bf16_probs_handoffs).
-      plan_(plan_memory(graph_, 64, bf16_probs_handoffs(graph_))) {
+      plan_(plan_memory(graph_, 64, bf16_probs_handoffs(graph_), planned_runs(runs_))) {
   arena_ = AlignedBuffer<std::byte>(static_cast<size_t>(plan_.arena_bytes));
   for (const auto& n : graph_.nodes())
     check(!gemm_bf16(n) || ops::cpu_has_bf16(),
@@ -29,7 +44,12 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));
-    steps_.push_back(make_step(n));
+    const size_t i = static_cast<size_t>(n.id);
+    // The attention run is one step on its first node; its scores and probabilities have no
+    // buffer (plan_memory), so their nodes get no kernels of their own.
+    if (runs_[i] == 3) steps_.push_back(attention_step(n, graph_.node(n.id + 2)));
+    else if (runs_[i] == 0 && i >= 1 && (runs_[i - 1] == 3 || (i >= 2 && runs_[i - 2] == 3))) steps_.push_back([] {});
+    else steps_.push_back(make_step(n));
   }
   fuse_optimizer_steps();
   fuse_pairs();

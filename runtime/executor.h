@@ -102,13 +102,15 @@ class Executor {
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
   void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
-  void fuse_pairs();                                       // runtime/executor_steps.cpp (step_rules.h fused_pairs)
+  void fuse_pairs();                                       // runtime/executor_steps.cpp (fused_steps' pairs)
+  std::function<void()> attention_step(const Node& scores, const Node& context);
   std::function<void()> dropout_add_step(const Node& drop, const Node& add);
   std::function<void()> dropout_softmax_grad_step(const Node& drop, const Node& soft);
 
   Graph graph_;
   ParamStore& params_;
   TrainingState* state_;
+  std::vector<uint8_t> runs_;  // per node: the nodes its step runs (fused_steps)
   MemoryPlan plan_;
   AlignedBuffer<std::byte> arena_;
   StepContext context_;

@@ -1,6 +1,7 @@
 // The kernel of every op kind, bound once to its buffers: Executor::make_step.
 #include <algorithm>
 #include <cmath>
+#include <omp.h>
 
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -410,16 +411,31 @@ void Executor::fuse_optimizer_steps() {
 }
 
 void Executor::fuse_pairs() {
-  const std::vector<char> pairs = fused_pairs(graph_);
   const auto& nodes = graph_.nodes();
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    if (!pairs[i]) continue;
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    if (runs_[i] != 2) continue;
     const Node &a = nodes[i], &b = nodes[i + 1];
     auto step = a.kind == OpKind::dropout ? dropout_add_step(a, b) : dropout_softmax_grad_step(a, b);
     if (!step) continue;  // buffers that overlap other than element for element: two kernels
     steps_[i] = std::move(step);
     steps_[i + 1] = [] {};
   }
+}
+
+std::function<void()> Executor::attention_step(const Node& scores, const Node& context) {
+  // ctx = context(softmax(scores(qkv, bias))), block by block of heads (ops::FusedAttention),
+  // on the threads this executor's other kernels run on. The scores and probabilities stay in
+  // the kernel's scratch (they have no buffer, plan_memory).
+  const Shape q = graph_.tensor(scores.inputs.at(0)).shape;
+  const int64_t heads = scores.attrs.at("heads");
+  auto handed = [&](int t) { return handoff_.at(static_cast<size_t>(t)) != 0; };
+  auto op = std::make_shared<ops::FusedAttention>(q[0], q[1], heads, q[2] / 3 / heads,
+                                                  scores.attrs.at("scale").get<float>(), gemm_bf16(scores),
+                                                  handed(scores.inputs.at(0)), handed(context.outputs.at(0)),
+                                                  omp_get_max_threads());
+  const float *qkv = f32(scores.inputs.at(0)), *bias = f32(scores.inputs.at(1));
+  float* ctx = f32(context.outputs.at(0));
+  return [=] { op->forward(ctx, qkv, bias); };
 }
 
 std::function<void()> Executor::dropout_add_step(const Node& drop, const Node& add) {

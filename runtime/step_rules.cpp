@@ -192,28 +192,41 @@ std::vector<KeptXCast> kept_x_casts(const Graph& g) {
   return kept;
 }
 
-std::vector<char> fused_pairs(const Graph& g) {
+std::vector<uint8_t> fused_steps(const Graph& g) {
   const auto& nodes = g.nodes();
   const TensorUses uses(g);
-  std::vector<char> pair(nodes.size(), 0);
-  for (size_t i = 0; i + 1 < nodes.size(); ++i) {
+  std::vector<uint8_t> run(nodes.size(), 1);
+  // Whether node i's output is read by node i + 1 alone, in the same phase.
+  auto feeds_next = [&](size_t i) {
+    return i + 1 < nodes.size() && nodes[i].phase == nodes[i + 1].phase &&
+           uses.sole_reader(nodes[i].outputs.at(0)) == nodes[i + 1].id;
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!feeds_next(i)) continue;
     const Node &a = nodes[i], &b = nodes[i + 1];
     const int t = a.outputs.at(0);  // what a writes and only b reads
-    if (a.phase != b.phase || uses.sole_reader(t) != b.id) continue;
     const Shape& s = g.tensor(t).shape;
     auto same_shape = [&](std::initializer_list<int> ts) {
       return std::all_of(ts.begin(), ts.end(), [&](int u) { return g.tensor(u).shape == s; });
     };
-    bool fits = false;
+    uint8_t n = 1;
     if (a.kind == OpKind::dropout && b.kind == OpKind::add) {
       const int r = b.inputs.at(0) == t ? b.inputs.at(1) : b.inputs.at(0);  // the residual
-      fits = same_shape({a.inputs.at(0), r, b.outputs.at(0)});
+      if (same_shape({a.inputs.at(0), r, b.outputs.at(0)})) n = 2;
     } else if (a.kind == OpKind::dropout_grad && b.kind == OpKind::softmax_grad) {
-      fits = b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)});  // dy, then y
+      if (b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)})) n = 2;  // dy, then y
+    } else if (a.kind == OpKind::attn_scores && b.kind == OpKind::softmax && feeds_next(i + 1)) {
+      // The context product reads the probabilities as P and the scores' own qkv.
+      const Node& c = nodes[i + 2];
+      if (c.kind == OpKind::attn_context && c.inputs.at(0) == b.outputs.at(0) && c.inputs.at(1) == a.inputs.at(0) &&
+          c.attrs.value("heads", 0) == a.attrs.value("heads", -1))
+        n = 3;
     }
-    if (fits) pair[i++] = 1;
+    run[i] = n;
+    for (uint8_t k = 1; k < n; ++k) run[i + k] = 0;
+    i += n - 1;
   }
-  return pair;
+  return run;
 }
 
 }  // namespace bertlab

@@ -72,13 +72,17 @@ struct KeptXCast {
 };
 std::vector<KeptXCast> kept_x_casts(const Graph& g);
 
-// Per node: 1 when the executor runs the next node's work in this node's step, as one pass
-// bit-identical to the two kernels, and leaves the next node's step empty (a profile books the
-// pair's time on this node; hwmodel's CPU model prices it so). Two pairs, each where this node's
-// output is read only by the next node: a dropout and the residual add it feeds
-// (ops::dropout_add_forward); a dropout_grad and the softmax_grad whose dy it is
-// (ops::dropout_softmax_backward). The executor keeps the two kernels when the buffers overlap
-// other than element for element. runtime/step_rules.cpp.
-std::vector<char> fused_pairs(const Graph& g);
+// Per node: how many nodes, from it on, the executor runs in its step, as one pass bit-identical
+// to their kernels run one after another; 0 for a node an earlier step ran (its own step is
+// empty; a profile books the run's time on its first node, and hwmodel's CPU model prices it
+// so). Each node whose output is read only by the next node of the run, in one phase:
+//   2: a dropout and the residual add it feeds (ops::dropout_add_forward); a dropout_grad and
+//      the softmax_grad whose dy it is (ops::dropout_softmax_backward);
+//   3: attention scores, their softmax and the context product (ops::FusedAttention: the
+//      probabilities of one block of heads stay in the thread's cache): inference, and
+//      training without attention dropout (there the backward recomputes both).
+// The executor keeps the kernels apart when a pair's buffers overlap other than element for
+// element. Everything else: 1. runtime/step_rules.cpp.
+std::vector<uint8_t> fused_steps(const Graph& g);
 
 }  // namespace bertlab

@@ -5,6 +5,7 @@
 #include "runtime/bert_builder.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
+#include "runtime/step_rules.h"
 #include "test_configs.h"
 
 using namespace bertlab;
@@ -96,6 +97,42 @@ TEST_CASE("Fusion passes rewrite linear epilogues and keep FLOPs", "[graph][fusi
   auto only = apply_fusions(partly, {"linear_residual"});
   CHECK(only == std::vector<std::string>{"linear_activation:4"});
   CHECK_THROWS_WITH(apply_fusions(partly, {"nope"}), Catch::Contains("unknown fusion pass 'nope'"));
+}
+
+TEST_CASE("The executor runs each layer's attention scores, softmax and context as one step", "[graph][fusion]") {
+  auto c = small_config();
+  auto attention_runs = [&](RunSpec r) {
+    const Graph g = build_bert(c, r);
+    const auto runs = fused_steps(g);
+    int n = 0;
+    for (const auto& node : g.nodes()) {
+      const uint8_t k = runs[static_cast<size_t>(node.id)];
+      if (k != 3) continue;
+      ++n;
+      CHECK(node.kind == OpKind::attn_scores);
+      CHECK(g.node(node.id + 1).kind == OpKind::softmax);
+      CHECK(g.node(node.id + 2).kind == OpKind::attn_context);
+      CHECK(runs[static_cast<size_t>(node.id) + 1] == 0);
+      CHECK(runs[static_cast<size_t>(node.id) + 2] == 0);
+      CHECK(node.phase == Phase::forward);
+    }
+    return n;
+  };
+  CHECK(attention_runs(run(2, 7)) == c.num_hidden_layers);  // inference
+  RunSpec train = run(2, 7);
+  train.mode = "train";
+  // With attention dropout the context reads the dropout's output, not the softmax's: no run.
+  CHECK(attention_runs(train) == 0);
+  // Without dropout the forward chain is one step; the backward's recomputed probabilities
+  // have other readers (the softmax and dV gradients), so they stay apart.
+  train.dropout = false;
+  CHECK(attention_runs(train) == c.num_hidden_layers);
+  // A second reader of the probabilities (a graph output) keeps the forward apart too.
+  Graph g = build_bert(c, run(2, 7));
+  g.mark_output(node_named(g, "encoder.0.attention.softmax").outputs.at(0), "probs0");
+  int runs0 = 0;
+  for (uint8_t k : fused_steps(g)) runs0 += k == 3;
+  CHECK(runs0 == c.num_hidden_layers - 1);
 }
 
 TEST_CASE("Graph JSON round trip", "[graph]") {

@@ -191,7 +191,7 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     const int r = t.add_tensor("r", {16, 64}, DType::f32, Role::input);
     const int d = t.apply(OpKind::dropout, "enc.drop", {x}, {{"p", 0.1}, {"salt", 1}});
     t.apply(OpKind::add, "enc.residual", {d, r});
-    REQUIRE(fused_pairs(t) == std::vector<char>{1, 0});
+    REQUIRE(fused_steps(t) == std::vector<uint8_t>{2, 0});
     const GraphEstimate e = estimate_graph(t, s, Arrangement::rwma);
     // x and r read, the sum written (4096 bytes each), never the dropout's output; forward
     // bytes that fit the LLC: the resident 50 GB/s; one parallel region.
@@ -199,10 +199,33 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     CHECK(seconds_of(e, "enc.residual") == 0);
     // A second reader of the dropout's output: two kernels, each priced on its own.
     t.apply(OpKind::add, "enc.other", {d, d});
-    REQUIRE(fused_pairs(t) == std::vector<char>{0, 0, 0});
+    REQUIRE(fused_steps(t) == std::vector<uint8_t>{1, 1, 1});
     const GraphEstimate apart = estimate_graph(t, s, Arrangement::rwma);
     CHECK(seconds_of(apart, "enc.drop") == Approx(2e-6 + 2 * 4096 / 50e9).epsilon(1e-12));
     CHECK(seconds_of(apart, "enc.residual") == Approx(2e-6 + 3 * 4096 / 50e9).epsilon(1e-12));
+  }
+  SECTION("attention scores, softmax and context: one step, the probabilities through the cache") {
+    // qkv (2,8,24), 2 heads of 4: scores 2 x 2 x 8 x 8 (1024 bytes f32), the context (2,8,8).
+    Graph t;
+    const int qkv = t.add_tensor("qkv", {2, 8, 24}, DType::f32, Role::input);
+    const int bias = t.add_tensor("bias", {2, 8}, DType::f32, Role::input);
+    const int sc = t.apply(OpKind::attn_scores, "enc.scores", {qkv, bias}, {{"heads", 2}, {"scale", 0.5}});
+    const int pr = t.apply(OpKind::softmax, "enc.softmax", {sc});
+    t.apply(OpKind::attn_context, "enc.context", {pr, qkv}, {{"heads", 2}});
+    REQUIRE(fused_steps(t) == std::vector<uint8_t>{3, 0, 0});
+    const GraphEstimate e = estimate_graph(t, s, Arrangement::rwma);
+    // Products: Q K^T 2*2*2*8*8*4 = 2048 FLOPs plus scale and bias 2*256, P V 2048, both
+    // nearest the measured "small" f32 GEMM (20 GFLOP/s): 230.4 ns. Memory: qkv 1536 + bias 64
+    // read, context 512 written = 2112 bytes at the resident 50 GB/s (42.24 ns, under the
+    // products). In cache: the 1024 bytes of scores written, softmax's three passes, the context
+    // product's read: 5120 bytes at 50 GB/s = 102.4 ns. One parallel region.
+    CHECK(seconds_of(e, "enc.scores") == Approx(2e-6 + 4608 / 20e9 + 5120 / 50e9).epsilon(1e-12));
+    CHECK(seconds_of(e, "enc.softmax") == 0);
+    CHECK(seconds_of(e, "enc.context") == 0);
+    // The probabilities read by a second node: three steps, each priced on its own.
+    t.apply(OpKind::add, "enc.other", {pr, pr});
+    REQUIRE(fused_steps(t) == std::vector<uint8_t>{1, 1, 1, 1});
+    CHECK(seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.context") > 0);
   }
   SECTION("bf16 inference: a linear layer fed only by another reads its bf16 output without a conversion") {
     // fc_bf16's output (16,32) into a second bf16 linear layer (8 outputs): the second node is

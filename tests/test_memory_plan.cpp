@@ -18,6 +18,7 @@
 #include "runtime/memory_plan.h"
 #include "runtime/model.h"
 #include "runtime/op_rules.h"
+#include "runtime/step_rules.h"
 #include "test_configs.h"
 
 using namespace bertlab;
@@ -43,23 +44,33 @@ struct Lifetime {
   int first = 0, last = -1;
 };
 
-std::vector<Lifetime> lifetimes(const Graph& g) {
+// With `runs` (runtime::fused_steps), every node of a run counts as the whole run: its
+// inputs and outputs live from the run's first node to its last.
+std::vector<Lifetime> lifetimes(const Graph& g, const std::vector<uint8_t>& runs = {}) {
   const int end = static_cast<int>(g.nodes().size());
+  std::vector<int> from(end), to(end);
+  for (int i = 0; i < end; ++i) from[i] = to[i] = i;
+  for (int i = 0; i < end && !runs.empty(); ++i)
+    for (int j = i + 1; j < i + runs[i]; ++j) from[j] = i, to[i] = to[j] = i + runs[i] - 1;
   std::vector<Lifetime> life(g.tensors().size(), Lifetime{end + 1, -1});
   for (const auto& t : g.tensors())
     if (t.role == Role::input) life[t.id] = {-1, end};
   for (const auto& n : g.nodes()) {
     for (int t : n.outputs)
-      life[t].first = std::min(life[t].first, n.id), life[t].last = std::max(life[t].last, n.id);
-    for (int t : n.inputs) life[t].last = std::max(life[t].last, n.id);
+      life[t].first = std::min(life[t].first, from[n.id]), life[t].last = std::max(life[t].last, to[n.id]);
+    for (int t : n.inputs) life[t].last = std::max(life[t].last, to[n.id]);
   }
   for (const auto& [name, t] : g.outputs()) life[t].last = end;
   return life;
 }
 
-void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment,
-                const std::string& label) {
-  const auto life = lifetimes(g);
+void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment, const std::string& label,
+                const std::vector<uint8_t>& runs = {}) {
+  const auto life = lifetimes(g, runs);
+  // A run's intermediates (written and read only inside it) have no buffer.
+  std::vector<char> intermediate(g.tensors().size(), 0);
+  for (size_t i = 0; i < runs.size(); ++i)
+    for (size_t j = i; j + 1 < i + runs[i]; ++j) intermediate[static_cast<size_t>(g.node(static_cast<int>(j)).outputs.at(0))] = 1;
   REQUIRE(plan.offset.size() == g.tensors().size());
   std::vector<int> placed;
   for (const auto& t : g.tensors()) {
@@ -69,6 +80,10 @@ void check_plan(const Graph& g, const MemoryPlan& plan, int64_t alignment,
       continue;
     }
     INFO(label << ": tensor " << t.name);
+    if (intermediate[static_cast<size_t>(t.id)]) {
+      CHECK(plan.offset[t.id] == -1);
+      continue;
+    }
     REQUIRE(plan.offset[t.id] >= 0);
     CHECK(plan.offset[t.id] % alignment == 0);
     CHECK(plan.offset[t.id] + t.bytes() <= plan.arena_bytes);
@@ -118,6 +133,20 @@ TEST_CASE("Memory plan: tensors alive together never share bytes", "[runtime]") 
             g, plan, alignment,
             fmt::format("{} B{} S{} align {}", fused ? "fused" : "unfused", batch, seq, alignment));
       }
+}
+
+// The executor's attention runs (scores, softmax, context as one step, ops::FusedAttention):
+// a block's context is written while other blocks still read qkv and the mask, so the plan
+// keeps those live through the run. Before it did, the last layer's context was planned over
+// the mask bias, whose last reader is that layer's scores node.
+TEST_CASE("Memory plan: a fused run's inputs live through the run, its intermediates have no buffer",
+          "[runtime]") {
+  for (auto [batch, seq] : {std::pair<int64_t, int64_t>{2, 13}, {5, 9}}) {
+    Graph g = small_graph(batch, seq, true);
+    const auto runs = fused_steps(g);
+    REQUIRE(std::count(runs.begin(), runs.end(), 3) == small_config().num_hidden_layers);
+    check_plan(g, plan_memory(g, 64, {}, runs), 64, fmt::format("attention runs B{} S{}", batch, seq), runs);
+  }
 }
 
 TEST_CASE("Memory plan: graph inputs and outputs live through the whole run", "[runtime]") {
@@ -209,6 +238,46 @@ TEST_CASE("Executor: running twice gives identical outputs", "[runtime]") {
   const auto third = snapshot();
   const int64_t H = c.hidden_size;
   CHECK(std::equal(first[0].begin(), first[0].begin() + (in.seq + 9) * H, third[0].begin()));
+}
+
+// The executor runs each layer's attention scores, softmax and context as one step: the same
+// outputs, bit for bit, as the three kernels one after another (kept apart by making every
+// layer's probabilities a graph output), with padded and unpadded sequences, one sequence
+// (blocks of heads) and an odd number of sequences.
+TEST_CASE("Executor: the fused attention step gives the outputs of the three kernels", "[runtime]") {
+  const BertConfig c = small_config();
+  const Model m = init_model(c, Heads::pretraining, 11);
+  for (int64_t batch : {1, 2, 5}) {
+    BertInputs in;
+    in.batch = batch;
+    in.seq = 9;
+    for (int64_t i = 0; i < in.batch * in.seq; ++i) {
+      in.input_ids.push_back(static_cast<int32_t>((i * 37 + 3) % c.vocab_size));
+      in.token_type_ids.push_back(0);
+      in.attention_mask.push_back((i / in.seq) % 2 == 0 || i % in.seq < 4);  // odd sequences padded after 4
+    }
+    RunSpec run;
+    run.batch = in.batch;
+    run.seq = in.seq;
+    Graph fused = build_bert(c, run);
+    apply_fusions(fused);
+    Graph apart = fused;
+    for (const auto& n : apart.nodes())
+      if (n.kind == OpKind::softmax) apart.mark_output(n.outputs.at(0), n.name);
+    const auto runs_one = fused_steps(fused), runs_three = fused_steps(apart);
+    REQUIRE(std::count(runs_one.begin(), runs_one.end(), 3) == c.num_hidden_layers);
+    REQUIRE(std::count(runs_three.begin(), runs_three.end(), 3) == 0);
+    Executor one(std::move(fused), m.params), three(std::move(apart), m.params);
+    set_inputs(one, in);
+    set_inputs(three, in);
+    one.run();
+    three.run();
+    for (const char* name : {"last_hidden_state", "mlm_logits", "nsp_logits"}) {
+      INFO("batch " << batch << ", " << name);
+      const int64_t n = numel(one.output_shape(name));
+      CHECK(std::equal(one.output(name), one.output(name) + n, three.output(name)));
+    }
+  }
 }
 
 TEST_CASE("Training graph: outputs of recomputed kinds are read in the backward only as recomputations",

@@ -178,6 +178,26 @@ std::vector<Case> cases() {
     c.wrt = {"qkv"};
     out.push_back(c);
   }
+  {  // attention with its softmax: the executor runs the three forward nodes as one fused step
+     // (runtime::fused_steps, ops::FusedAttention); the backward recomputes scores and softmax
+    Case c{"attention with softmax", [](Graph& g) {
+             const int qkv = w(g, "qkv", {B, S, 3 * H});
+             nlohmann::json a{{"heads", heads}, {"scale", 0.5}};
+             const int scores = g.apply(OpKind::attn_scores, "scores", {qkv, w(g, "bias", {B, S})}, a);
+             const int probs = g.apply(OpKind::softmax, "probs", {scores});
+             return g.apply(OpKind::attn_context, "context", {probs, qkv}, {{"heads", heads}});
+           },
+           [](const Values& v) {
+             Floats scores(B * heads * S * S), probs(scores.size()), ctx(B * S * H);
+             ops::attn_scores_reference(scores.data(), v("qkv"), v("bias"), B, S, heads, d, 0.5f);
+             ops::softmax_forward_reference(probs.data(), scores.data(), B * heads * S, S);
+             ops::attn_context_reference(ctx.data(), probs.data(), v("qkv"), B, S, heads, d);
+             return ctx;
+           }};
+    c.values.f = {{"qkv", rnd(B * S * 3 * H)}, {"bias", rnd(B * S)}};
+    c.wrt = {"qkv"};
+    out.push_back(c);
+  }
   {
     Case c{"softmax", [](Graph& g) { return g.apply(OpKind::softmax, "sm", {w(g, "x", {B, S, H})}); },
            [](const Values& v) {
@@ -239,7 +259,7 @@ std::vector<Case> cases() {
     out.push_back(c);
   }
   {  // attention probabilities: softmax then dropout; the executor runs their backward as one
-     // fused pass (runtime::fused_pairs, ops::dropout_softmax_backward)
+     // fused pass (runtime::fused_steps, ops::dropout_softmax_backward)
     Case c{"softmax then dropout",
            [](Graph& g) {
              int sm = g.apply(OpKind::softmax, "sm", {w(g, "x", {B, S, H})});
@@ -272,7 +292,7 @@ std::vector<Case> cases() {
     out.push_back(c);
   }
   {  // a hidden-state dropout then the residual add: the executor runs them as one fused pass
-     // (runtime::fused_pairs, ops::dropout_add_forward)
+     // (runtime::fused_steps, ops::dropout_add_forward)
     Case c{"dropout then residual add",
            [](Graph& g) {
              int d = g.apply(OpKind::dropout, "drop", {w(g, "x", {B, S, H})}, {{"p", 0.2}, {"salt", 5}});
