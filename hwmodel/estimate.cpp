@@ -154,7 +154,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
     facts.shared_dy = shared_dy_casts(g);
     facts.shared_attn = shared_attention_casts(g);
     facts.handoff = bf16_handoffs(g, facts.training);
-    facts.fused = fused_steps(g);
+    facts.fused = fused_steps(g, s.cores);
     facts.kept_x = kept_x_casts(g);
     for (const auto& node : g.nodes()) {
       NodeEstimate n = cpu_node(g, node, s, facts, o.terms || node.name == o.explain);

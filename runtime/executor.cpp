@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <omp.h>
 
 #include "ops/peak.h"
 #include "runtime/autodiff.h"
@@ -29,7 +30,7 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
     : graph_(std::move(graph)),
       params_(params),
       state_(state),
-      runs_(fused_steps(graph_)),
+      runs_(fused_steps(graph_, omp_get_max_threads())),
       // A dropout writing bf16 probabilities does not run over its f32 input (bf16_probs_handoffs).
       plan_(plan_memory(graph_, 64, bf16_probs_handoffs(graph_), planned_runs(runs_))) {
   arena_ = AlignedBuffer<std::byte>(static_cast<size_t>(plan_.arena_bytes));

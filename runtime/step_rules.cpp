@@ -192,7 +192,7 @@ std::vector<KeptXCast> kept_x_casts(const Graph& g) {
   return kept;
 }
 
-std::vector<uint8_t> fused_steps(const Graph& g) {
+std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads) {
   const auto& nodes = g.nodes();
   const TensorUses uses(g);
   std::vector<uint8_t> run(nodes.size(), 1);
@@ -215,7 +215,8 @@ std::vector<uint8_t> fused_steps(const Graph& g) {
       if (same_shape({a.inputs.at(0), r, b.outputs.at(0)})) n = 2;
     } else if (a.kind == OpKind::dropout_grad && b.kind == OpKind::softmax_grad) {
       if (b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)})) n = 2;  // dy, then y
-    } else if (a.kind == OpKind::attn_scores && b.kind == OpKind::softmax && feeds_next(i + 1)) {
+    } else if (a.kind == OpKind::attn_scores && b.kind == OpKind::softmax && feeds_next(i + 1) &&
+               g.tensor(a.inputs.at(0)).shape.at(0) >= threads) {
       // The context product reads the probabilities as P and the scores' own qkv.
       const Node& c = nodes[i + 2];
       if (c.kind == OpKind::attn_context && c.inputs.at(0) == b.outputs.at(0) && c.inputs.at(1) == a.inputs.at(0) &&

@@ -80,9 +80,12 @@ std::vector<KeptXCast> kept_x_casts(const Graph& g);
 //      the softmax_grad whose dy it is (ops::dropout_softmax_backward);
 //   3: attention scores, their softmax and the context product (ops::FusedAttention: the
 //      probabilities of one block of heads stay in the thread's cache): inference, and
-//      training without attention dropout (there the backward recomputes both).
+//      training without attention dropout (there the backward recomputes both); only with at
+//      least as many sequences as `threads` (the threads the executor runs on): with fewer, the
+//      blocks' single-threaded products lose to the kernels' own threading (BERT-base, one
+//      sequence, 2 threads, bf16: 38.5 against 39.6 seq/s, docs/training.md).
 // The executor keeps the kernels apart when a pair's buffers overlap other than element for
 // element. Everything else: 1. runtime/step_rules.cpp.
-std::vector<uint8_t> fused_steps(const Graph& g);
+std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads = 1);
 
 }  // namespace bertlab

@@ -2,6 +2,8 @@
 // fusion passes, JSON round trip and config validation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "runtime/bert_builder.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
@@ -119,6 +121,13 @@ TEST_CASE("The executor runs each layer's attention scores, softmax and context 
     return n;
   };
   CHECK(attention_runs(run(2, 7)) == c.num_hidden_layers);  // inference
+  {  // fewer sequences than threads: apart
+    const Graph two = build_bert(c, run(2, 7));
+    const auto runs = fused_steps(two, 3);
+    CHECK(std::count(runs.begin(), runs.end(), 3) == 0);
+    const auto enough = fused_steps(two, 2);
+    CHECK(std::count(enough.begin(), enough.end(), 3) == c.num_hidden_layers);
+  }
   RunSpec train = run(2, 7);
   train.mode = "train";
   // With attention dropout the context reads the dropout's output, not the softmax's: no run.
