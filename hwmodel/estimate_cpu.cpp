@@ -60,7 +60,7 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
                                bool terms) {
   NodeEstimate n;
   n.model = "cpu-calibrated";
-  const Node &soft = g.node(node.id + 1), &ctx = g.node(node.id + 2);
+  const Node &soft = g.node(node.id + 1), &ctx = g.node(node.id + kFusedAttention - 1);
   const Precision prec = gemm_precision(node);
   const char* key = file_key(prec);
   check(s.gemm_peak_gflops.contains(key) && s.gemm_peak_gflops.at(key).is_number(),
@@ -131,7 +131,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     term_if(terms, n, "{}: run in one pass by a node before it (runtime::fused_steps) = 0 us", to_string(node.kind));
     return n;
   }
-  if (facts.fused.at(at) == 3) return cpu_attention_run(g, node, s, facts, terms);
+  if (facts.fused.at(at) == kFusedAttention) return cpu_attention_run(g, node, s, facts, terms);
   // A recomputation whose only reader, a bf16 dW GEMM, reads the forward linear layer's kept
   // bf16 copy of x instead (runtime::kept_x_casts): the executor does not run it.
   const KeptX kept_x = facts.kept_x.at(at).role;
@@ -143,7 +143,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   // A node that runs the next node's work too (runtime::fused_steps, a pair) is priced as one
   // pass of the pair: its inputs read once, the next node's output written once (the tensor
   // between them is never written), the FLOPs of both.
-  const Node* next = facts.fused.at(at) == 2 ? &g.node(node.id + 1) : nullptr;
+  const Node* next = facts.fused.at(at) == kFusedPair ? &g.node(node.id + 1) : nullptr;
   n.flops = node_flops(g, node) + (next ? node_flops(g, *next) : 0);
   double bytes = static_cast<double>(node_min_bytes(g, node));
   if (next) {

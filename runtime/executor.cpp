@@ -21,7 +21,8 @@ namespace {
 std::vector<uint8_t> planned_runs(const std::vector<uint8_t>& runs) {
   std::vector<uint8_t> planned(runs.size(), 1);
   for (size_t i = 0; i < runs.size(); ++i)
-    if (runs[i] == 3) planned[i] = 3, planned[i + 1] = planned[i + 2] = 0;
+    if (runs[i] == kFusedAttention)
+      for (size_t k = 0; k < kFusedAttention; ++k) planned[i + k] = k == 0 ? kFusedAttention : 0;
   return planned;
 }
 }  // namespace
@@ -42,15 +43,22 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
   shared_attn_ = shared_attention_casts(graph_);
   handoff_ = bf16_handoffs(graph_, training());
   kept_x_ = kept_x_casts(graph_);
+  int attention_left = 0;  // nodes of the current attention run after its first
   for (const auto& n : graph_.nodes()) {
     check(state_ || n.phase == Phase::forward,
           "node '{}' is a {} node: training graphs need a TrainingState", n.name, to_string(n.phase));
     const size_t i = static_cast<size_t>(n.id);
     // The attention run is one step on its first node; its scores and probabilities have no
     // buffer (plan_memory), so their nodes get no kernels of their own.
-    if (runs_[i] == 3) steps_.push_back(attention_step(n, graph_.node(n.id + 2)));
-    else if (runs_[i] == 0 && i >= 1 && (runs_[i - 1] == 3 || (i >= 2 && runs_[i - 2] == 3))) steps_.push_back([] {});
-    else steps_.push_back(make_step(n));
+    if (runs_[i] == kFusedAttention) {
+      steps_.push_back(attention_step(n, graph_.node(n.id + kFusedAttention - 1)));
+      attention_left = kFusedAttention - 1;
+    } else if (attention_left > 0) {
+      steps_.push_back([] {});
+      --attention_left;
+    } else {
+      steps_.push_back(make_step(n));
+    }
   }
   fuse_optimizer_steps();
   fuse_pairs();

@@ -413,7 +413,7 @@ void Executor::fuse_optimizer_steps() {
 void Executor::fuse_pairs() {
   const auto& nodes = graph_.nodes();
   for (size_t i = 0; i < runs_.size(); ++i) {
-    if (runs_[i] != 2) continue;
+    if (runs_[i] != kFusedPair) continue;
     const Node &a = nodes[i], &b = nodes[i + 1];
     auto step = a.kind == OpKind::dropout ? dropout_add_step(a, b) : dropout_softmax_grad_step(a, b);
     if (!step) continue;  // buffers that overlap other than element for element: two kernels

@@ -212,16 +212,16 @@ std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads) {
     uint8_t n = 1;
     if (a.kind == OpKind::dropout && b.kind == OpKind::add) {
       const int r = b.inputs.at(0) == t ? b.inputs.at(1) : b.inputs.at(0);  // the residual
-      if (same_shape({a.inputs.at(0), r, b.outputs.at(0)})) n = 2;
+      if (same_shape({a.inputs.at(0), r, b.outputs.at(0)})) n = kFusedPair;
     } else if (a.kind == OpKind::dropout_grad && b.kind == OpKind::softmax_grad) {
-      if (b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)})) n = 2;  // dy, then y
+      if (b.inputs.at(0) == t && same_shape({a.inputs.at(0), b.inputs.at(1)})) n = kFusedPair;  // dy, then y
     } else if (a.kind == OpKind::attn_scores && b.kind == OpKind::softmax && feeds_next(i + 1) &&
                g.tensor(a.inputs.at(0)).shape.at(0) >= threads) {
       // The context product reads the probabilities as P and the scores' own qkv.
       const Node& c = nodes[i + 2];
       if (c.kind == OpKind::attn_context && c.inputs.at(0) == b.outputs.at(0) && c.inputs.at(1) == a.inputs.at(0) &&
           c.attrs.value("heads", 0) == a.attrs.value("heads", -1))
-        n = 3;
+        n = kFusedAttention;
     }
     run[i] = n;
     for (uint8_t k = 1; k < n; ++k) run[i + k] = 0;

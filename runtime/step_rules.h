@@ -87,5 +87,7 @@ std::vector<KeptXCast> kept_x_casts(const Graph& g);
 // The executor keeps the kernels apart when a pair's buffers overlap other than element for
 // element. Everything else: 1. runtime/step_rules.cpp.
 std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads = 1);
+inline constexpr uint8_t kFusedPair = 2;       // fused_steps: a dropout pair
+inline constexpr uint8_t kFusedAttention = 3;  // fused_steps: scores, softmax, context
 
 }  // namespace bertlab
