@@ -47,6 +47,24 @@ const GemmCalibration* nearest_measured_gemm(const SystemDesc& s, const GemmShap
 // not measured).
 double resident_gbps(const SystemDesc& s) { return s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps; }
 
+// Whether a node's `bytes` stream at the cache-resident triad (a forward node whose bytes fit
+// the LLC reads what the node before it just wrote) rather than the DRAM triad (cpu_node).
+bool streams_resident(const SystemDesc& s, const Node& node, double bytes) {
+  return s.resident_gbps > 0 && node.phase == Phase::forward && bytes <= s.llc.size_bytes;
+}
+
+// The rate of a GEMM of `gm` in precision `prec`: the nearest measured shape's, else the
+// precision's peak (FLOP/s). A description without that peak is an error naming the node.
+double gemm_rate(const SystemDesc& s, const Node& node, const GemmShape& gm, Precision prec) {
+  const char* key = file_key(prec);
+  check(s.gemm_peak_gflops.contains(key) && s.gemm_peak_gflops.at(key).is_number(),
+        "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}' (calibrate on a CPU with native "
+        "bf16 matmul, or estimate the fp32 graph)",
+        node.name, key, s.name, key);
+  const GemmCalibration* near = nearest_measured_gemm(s, gm, prec);
+  return (near ? near->gflops : s.gemm_peak_gflops.at(key).get<double>()) * 1e9;
+}
+
 // The attention scores, softmax and context run as one (runtime::fused_steps, ops::FusedAttention),
 // priced on the scores node:
 //   time = parallel region + max(FLOPs of the two products / their measured rates, bytes /
@@ -62,15 +80,8 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
   n.model = "cpu-calibrated";
   const Node &soft = g.node(node.id + 1), &ctx = g.node(node.id + kFusedAttention - 1);
   const Precision prec = gemm_precision(node);
-  const char* key = file_key(prec);
-  check(s.gemm_peak_gflops.contains(key) && s.gemm_peak_gflops.at(key).is_number(),
-        "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}'", node.name, key, s.name, key);
   double t_gemm = 0;
-  for (const Node* p : {&node, &ctx}) {
-    const GemmShape gm = *node_gemm(g, *p);
-    const GemmCalibration* near = nearest_measured_gemm(s, gm, prec);
-    t_gemm += node_flops(g, *p) / ((near ? near->gflops : s.gemm_peak_gflops.at(key).get<double>()) * 1e9);
-  }
+  for (const Node* p : {&node, &ctx}) t_gemm += node_flops(g, *p) / gemm_rate(s, *p, *node_gemm(g, *p), prec);
   n.flops = node_flops(g, node) + node_flops(g, soft) + node_flops(g, ctx);
   auto bytes_of = [&](int t) { return static_cast<double>(g.tensor(t).bytes()); };
   const double bytes = bytes_of(node.inputs.at(0)) + bytes_of(node.inputs.at(1)) + bytes_of(ctx.outputs.at(0));
@@ -81,9 +92,7 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
     const double qkv_elems = static_cast<double>(g.tensor(node.inputs.at(0)).numel());
     cached += qkv_elems * ((qkv16 ? 2 : 4) + 2) + probs / 4 * (4 + 2);
   }
-  const double gbps = node.phase == Phase::forward && s.resident_gbps > 0 && bytes <= s.llc.size_bytes
-                          ? s.resident_gbps
-                          : s.dram.peak_gbps;
+  const double gbps = streams_resident(s, node, bytes) ? s.resident_gbps : s.dram.peak_gbps;
   const double t_mem = bytes / (gbps * 1e9), t_cache = cached / (resident_gbps(s) * 1e9);
   n.seconds = s.parallel_region_seconds + std::max(t_gemm, t_mem) + t_cache;
   n.cycles = n.seconds * s.clock_ghz * 1e9;
@@ -91,7 +100,7 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
           "attention scores, softmax and context in one pass (runtime::fused_steps): parallel region {:.2f} us + "
           "max(two {} products {:.3f} us at their measured rates, bytes {:.3g} / {:.4g} GB/s) + in-cache bytes {:.3g} "
           "/ {:.4g} GB/s = {:.3f} us",
-          s.parallel_region_seconds * 1e6, key, t_gemm * 1e6, bytes, gbps, cached, resident_gbps(s), n.seconds * 1e6);
+          s.parallel_region_seconds * 1e6, file_key(prec), t_gemm * 1e6, bytes, gbps, cached, resident_gbps(s), n.seconds * 1e6);
   return n;
 }
 
@@ -153,7 +162,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
       if (t != between) bytes += static_cast<double>(g.tensor(t).bytes());
     for (int t : next->outputs) bytes += static_cast<double>(g.tensor(t).bytes());
   }
-  const bool resident = s.resident_gbps > 0 && node.phase == Phase::forward && bytes <= s.llc.size_bytes;
+  const bool resident = streams_resident(s, node, bytes);
   const double gbps = resident ? s.resident_gbps : s.dram.peak_gbps;
   const char* where = resident ? "cache-resident triad" : "DRAM triad";
   const double region = s.parallel_region_seconds;
@@ -179,7 +188,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
       case HwFamily::update:
       case HwFamily::generic: break;
     }
-    const double reread_gbps = s.resident_gbps > 0 ? s.resident_gbps : s.dram.peak_gbps;
+    const double reread_gbps = resident_gbps(s);
     const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
     n.seconds = region + std::max(t_comp, t_mem);
     term_if(terms, n,
@@ -192,12 +201,8 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
   }
   const Precision prec_type = gemm_precision(node);
   const char* prec = file_key(prec_type);
-  check(s.gemm_peak_gflops.contains(prec) && s.gemm_peak_gflops.at(prec).is_number(),
-        "node '{}' is a {} GEMM, but system '{}' has no field 'gemm_peak_gflops.{}' (calibrate on a CPU with native "
-        "bf16 matmul, or estimate the fp32 graph)",
-        node.name, prec, s.name, prec);
-  const GemmCalibration* near = nearest_measured_gemm(s, *gemm, prec_type);
-  const double rate = (near ? near->gflops : s.gemm_peak_gflops.at(prec).get<double>()) * 1e9;
+  const double rate = gemm_rate(s, node, *gemm, prec_type);
+  const GemmCalibration* near = nearest_measured_gemm(s, *gemm, prec_type);  // named in the terms
   // Operand elements of the product: A (batch x m x k) and B (k x n, per product unless a
   // linear layer's shared weight).
   const double a_elems = static_cast<double>(gemm->batch) * gemm->m * gemm->k;

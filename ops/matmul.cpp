@@ -70,9 +70,12 @@ std::pair<const void*, const void*> cast_inputs(const std::array<AttentionBf16In
   if (jobs == 1) cast_rows_to_bf16({job[0]});
   return {out[0], out[1]};
 }
-// `elems` elements past base: floats, or bf16 values when `bf16` (a handed-over qkv).
-const void* elements_past(const float* base, int64_t elems, bool bf16) {
-  return bf16 ? static_cast<const void*>(reinterpret_cast<const uint16_t*>(base) + elems) : base + elems;
+// `elems` elements past base: floats, or bf16 values when `bf16` (a handed-over qkv or context);
+// F is float or const float.
+template <typename F>
+F* elements_past(F* base, int64_t elems, bool bf16) {
+  using U = std::conditional_t<std::is_const_v<F>, const uint16_t, uint16_t>;
+  return bf16 ? reinterpret_cast<F*>(reinterpret_cast<U*>(base) + elems) : base + elems;
 }
 
 }  // namespace
@@ -318,12 +321,6 @@ FusedAttention::~FusedAttention() = default;
 
 void FusedAttention::forward(float* ctx, const float* qkv, const float* mask_bias) const {
   const int64_t H = heads_ * d_, per_seq = heads_ / hb_, blocks = B_ * per_seq;
-  // Element e of qkv or ctx, as floats or as bf16 values (a handed-over qkv or ctx).
-  auto at = [](auto* base, bool bf16, int64_t e) {
-    using F = std::remove_pointer_t<decltype(base)>;
-    using U = std::conditional_t<std::is_const_v<F>, const uint16_t, uint16_t>;
-    return bf16 ? reinterpret_cast<F*>(reinterpret_cast<U*>(base) + e) : base + e;
-  };
   // Each thread runs its blocks' primitives on itself (oneDNN runs single-threaded inside a
   // parallel region), on its own kernels, scratch slots and stream.
 #pragma omp parallel num_threads(static_cast<int>(per_thread_.size()))
@@ -333,10 +330,10 @@ void FusedAttention::forward(float* ctx, const float* qkv, const float* mask_bia
 #pragma omp for schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t b = blk / per_seq, h0 = (blk % per_seq) * hb_;
-      const float* q = at(qkv, qkv_bf16_, b * S_ * 3 * H + h0 * d_);  // V follows at 2H
+      const float* q = elements_past(qkv, b * S_ * 3 * H + h0 * d_, qkv_bf16_);  // V follows at 2H
       w.scores.forward(probs, q, mask_bias + b * S_);
       w.softmax.forward(probs, probs);
-      w.context.forward(at(ctx, y_bf16_, b * S_ * H + h0 * d_), probs, q);
+      w.context.forward(elements_past(ctx, b * S_ * H + h0 * d_, y_bf16_), probs, q);
     }
   }
 }

@@ -109,7 +109,7 @@ TEST_CASE("The executor runs each layer's attention scores, softmax and context 
     int n = 0;
     for (const auto& node : g.nodes()) {
       const uint8_t k = runs[static_cast<size_t>(node.id)];
-      if (k != 3) continue;
+      if (k != kFusedAttention) continue;
       ++n;
       CHECK(node.kind == OpKind::attn_scores);
       CHECK(g.node(node.id + 1).kind == OpKind::softmax);
@@ -124,9 +124,9 @@ TEST_CASE("The executor runs each layer's attention scores, softmax and context 
   {  // fewer sequences than threads: apart
     const Graph two = build_bert(c, run(2, 7));
     const auto runs = fused_steps(two, 3);
-    CHECK(std::count(runs.begin(), runs.end(), 3) == 0);
+    CHECK(std::count(runs.begin(), runs.end(), kFusedAttention) == 0);
     const auto enough = fused_steps(two, 2);
-    CHECK(std::count(enough.begin(), enough.end(), 3) == c.num_hidden_layers);
+    CHECK(std::count(enough.begin(), enough.end(), kFusedAttention) == c.num_hidden_layers);
   }
   RunSpec train = run(2, 7);
   train.mode = "train";
@@ -140,7 +140,7 @@ TEST_CASE("The executor runs each layer's attention scores, softmax and context 
   Graph g = build_bert(c, run(2, 7));
   g.mark_output(node_named(g, "encoder.0.attention.softmax").outputs.at(0), "probs0");
   int runs0 = 0;
-  for (uint8_t k : fused_steps(g)) runs0 += k == 3;
+  for (uint8_t k : fused_steps(g)) runs0 += k == kFusedAttention;
   CHECK(runs0 == c.num_hidden_layers - 1);
 }
 

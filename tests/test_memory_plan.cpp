@@ -145,7 +145,7 @@ TEST_CASE("Memory plan: a fused run's inputs live through the run, its intermedi
   for (auto [batch, seq] : {std::pair<int64_t, int64_t>{2, 13}, {5, 9}}) {
     Graph g = small_graph(batch, seq, true);
     const auto runs = fused_steps(g);
-    REQUIRE(std::count(runs.begin(), runs.end(), 3) == small_config().num_hidden_layers);
+    REQUIRE(std::count(runs.begin(), runs.end(), kFusedAttention) == small_config().num_hidden_layers);
     check_plan(g, plan_memory(g, 64, {}, runs), 64, fmt::format("attention runs B{} S{}", batch, seq), runs);
   }
 }
@@ -268,8 +268,8 @@ TEST_CASE("Executor: the fused attention step gives the outputs of the three ker
     // The executor's threads: a batch of fewer sequences keeps the kernels apart (fused_steps).
     const int threads = omp_get_max_threads();
     const auto runs_one = fused_steps(fused, threads), runs_three = fused_steps(apart, threads);
-    REQUIRE(std::count(runs_one.begin(), runs_one.end(), 3) == (batch >= threads ? c.num_hidden_layers : 0));
-    REQUIRE(std::count(runs_three.begin(), runs_three.end(), 3) == 0);
+    REQUIRE(std::count(runs_one.begin(), runs_one.end(), kFusedAttention) == (batch >= threads ? c.num_hidden_layers : 0));
+    REQUIRE(std::count(runs_three.begin(), runs_three.end(), kFusedAttention) == 0);
     Executor one(std::move(fused), m.params), three(std::move(apart), m.params);
     set_inputs(one, in);
     set_inputs(three, in);
