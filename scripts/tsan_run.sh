@@ -5,7 +5,8 @@
 # under TSan with two threads:
 #   vocab, prepare              the TBB data pipeline (documents tokenized and instances built
 #                               in parallel, the tokenizer's thread-local buffers)
-#   train --threads 2           OpenMP compute: kernels, the executor, the fused optimizer step
+#   train --threads 2           OpenMP compute: kernels, the executor, the fused optimizer step;
+#                               again with --no-dropout: the attention step per block of heads
 #   mpirun -np 2 train          the gradient allreduce's communication thread (std::thread +
 #                               MPI_THREAD_SERIALIZED), buckets overlapped with backward, fp32
 #                               and bf16 on the wire
@@ -49,6 +50,9 @@ train=(train --config "$work/config.json" --data "$work/data" --batch-size 2 --a
 step vocab "$bin" vocab --corpus "$corpus" --vocab-size 200 --threads 2 --out "$work/vocab"
 step prepare "$bin" prepare --corpus "$corpus" --vocab "$work/vocab" --seq-len 32 --dupe-factor 2 --threads 2 --out "$work/data"
 step train_threads "$bin" "${train[@]}" --threads 2 --out "$work/train"
+# Without dropout the executor runs each layer's scores, softmax and context as one step, the
+# threads running their own oneDNN primitives on their blocks of heads at the same time.
+step train_fused_attention "$bin" "${train[@]}" --threads 2 --no-dropout --out "$work/train_fused"
 if command -v mpirun >/dev/null; then
   mpi=(mpirun --allow-run-as-root --oversubscribe -np 2 -x TSAN_OPTIONS -x OMP_TOOL_LIBRARIES "$bin")
   step mpi_overlap "${mpi[@]}" "${train[@]}" --threads 1 --bucket-mb 0.004 --out "$work/mpi"
