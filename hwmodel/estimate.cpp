@@ -164,6 +164,9 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       n.phase = to_string(node.phase);
       ge.nodes.push_back(std::move(n));
     }
+    if (s.cpu_model == CpuModel::calibrated)
+      cpu_optimizer_runs(g, s, ge.nodes, optimizer_runs(g),
+                         [&](const Node& node) { return o.terms || node.name == o.explain; });
     return ge;
   }
   NodeClasses local;

@@ -2,6 +2,7 @@
 // the model calibrated by `bertlab calibrate`.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
@@ -269,6 +270,39 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
                : fmt::format("the {} peak: no measured shapes", prec),
           bytes, where, gbps, convert_bytes, gbps, n.seconds * 1e6);
   return n;
+}
+
+// A run of optimizer nodes (runtime::optimizer_runs) is one step of the executor, booked on
+// the run's first node: priced there as the sum of its nodes' passes over their tensors, with one
+// parallel region per pass of the fused kernel (AdamW one, LAMB two: its trust ratios need every
+// tensor's norms first) instead of one per node; the run's other nodes at zero. Models the
+// executor's fuse_optimizer_steps (ops::adamw_update_fused, lamb_update_fused).
+void cpu_optimizer_runs(const Graph& g, const SystemDesc& s, std::vector<NodeEstimate>& nodes,
+                        const std::vector<int64_t>& runs, const std::function<bool(const Node&)>& terms) {
+  for (size_t first = 0; first < runs.size(); ++first) {
+    if (runs[first] <= 1) continue;
+    const Node& head = g.node(static_cast<int>(first));
+    const int passes = head.kind == OpKind::lamb_update ? 2 : 1;
+    const double region = s.parallel_region_seconds;
+    NodeEstimate& n = nodes.at(first);
+    double passes_seconds = 0;  // the nodes' times without their own parallel regions
+    for (int64_t i = 0; i < runs[first]; ++i) {
+      NodeEstimate& m = nodes.at(first + static_cast<size_t>(i));
+      passes_seconds += m.seconds - region;
+      if (i == 0) continue;
+      m.seconds = m.cycles = 0;
+      m.terms.clear();
+      term_if(terms(g.node(static_cast<int>(first + i))), m,
+              "{}: updated in one step by the run's first node {} (runtime::optimizer_runs) = 0 us",
+              to_string(head.kind), head.name);
+    }
+    n.seconds = passes * region + passes_seconds;
+    n.cycles = n.seconds * s.clock_ghz * 1e9;
+    term_if(terms(head), n,
+            "a run of {} {} nodes in one step (runtime::optimizer_runs): their passes {:.3f} us + {} parallel "
+            "region(s) x {:.2f} us = {:.3f} us",
+            runs[first], to_string(head.kind), passes_seconds * 1e6, passes, region * 1e6, n.seconds * 1e6);
+  }
 }
 
 }  // namespace bertlab::hw::estimate_detail

@@ -5,6 +5,7 @@
 // (estimate_stream.cpp) and the driver (estimate.cpp). Not part of the public interface.
 #include <fmt/format.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,11 @@ struct CpuGraphFacts {
 };
 // A node on a CPU description (estimate_cpu.cpp): the roofline or the calibrated model.
 NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, const CpuGraphFacts& facts, bool terms);
+// The calibrated model, after cpu_node on every node: each run of optimizer nodes
+// (runtime::optimizer_runs, `runs`) priced on its first node as the executor runs it; `terms`
+// says for which nodes the estimate is put in words.
+void cpu_optimizer_runs(const Graph& g, const SystemDesc& s, std::vector<NodeEstimate>& nodes,
+                        const std::vector<int64_t>& runs, const std::function<bool(const Node&)>& terms);
 
 // An accelerator node lowered to the schedules of its arrangement: GEMMs (estimate_gemm.cpp),
 // row ops and streams (estimate_stream.cpp), the dispatch (estimate.cpp).

@@ -376,16 +376,14 @@ void Executor::fuse_optimizer_steps() {
   // norms first), bit-identical to the per-node kernels. The first node of the run carries the
   // step (and its time in a profile); the others become empty.
   const auto& nodes = graph_.nodes();
-  for (size_t first = 0; first < nodes.size();) {
+  const std::vector<int64_t> runs = optimizer_runs(graph_);
+  for (size_t first = 0; first < nodes.size(); ++first) {
     const OpKind kind = nodes[first].kind;
-    if (kind != OpKind::adamw_update && kind != OpKind::lamb_update) {
-      ++first;
-      continue;
-    }
-    size_t last = first;
+    if ((kind != OpKind::adamw_update && kind != OpKind::lamb_update) || runs[first] == 0) continue;
+    const size_t last = first + static_cast<size_t>(runs[first]);
     std::vector<ops::AdamSegment> segments;
-    for (; last < nodes.size() && nodes[last].kind == kind && nodes[last].phase == nodes[first].phase; ++last) {
-      const Node& n = nodes[last];
+    for (size_t i = first; i < last; ++i) {
+      const Node& n = nodes[i];
       float *p = f32(n.inputs[0]), *g = f32(n.inputs[1]), *m = f32(n.inputs[2]), *v = f32(n.inputs[3]);
       const int64_t count = graph_.tensor(n.inputs[0]).numel();
       const bool decay = n.attrs.at("decay").get<bool>();
@@ -406,7 +404,6 @@ void Executor::fuse_optimizer_steps() {
         ops::lamb_update_fused(segments, h);
     };
     for (size_t i = first + 1; i < last; ++i) steps_[i] = [] {};
-    first = last;
   }
 }
 

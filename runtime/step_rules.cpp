@@ -230,4 +230,21 @@ std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads) {
   return run;
 }
 
+std::vector<int64_t> optimizer_runs(const Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<int64_t> run(nodes.size(), 1);
+  for (size_t first = 0; first < nodes.size();) {
+    const OpKind kind = nodes[first].kind;
+    if (kind != OpKind::adamw_update && kind != OpKind::lamb_update) {
+      ++first;
+      continue;
+    }
+    size_t last = first + 1;
+    while (last < nodes.size() && nodes[last].kind == kind && nodes[last].phase == nodes[first].phase) run[last++] = 0;
+    run[first] = static_cast<int64_t>(last - first);
+    first = last;
+  }
+  return run;
+}
+
 }  // namespace bertlab

@@ -90,4 +90,12 @@ std::vector<uint8_t> fused_steps(const Graph& g, int64_t threads = 1);
 inline constexpr uint8_t kFusedPair = 2;       // fused_steps: a dropout pair
 inline constexpr uint8_t kFusedAttention = 3;  // fused_steps: scores, softmax, context
 
+// Per node: how many optimizer nodes, from it on, the executor updates in one step (one
+// parallel pass over all their tensors for AdamW, two for LAMB: ops::adamw_update_fused,
+// lamb_update_fused): the length of a run of consecutive adamw_update (or lamb_update) nodes
+// of one phase on its first node, 0 on the run's other nodes (a profile books the run's time
+// on its first node, and hwmodel's CPU model prices it there), 1 on every other node.
+// runtime/step_rules.cpp.
+std::vector<int64_t> optimizer_runs(const Graph& g);
+
 }  // namespace bertlab

@@ -227,6 +227,63 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     REQUIRE(fused_steps(t) == std::vector<uint8_t>{1, 1, 1, 1});
     CHECK(seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.context") > 0);
   }
+  SECTION("a run of optimizer nodes: one step on its first node, one parallel region per pass") {
+    // Parameters of the given shapes, their grad_norm, then an update node each, as
+    // append_optimizer builds them (`first`, `count`: which of them to keep).
+    auto optimizer_graph = [](OpKind kind, size_t first, size_t count) {
+      const std::vector<Shape> shapes = {{32, 64}, {32}, {64}};
+      Graph t;
+      std::vector<int> p, gr;
+      for (size_t i = first; i < first + count; ++i) {
+        p.push_back(t.add_tensor("p" + std::to_string(i), shapes[i], DType::f32, Role::weight));
+        gr.push_back(t.add_tensor("grad:p" + std::to_string(i), shapes[i], DType::f32, Role::gradient));
+      }
+      const int norm = t.node(t.add_node(OpKind::grad_norm, "optimizer.grad_norm", gr, {}, Phase::optimizer)).outputs[0];
+      for (size_t i = 0; i < count; ++i) {
+        const Shape& shape = t.tensor(p[i]).shape;
+        const int m = t.add_tensor("m" + std::to_string(i), shape, DType::f32, Role::optimizer_state);
+        const int v = t.add_tensor("v" + std::to_string(i), shape, DType::f32, Role::optimizer_state);
+        Node n;
+        n.name = "optimizer." + t.tensor(p[i]).name;
+        n.kind = kind;
+        n.inputs = {p[i], gr[i], m, v, norm};
+        n.outputs = {p[i], m, v};
+        n.attrs = {{"decay", true}, {"segments", 1}};
+        n.phase = Phase::optimizer;
+        t.append_node(std::move(n));
+      }
+      return t;
+    };
+    for (OpKind kind : {OpKind::adamw_update, OpKind::lamb_update}) {
+      const Graph all = optimizer_graph(kind, 0, 3);
+      REQUIRE(optimizer_runs(all) == std::vector<int64_t>{1, 3, 0, 0});
+      // Each node priced alone (a run of one: its own pass and parallel region).
+      double alone = 0;
+      for (size_t i = 0; i < 3; ++i)
+        alone += seconds_of(estimate_graph(optimizer_graph(kind, i, 1), s, Arrangement::rwma), "optimizer.p" + std::to_string(i));
+      const GraphEstimate e = estimate_graph(all, s, Arrangement::rwma);
+      // AdamW: one pass over all three tensors, so one parallel region (2 us) instead of three;
+      // LAMB: two passes, two regions.
+      const double regions = kind == OpKind::adamw_update ? 1 : 2;
+      CHECK(seconds_of(e, "optimizer.p0") == Approx(alone - 3 * 2e-6 + regions * 2e-6).epsilon(1e-12));
+      CHECK(seconds_of(e, "optimizer.p1") == 0);
+      CHECK(seconds_of(e, "optimizer.p2") == 0);
+    }
+    // Another phase between two updates ends the run.
+    Graph split = optimizer_graph(OpKind::adamw_update, 0, 3);
+    const int x = split.add_tensor("x", {4}, DType::f32, Role::input);
+    Node between;
+    between.name = "between";
+    between.kind = OpKind::add;
+    between.inputs = {x, x};
+    between.outputs = {split.add_tensor("between.out", {4}, DType::f32, Role::activation)};
+    between.phase = Phase::backward;
+    split.append_node(std::move(between));
+    Node again = split.node(3);  // p2's update once more: only the runs matter here
+    again.name = "optimizer.again";
+    split.append_node(std::move(again));
+    CHECK(optimizer_runs(split) == std::vector<int64_t>{1, 3, 0, 0, 1, 1});
+  }
   SECTION("bf16 inference: a linear layer fed only by another reads its bf16 output without a conversion") {
     // fc_bf16's output (16,32) into a second bf16 linear layer (8 outputs): the second node is
     // one parallel region + its matmul, no rounding of x; fed by the f32 fc it rounds x too.
