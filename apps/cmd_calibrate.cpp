@@ -59,6 +59,13 @@ void add_calibrate_command(CLI::App& root) {
     if (m.parallel_region_us)
       fmt::print("  OpenMP parallel region ({} threads, median): {:.2f} us\n", m.threads,
                  *m.parallel_region_us);
+    if (m.elementwise_gelem_per_s) {
+      std::string rates;
+      for (size_t i = 0; i < m.elementwise_gelem_per_s->size(); ++i)
+        rates += fmt::format("{}{} {:.2f}", i ? ", " : "", ops::to_string(ops::kElementwiseKernels[i]),
+                             (*m.elementwise_gelem_per_s)[i]);
+      fmt::print("  element-wise kernels ({} elements): {} G elements/s\n", m.elementwise_elements, rates);
+    }
     write_text_atomically(o->out, machine_to_json(m).dump(2) + "\n");
     if (o->out != "-") fmt::print("  wrote {}\n", o->out);
   });

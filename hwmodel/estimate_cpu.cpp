@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "base/error.h"
 #include "hwmodel/estimate_detail.h"
+#include "runtime/op_rules.h"  // activation_of
 
 namespace bertlab::hw::estimate_detail {
 
@@ -105,6 +107,17 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
   return n;
 }
 
+// The element-wise kernel of a node whose time is vector compute rather than bytes, as
+// calibrate measured it (ops::ElementwiseKernel): the erf GELU forward and backward, and the
+// dropout (forward and backward regenerate the mask: a hash per element); none for the others.
+std::optional<ops::ElementwiseKernel> elementwise_kernel(const Node& node) {
+  const bool gelu = (node.kind == OpKind::activation || node.kind == OpKind::activation_grad) &&
+                    activation_of(node) == ops::Activation::gelu;
+  if (gelu) return node.kind == OpKind::activation ? ops::ElementwiseKernel::gelu : ops::ElementwiseKernel::gelu_grad;
+  if (node.kind == OpKind::dropout || node.kind == OpKind::dropout_grad) return ops::ElementwiseKernel::dropout;
+  return std::nullopt;
+}
+
 }  // namespace
 
 // A node on this CPU, from what `bertlab calibrate` measured ("cpu_model": "calibrated"):
@@ -190,12 +203,20 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
       case HwFamily::generic: break;
     }
     const double reread_gbps = resident_gbps(s);
-    const double t_comp = n.flops / peak, t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
+    // A kernel that is vector compute (erf, the dropout hash): its elements at the rate
+    // calibrate measured for it, when measured, bound the time from below as FLOPs do.
+    const auto kernel = elementwise_kernel(node);
+    const double rate = kernel ? s.elementwise_gelem_per_s.at(static_cast<size_t>(*kernel)) : 0;
+    const double elements = static_cast<double>(g.tensor(node.outputs.at(0)).numel());
+    const double t_elem = rate > 0 ? elements / (rate * 1e9) : 0;
+    const double t_comp = std::max(n.flops / peak, t_elem);
+    const double t_mem = bytes / (gbps * 1e9) + rereads / (reread_gbps * 1e9);
     n.seconds = region + std::max(t_comp, t_mem);
     term_if(terms, n,
-            "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, bytes {:.3g} / {} {:.4g} GB/s "
-            "+ row re-reads {:.3g} / {:.4g} GB/s) = {:.3f} us",
-            to_string(node.kind), region * 1e6, n.flops, peak / 1e9, bytes, where, gbps, rereads, reread_gbps,
+            "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, elements {:.3g} / measured "
+            "{} {:.4g} G/s, bytes {:.3g} / {} {:.4g} GB/s + row re-reads {:.3g} / {:.4g} GB/s) = {:.3f} us",
+            to_string(node.kind), region * 1e6, n.flops, peak / 1e9, rate > 0 ? elements : 0.0,
+            kernel ? ops::to_string(*kernel) : "(none)", rate, bytes, where, gbps, rereads, reread_gbps,
             n.seconds * 1e6);
     n.cycles = n.seconds * s.clock_ghz * 1e9;
     return n;

@@ -121,6 +121,7 @@ void apply_machine(SystemDesc& s, const MachineInfo& m, const std::string& origi
   s.gemm_rates = m.gemms;
   s.resident_gbps = m.bandwidth_triad_resident.value_or(0);
   s.parallel_region_seconds = m.parallel_region_us.value_or(0) * 1e-6;
+  if (m.elementwise_gelem_per_s) s.elementwise_gelem_per_s = *m.elementwise_gelem_per_s;
 }
 
 SystemDesc from_machine(const json& j, const std::string& origin) {
@@ -179,6 +180,10 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.cpu_model = cpu_model_from(field_or<std::string>(j, "cpu_model", "calibrated", "", origin), origin);
     s.resident_gbps = field_or<double>(j, "resident_gbps", 0, "", origin);
     s.parallel_region_seconds = field_or<double>(j, "parallel_region_us", 0, "", origin) * 1e-6;
+    const json rates = field_or<json>(j, "elementwise_gelem_per_s", json::object(), "", origin);
+    for (size_t i = 0; i < s.elementwise_gelem_per_s.size(); ++i)
+      s.elementwise_gelem_per_s[i] =
+          field_or<double>(rates, ops::to_string(ops::kElementwiseKernels[i]), 0, "elementwise_gelem_per_s", origin);
   } else {
     const json a = field<json>(j, "array", "", origin);
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
@@ -232,6 +237,9 @@ void validate(const SystemDesc& s, const std::string& origin) {
   if (s.kind == SystemKind::cpu) {
     check(s.resident_gbps >= 0, "{}: field 'resident_gbps' must not be negative, got {}", origin, s.resident_gbps);
     check(s.parallel_region_seconds >= 0, "{}: field 'parallel_region_us' must not be negative", origin);
+    for (size_t i = 0; i < s.elementwise_gelem_per_s.size(); ++i)
+      check(s.elementwise_gelem_per_s[i] >= 0, "{}: field 'elementwise_gelem_per_s.{}' must not be negative, got {}",
+            origin, ops::to_string(ops::kElementwiseKernels[i]), s.elementwise_gelem_per_s[i]);
     for (const auto& r : s.gemm_rates)
       check(r.gflops > 0 && r.batch >= 1 && r.m >= 1 && r.n >= 1 && r.k >= 1,
             "{}: measured GEMM '{}' ({}, batch {} m {} n {} k {}) needs positive dimensions and GFLOP/s, got {}",
@@ -308,6 +316,10 @@ json system_to_json(const SystemDesc& s) {
     j["cpu_model"] = to_string(s.cpu_model);
     j["resident_gbps"] = s.resident_gbps;
     j["parallel_region_us"] = s.parallel_region_seconds * 1e6;
+    json rates = json::object();
+    for (size_t i = 0; i < s.elementwise_gelem_per_s.size(); ++i)
+      rates[ops::to_string(ops::kElementwiseKernels[i])] = s.elementwise_gelem_per_s[i];
+    j["elementwise_gelem_per_s"] = rates;
   } else {
     j["array"] = {{"kernel", s.array.kernel},
                   {"dataflow", to_string(s.array.dataflow)},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/dnnl_context.h"
+#include "ops/elementwise.h"
 
 namespace bertlab::ops {
 
@@ -164,6 +165,41 @@ BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, d
   }
   auto [rate, reps] = sustained_rate(once, bytes / 1e9, seconds);
   return {rate, reps};
+}
+
+const char* to_string(ElementwiseKernel k) {
+  switch (k) {
+    case ElementwiseKernel::gelu: return "gelu";
+    case ElementwiseKernel::gelu_grad: return "gelu_grad";
+    case ElementwiseKernel::dropout: return "dropout";
+  }
+  return "?";
+}
+
+double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double seconds) {
+  const int64_t n = std::max<int64_t>(elements, 1024);
+  // Values in GELU's curved range, no denormals: the timing does not depend on the data.
+  std::vector<float> x(static_cast<size_t>(n)), dy(static_cast<size_t>(n), 0.5f), y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 1000) / 250.f - 2.f;
+  std::function<void()> once;
+  std::unique_ptr<ActivationOp> fwd;
+  std::unique_ptr<ActivationGrad> bwd;
+  switch (k) {
+    case ElementwiseKernel::gelu:
+      fwd = std::make_unique<ActivationOp>(n, Activation::gelu);
+      once = [&] { fwd->forward(y.data(), x.data()); };
+      break;
+    case ElementwiseKernel::gelu_grad:
+      bwd = std::make_unique<ActivationGrad>(n, Activation::gelu);
+      once = [&] { bwd->forward(y.data(), dy.data(), x.data()); };
+      break;
+    case ElementwiseKernel::dropout: {
+      uint64_t step = 0;
+      once = [&] { dropout_forward(y.data(), x.data(), n, 0.1f, 1, {7, ++step, 0}); };
+      break;
+    }
+  }
+  return sustained_rate(once, static_cast<double>(n) / 1e9, seconds).first;
 }
 
 double measure_parallel_region_seconds(double seconds) {

@@ -53,4 +53,17 @@ BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, d
 // it grows whenever a thread waits for a core, and the median keeps that typical share.
 double measure_parallel_region_seconds(double seconds);
 
+// Element-wise kernels of the executor whose cost is vector compute, not bytes: the erf GELU
+// forward and backward (oneDNN eltwise, ops::ActivationOp, ActivationGrad) and the
+// counter-based dropout (a hash per element, ops::dropout_forward; its backward is the same
+// kernel). A memory roofline prices them at a fraction of their time.
+enum class ElementwiseKernel { gelu, gelu_grad, dropout };
+inline constexpr ElementwiseKernel kElementwiseKernels[] = {ElementwiseKernel::gelu, ElementwiseKernel::gelu_grad,
+                                                             ElementwiseKernel::dropout};
+const char* to_string(ElementwiseKernel k);
+// The sustained rate of the kernel over `elements` f32 elements (its input, output and, for
+// the backward, dy: separate buffers, as the executor's), in 1e9 elements per second, bytes
+// included; the 90th percentile over repetitions for about `seconds`.
+double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double seconds);
+
 }  // namespace bertlab::ops

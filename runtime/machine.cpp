@@ -143,6 +143,10 @@ double MachineInfo::gemm_peak(Precision precision) const {
 
 namespace {
 
+// GELU's elements per token in BERT-base's FFN (intermediate_size): the size calibrate times
+// the element-wise kernels at, with the batch and sequence length of its BERT-shaped GEMMs.
+constexpr int64_t kFfnElementsPerToken = 3072;
+
 // One pass over every measurement.
 MachineInfo calibrate_once(const CalibrateOptions& o) {
   MachineInfo m;
@@ -173,6 +177,10 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
   m.bandwidth_triad_resident =
       ops::measure_bandwidth(BandwidthKernel::triad, o.resident_array_bytes, o.seconds).gbs;
   m.parallel_region_us = ops::measure_parallel_region_seconds(o.seconds) * 1e6;
+  m.elementwise_elements = o.batch * o.seq * kFfnElementsPerToken;
+  auto& rates = m.elementwise_gelem_per_s.emplace();
+  for (size_t i = 0; i < rates.size(); ++i)
+    rates[i] = ops::measure_elementwise_rate(ops::kElementwiseKernels[i], m.elementwise_elements, o.seconds);
   return m;
 }
 
@@ -195,6 +203,8 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
     m.bandwidth_triad = std::max(m.bandwidth_triad, next.bandwidth_triad);
     m.bandwidth_triad_resident = std::max(*m.bandwidth_triad_resident, *next.bandwidth_triad_resident);
     m.parallel_region_us = std::min(*m.parallel_region_us, *next.parallel_region_us);
+    for (size_t i = 0; i < m.elementwise_gelem_per_s->size(); ++i)
+      (*m.elementwise_gelem_per_s)[i] = std::max((*m.elementwise_gelem_per_s)[i], (*next.elementwise_gelem_per_s)[i]);
   }
   m.passes = o.passes;
   // The roof of each precision: the best measured GEMM. Degenerate shapes (the pooler's 8
@@ -228,6 +238,13 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
           {"seconds_per_measurement", m.seconds_per_measurement}};
   if (m.bandwidth_triad_resident) j["bandwidth_resident_array_bytes"] = m.bandwidth_resident_array_bytes;
   if (m.parallel_region_us) j["parallel_region_us"] = *m.parallel_region_us;
+  if (m.elementwise_gelem_per_s) {
+    nlohmann::json rates = nlohmann::json::object();
+    for (size_t i = 0; i < m.elementwise_gelem_per_s->size(); ++i)
+      rates[ops::to_string(ops::kElementwiseKernels[i])] = (*m.elementwise_gelem_per_s)[i];
+    j["elementwise_gelem_per_s"] = rates;
+    j["elementwise_elements"] = m.elementwise_elements;
+  }
   if (m.passes > 1) j["passes"] = m.passes;
   return j;
 }
@@ -268,6 +285,13 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
   if (j.contains("passes")) m.passes = positive_count<int>(j, "passes", origin, "a count");
   if (j.contains("parallel_region_us"))
     m.parallel_region_us = positive(j, "parallel_region_us", origin, "microseconds");
+  if (j.contains("elementwise_gelem_per_s")) {
+    auto& rates = m.elementwise_gelem_per_s.emplace();
+    for (size_t i = 0; i < rates.size(); ++i)
+      rates[i] = positive(j, fmt::format("elementwise_gelem_per_s.{}", ops::to_string(ops::kElementwiseKernels[i])),
+                          origin, "1e9 elements per second");
+    m.elementwise_elements = positive_count<int64_t>(j, "elementwise_elements", origin, "a count");
+  }
   const auto& gemms = field(j, "gemms", origin);
   check(gemms.is_array(), "{}: field 'gemms' must be a list; run `bertlab calibrate`", origin);
   for (size_t i = 0; i < gemms.size(); ++i) {

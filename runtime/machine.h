@@ -2,6 +2,7 @@
 // machine.json: what `bertlab calibrate` measured on this machine (GEMM peaks, memory
 // bandwidth, thread count). The profiler's roofline and hwmodel's CPU description read it.
 // Schema: docs/profiling.md.
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/peak.h"
 #include "runtime/precision.h"
 
 namespace bertlab {
@@ -42,6 +44,11 @@ struct MachineInfo {
   std::optional<double> bandwidth_triad_resident;
   int64_t bandwidth_resident_array_bytes = 0;
   std::optional<double> parallel_region_us;
+  // The element-wise kernels whose cost is vector compute (ops::ElementwiseKernel, in its
+  // order): 1e9 elements per second over `elementwise_elements` elements (the FFN's GELU at the
+  // calibrated batch and sequence length).
+  std::optional<std::array<double, std::size(ops::kElementwiseKernels)>> elementwise_gelem_per_s;
+  int64_t elementwise_elements = 0;
   int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
 

@@ -227,6 +227,33 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     REQUIRE(fused_steps(t) == std::vector<uint8_t>{1, 1, 1, 1});
     CHECK(seconds_of(estimate_graph(t, s, Arrangement::rwma), "enc.context") > 0);
   }
+  SECTION("GELU and dropout: their elements at the rates calibrate measured, when slower than their bytes") {
+    // x (16,64) -> GELU forward, its backward, a dropout: 1024 elements each.
+    Graph t;
+    const int x = t.add_tensor("x", {16, 64}, DType::f32, Role::input);
+    const int y = t.apply(OpKind::activation, "enc.gelu", {x}, {{"activation", "gelu"}});
+    t.add_node(OpKind::activation_grad, "enc.gelu.grad", {y, x}, {{"activation", "gelu"}}, Phase::backward);
+    t.apply(OpKind::dropout, "enc.drop", {x}, {{"p", 0.1}, {"salt", 1}});
+    const GraphEstimate before = estimate_graph(t, s, Arrangement::rwma);  // no rates in kMachine
+    // Forward GELU: 4096 + 4096 bytes at the resident 50 GB/s = 163.84 ns, one region.
+    CHECK(seconds_of(before, "enc.gelu") == Approx(2e-6 + 8192 / 50e9).epsilon(1e-12));
+    auto j = nlohmann::json::parse(kMachine);
+    j["elementwise_gelem_per_s"] = {{"gelu", 0.004}, {"gelu_grad", 0.002}, {"dropout", 1000}};
+    j["elementwise_elements"] = 1024;
+    const SystemDesc rated = system_from_json(j, "machine.json");
+    const GraphEstimate e = estimate_graph(t, rated, Arrangement::rwma);
+    // 1024 elements at 4 M/s = 256 us (above the bytes); the backward at 2 M/s = 512 us (its
+    // 12288 bytes at the DRAM triad, 1.2288 us, below); the dropout at 1e12/s = 1.024 ns, below
+    // its bytes (8192 at 50 GB/s): the bytes decide.
+    CHECK(seconds_of(e, "enc.gelu") == Approx(2e-6 + 1024 / 0.004e9).epsilon(1e-12));
+    CHECK(seconds_of(e, "enc.gelu.grad") == Approx(2e-6 + 1024 / 0.002e9).epsilon(1e-12));
+    CHECK(seconds_of(e, "enc.drop") == Approx(seconds_of(before, "enc.drop")).epsilon(1e-12));
+    // A description carries them too, and refuses a negative one by name.
+    auto desc = system_to_json(rated);
+    CHECK(system_from_json(desc, "d.json").elementwise_gelem_per_s == rated.elementwise_gelem_per_s);
+    desc["elementwise_gelem_per_s"]["gelu"] = -1;
+    CHECK_THROWS_WITH(system_from_json(desc, "d.json"), Catch::Contains("elementwise_gelem_per_s.gelu"));
+  }
   SECTION("a run of optimizer nodes: one step on its first node, one parallel region per pass") {
     // Parameters of the given shapes, their grad_norm, then an update node each, as
     // append_optimizer builds them (`first`, `count`: which of them to keep).

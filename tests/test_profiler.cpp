@@ -232,6 +232,21 @@ TEST_CASE("calibrate writes machine.json and the reader names what is wrong", "[
   CHECK(j.at("gemm_peak_gflops").at("f32").get<double>() == Approx(m.gemm_peak_f32));
   CHECK(j.at("bandwidth_gbs").contains("triad"));
   CHECK(machine_to_json(machine_from_json(j, "m.json")) == j);
+  // The element-wise kernels' rates: every kernel measured, at the FFN's size (batch 1, seq 8:
+  // 8 tokens x 3072), written and read back; a zero rate names its field; an older file
+  // without them still loads.
+  REQUIRE(m.elementwise_gelem_per_s.has_value());
+  for (double r : *m.elementwise_gelem_per_s) CHECK(r > 0);
+  CHECK(m.elementwise_elements == 8 * 3072);
+  CHECK(j.at("elementwise_gelem_per_s").at("gelu_grad").get<double>() ==
+        Approx((*m.elementwise_gelem_per_s)[static_cast<size_t>(ops::ElementwiseKernel::gelu_grad)]));
+  auto zero = j;
+  zero["elementwise_gelem_per_s"]["dropout"] = 0;
+  CHECK_THROWS_WITH(machine_from_json(zero, "m.json"), Catch::Contains("elementwise_gelem_per_s.dropout"));
+  auto older = j;
+  older.erase("elementwise_gelem_per_s");
+  older.erase("elementwise_elements");
+  CHECK_FALSE(machine_from_json(older, "m.json").elementwise_gelem_per_s.has_value());
 
   auto broken = j;
   broken["bandwidth_gbs"].erase("triad");
