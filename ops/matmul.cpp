@@ -36,6 +36,18 @@ AttentionBf16Input heads_bf16(int64_t B, int64_t S, int64_t heads, int64_t d, in
                                  : memory::desc({B, heads, S, d}, dt::bf16, tag::abcd);
   return {B * S, H, stride, slot, view, d, S};
 }
+// The primitive descriptor of `d` with the implementation named `like` (impl_info_str) when one
+// of oneDNN's implementations for the problem has that name, else oneDNN's first choice.
+dnnl::matmul::primitive_desc matmul_pd_like(const dnnl::matmul::desc& d, const dnnl::primitive_attr& attr,
+                                            const std::string& like) {
+  const auto& engine = dnnl_context().engine;
+  dnnl::matmul::primitive_desc first(d, attr, engine);
+  if (like.empty() || first.impl_info_str() == like) return first;
+  dnnl::matmul::primitive_desc next(d, attr, engine);
+  while (next.next_impl())
+    if (next.impl_info_str() == like) return next;
+  return first;
+}
 // scores: (B,heads,S,S), dense, or read transposed.
 AttentionBf16Input scores_bf16(int64_t B, int64_t S, int64_t heads, bool transposed, int slot) {
   return {B * heads * S, S, S, slot, memory::desc({B, heads, S, S}, dt::bf16, transposed ? tag::abdc : tag::abcd)};
@@ -199,10 +211,19 @@ void attn_context_reference(float* ctx, const float* probs, const float* qkv, in
 // Q, K and V are strided views of qkv (B,S,3,heads,d): in f32 no copies, the matmul reads in
 // place; in bf16 each is cast into a dense head-major copy (AttentionBf16Input).
 AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
-                                 bool bf16, bool qkv_bf16, int64_t all_heads)
+                                 bool bf16, bool qkv_bf16, int64_t all_heads, const std::array<std::string, 2>& like)
+    : AttentionScores(B, S, heads, d, scale, bf16, qkv_bf16, all_heads, like, true) {}
+
+std::array<std::string, 2> AttentionScores::impls(int64_t B, int64_t S, int64_t heads, int64_t d, float scale,
+                                                  bool bf16, bool qkv_bf16) {
+  const AttentionScores descs(B, S, heads, d, scale, bf16, qkv_bf16, 0, {}, false);
+  return {descs.pd_.impl_info_str(), descs.unmasked_pd_.impl_info_str()};
+}
+
+AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16,
+                                 bool qkv_bf16, int64_t all_heads, const std::array<std::string, 2>& like, bool build)
     : B_(B), S_(S), H_(std::max(all_heads, heads) * d), bf16_(bf16) {
   check(bf16 || !qkv_bf16, "attention scores: a bf16 qkv needs bf16 products");
-  auto& ctx = dnnl_context();
   const int64_t H = H_, row = 3 * H;
   memory::desc q({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
   memory::desc kt({B, heads, d, S}, dt::f32, memory::dims{S * row, d, 1, row});
@@ -210,19 +231,20 @@ AttentionScores::AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d,
     // The slots the backward's dQ and dK GEMMs may read these copies from (AttentionGrad).
     in16_ = {heads_bf16(B, S, heads, d, row, false, kQSlot), heads_bf16(B, S, heads, d, row, true, kKSlot)};
     if (qkv_bf16) in16_[0].source = in16_[1].source = Bf16Source::copy;
-    reserve(in16_);
+    if (build) reserve(in16_);
     q = in16_[0].view, kt = in16_[1].view;
   }
   memory::desc dst({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc bias({B, 1, 1, S}, dt::f32, tag::abcd);
   dnnl::primitive_attr attr;
   attr.set_output_scales(0, {scale});
-  unmasked_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), ctx.engine);
-  unmasked_ = dnnl::matmul(unmasked_pd_);
+  unmasked_pd_ = matmul_pd_like(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), like[1]);
   dnnl::post_ops po;
   po.append_binary(dnnl::algorithm::binary_add, bias);
   attr.set_post_ops(po);
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), ctx.engine);
+  pd_ = matmul_pd_like(dnnl::matmul::desc(q, kt, dst), scratchpad_attr(attr), like[0]);
+  if (!build) return;
+  unmasked_ = dnnl::matmul(unmasked_pd_);
   prim_ = dnnl::matmul(pd_);
 }
 
@@ -248,10 +270,19 @@ void AttentionScores::forward(float* scores, const float* qkv, const float* mask
 std::string AttentionScores::impl_name() const { return impl_of(pd_); }
 
 AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
-                                   bool qkv_bf16, bool probs_bf16, int64_t all_heads)
+                                   bool qkv_bf16, bool probs_bf16, int64_t all_heads, const std::string& like)
+    : AttentionContext(B, S, heads, d, bf16, y_bf16, qkv_bf16, probs_bf16, all_heads, like, true) {}
+
+std::string AttentionContext::impl(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
+                                   bool qkv_bf16) {
+  return AttentionContext(B, S, heads, d, bf16, y_bf16, qkv_bf16, false, 0, {}, false).pd_.impl_info_str();
+}
+
+AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16,
+                                   bool qkv_bf16, bool probs_bf16, int64_t all_heads, const std::string& like,
+                                   bool build)
     : H_(std::max(all_heads, heads) * d), bf16_(bf16) {
   check(bf16 || (!y_bf16 && !qkv_bf16 && !probs_bf16), "attention context: bf16 operands need bf16 products");
-  auto& ctx = dnnl_context();
   const int64_t H = H_, row = 3 * H;
   memory::desc p({B, heads, S, S}, dt::f32, tag::abcd);
   memory::desc v({B, heads, S, d}, dt::f32, memory::dims{S * row, d, row, 1});
@@ -259,20 +290,42 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
     in16_ = {scores_bf16(B, S, heads, false, 0), heads_bf16(B, S, heads, d, row, false, 1)};
     if (probs_bf16) in16_[0].source = Bf16Source::in_place;
     if (qkv_bf16) in16_[1].source = Bf16Source::copy;
-    reserve(in16_);
+    if (build) reserve(in16_);
     p = in16_[0].view, v = in16_[1].view;
   }
   memory::desc dst({B, heads, S, d}, y_bf16 ? dt::bf16 : dt::f32, memory::dims{S * H, d, H, 1});
-  pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p, v, dst), scratchpad_attr(), ctx.engine);
-  prim_ = dnnl::matmul(pd_);
+  pd_ = matmul_pd_like(dnnl::matmul::desc(p, v, dst), scratchpad_attr(), like);
+  if (!like.empty() && pd_.impl_info_str() != like) {
+    // Some kernels take a dense destination only (oneDNN 2.6's bf16 brgemm on AVX-512, for one
+    // head of one sequence): write there, then copy the rows into ctx (B,S,H).
+    memory::desc dense({B, heads, S, d}, dst.data_type(), tag::abcd);
+    auto with_dense = matmul_pd_like(dnnl::matmul::desc(p, v, dense), scratchpad_attr(), like);
+    if (with_dense.impl_info_str() == like) {
+      pd_ = with_dense;
+      dense_dst_.resize(dense.get_size());
+      dense_ = {B, heads, S, d};
+    }
+  }
+  if (build) prim_ = dnnl::matmul(pd_);
 }
 
 void AttentionContext::forward(float* out, const float* probs, const float* qkv) const {
   std::pair<const void*, const void*> in{probs, qkv + 2 * H_};  // V: after Q and K
   if (bf16_) in = cast_inputs(in16_, probs, elements_past(qkv, 2 * H_, in16_[1].source == Bf16Source::copy));
+  void* dst = dense_dst_.empty() ? static_cast<void*>(out) : static_cast<void*>(dense_dst_.data());
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), in.first},
                         {DNNL_ARG_WEIGHTS, pd_.weights_desc(), in.second},
-                        {DNNL_ARG_DST, pd_.dst_desc(), out}});
+                        {DNNL_ARG_DST, pd_.dst_desc(), dst}});
+  if (dense_dst_.empty()) return;
+  // (B,heads,S,d) dense -> ctx, element (b,h,s,j) at b*S*H + s*H + h*d + j.
+  const auto [B, heads, S, d] = dense_;
+  const size_t e = dense_dst_.size() / static_cast<size_t>(B * heads * S * d);  // bytes per element
+  auto* to = reinterpret_cast<std::byte*>(out);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t s = 0; s < S; ++s)
+        std::memcpy(to + static_cast<size_t>(b * S * H_ + s * H_ + h * d) * e,
+                    dense_dst_.data() + static_cast<size_t>(((b * heads + h) * S + s) * d) * e, static_cast<size_t>(d) * e);
 }
 
 std::string AttentionContext::impl_name() const { return impl_of(pd_); }
@@ -282,10 +335,11 @@ struct FusedAttention::PerThread {
   AttentionScores scores;
   Softmax softmax;
   AttentionContext context;
-  PerThread(int64_t S, int64_t hb, int64_t heads, int64_t d, float scale, bool bf16, bool qkv_bf16, bool y_bf16)
-      : scores(1, S, hb, d, scale, bf16, qkv_bf16, heads),
+  PerThread(int64_t S, int64_t hb, int64_t heads, int64_t d, float scale, bool bf16, bool qkv_bf16, bool y_bf16,
+            const std::array<std::string, 2>& scores_like, const std::string& context_like)
+      : scores(1, S, hb, d, scale, bf16, qkv_bf16, heads, scores_like),
         softmax(hb * S, S),
-        context(1, S, hb, d, bf16, y_bf16, qkv_bf16, false, heads) {}
+        context(1, S, hb, d, bf16, y_bf16, qkv_bf16, false, heads, context_like) {}
 };
 
 namespace {
@@ -313,8 +367,12 @@ FusedAttention::FusedAttention(int64_t B, int64_t S, int64_t heads, int64_t d, f
       break;
     }
   }
+  // The kernels the whole batch's products get, for the blocks' products to take the same.
+  const auto scores_like = AttentionScores::impls(B, S, heads, d, scale, bf16, qkv_bf16);
+  const std::string context_like = AttentionContext::impl(B, S, heads, d, bf16, y_bf16, qkv_bf16);
   for (int t = 0; t < threads; ++t)
-    per_thread_.push_back(std::make_unique<PerThread>(S, hb_, heads, d, scale, bf16, qkv_bf16, y_bf16));
+    per_thread_.push_back(
+        std::make_unique<PerThread>(S, hb_, heads, d, scale, bf16, qkv_bf16, y_bf16, scores_like, context_like));
 }
 
 FusedAttention::~FusedAttention() = default;

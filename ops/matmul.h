@@ -111,8 +111,14 @@ class AttentionScores {
   // (LinearBf16Io::y_bf16); Q and K are copied from it rather than cast.
   // all_heads > heads: the products of `heads` consecutive heads of a qkv of all_heads heads
   // (H = all_heads * d; the caller points qkv at the first head's Q columns); 0: all of them.
+  // like: the implementations another scores op chose (impls()), taken when oneDNN offers them
+  // for this problem too (FusedAttention: the same kernels as the whole batch, the same bits).
   AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16 = false,
-                  bool qkv_bf16 = false, int64_t all_heads = 0);
+                  bool qkv_bf16 = false, int64_t all_heads = 0, const std::array<std::string, 2>& like = {});
+  // The implementations oneDNN picks for these products (with the mask-bias post-op, without),
+  // without building them.
+  static std::array<std::string, 2> impls(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16,
+                                          bool qkv_bf16);
   // A batch without padding has an all-zero mask bias: the product then runs without the
   // bias post-op (the same bits, since x + 0 = x), which costs as much as a third of the
   // matmul at BERT-base shapes.
@@ -120,6 +126,9 @@ class AttentionScores {
   std::string impl_name() const;
 
  private:
+  // build false: the primitive descriptors only (impls()), no primitives, no scratch.
+  AttentionScores(int64_t B, int64_t S, int64_t heads, int64_t d, float scale, bool bf16, bool qkv_bf16,
+                  int64_t all_heads, const std::array<std::string, 2>& like, bool build);
   int64_t B_, S_, H_;
   bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: Q, K^T
@@ -136,15 +145,23 @@ class AttentionContext {
   // are bf16 already (a dropout that wrote them so, ops::dropout_forward_bf16) and are read in
   // place.
   // all_heads: as for AttentionScores (ctx then points at the first head's columns).
+  // like: as for AttentionScores.
   AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16 = false, bool y_bf16 = false,
-                   bool qkv_bf16 = false, bool probs_bf16 = false, int64_t all_heads = 0);
+                   bool qkv_bf16 = false, bool probs_bf16 = false, int64_t all_heads = 0,
+                   const std::string& like = {});
+  static std::string impl(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16, bool qkv_bf16);
   void forward(float* ctx, const float* probs, const float* qkv) const;
   std::string impl_name() const;
 
  private:
+  AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t d, bool bf16, bool y_bf16, bool qkv_bf16,
+                   bool probs_bf16, int64_t all_heads, const std::string& like, bool build);
   int64_t H_;
   bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
+  // The `like` kernel with a dense destination only: the product goes here, then into ctx.
+  mutable std::vector<std::byte> dense_dst_;
+  std::array<int64_t, 4> dense_{};  // its B, heads, S, d
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers
@@ -158,7 +175,10 @@ class AttentionContext {
 // AttentionContext run on the whole batch on as many threads: each (sequence, head) product
 // and each softmax row is computed by the same kernels (test "[ops]" "Fused attention ..."),
 // except fp32 products that oneDNN's gemm:jit splits among threads on the whole batch
-// (sequences x heads not a multiple of the threads): those agree to rounding.
+// (sequences x heads not a multiple of the threads): those agree to rounding. A block's
+// products use the implementations oneDNN picks for the whole batch where it offers them for
+// the block (on a Zen 4 it picks gemm:jit for one head's bf16 context product at seq 520 and
+// brgemm for the batch, which sum in another order).
 class FusedAttention {
  public:
   // `threads`: the OpenMP threads forward() will share the blocks among. The flags are those
