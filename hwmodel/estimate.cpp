@@ -156,8 +156,9 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
     facts.handoff = bf16_handoffs(g, facts.training);
     facts.fused = fused_steps(g, s.cores);
     facts.kept_x = kept_x_casts(g);
+    auto terms = [&](const Node& node) { return o.terms || node.name == o.explain; };
     for (const auto& node : g.nodes()) {
-      NodeEstimate n = cpu_node(g, node, s, facts, o.terms || node.name == o.explain);
+      NodeEstimate n = cpu_node(g, node, s, facts, terms(node));
       n.name = node.name;
       n.op = to_string(node.kind);
       n.region = region_of(node);
@@ -165,8 +166,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       ge.nodes.push_back(std::move(n));
     }
     if (s.cpu_model == CpuModel::calibrated)
-      cpu_optimizer_runs(g, s, ge.nodes, optimizer_runs(g),
-                         [&](const Node& node) { return o.terms || node.name == o.explain; });
+      cpu_optimizer_runs(g, s, ge.nodes, optimizer_runs(g), terms);
     return ge;
   }
   NodeClasses local;

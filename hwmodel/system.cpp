@@ -316,10 +316,7 @@ json system_to_json(const SystemDesc& s) {
     j["cpu_model"] = to_string(s.cpu_model);
     j["resident_gbps"] = s.resident_gbps;
     j["parallel_region_us"] = s.parallel_region_seconds * 1e6;
-    json rates = json::object();
-    for (size_t i = 0; i < s.elementwise_gelem_per_s.size(); ++i)
-      rates[ops::to_string(ops::kElementwiseKernels[i])] = s.elementwise_gelem_per_s[i];
-    j["elementwise_gelem_per_s"] = rates;
+    j["elementwise_gelem_per_s"] = elementwise_rates_json(s.elementwise_gelem_per_s);
   } else {
     j["array"] = {{"kernel", s.array.kernel},
                   {"dataflow", to_string(s.array.dataflow)},

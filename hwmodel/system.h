@@ -122,7 +122,7 @@ struct SystemDesc {
   double parallel_region_seconds = 0;  // fixed cost of one OpenMP parallel region (0: unmeasured)
   // Rates of the element-wise kernels that are vector compute (ops::ElementwiseKernel, in its
   // order: erf GELU, its backward, dropout), 1e9 elements per second (0: unmeasured).
-  std::array<double, std::size(ops::kElementwiseKernels)> elementwise_gelem_per_s{};
+  ops::ElementwiseRates elementwise_gelem_per_s{};
 
   double dram_bytes_per_cycle() const { return dram.peak_gbps / clock_ghz; }
 };

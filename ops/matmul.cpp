@@ -303,7 +303,6 @@ AttentionContext::AttentionContext(int64_t B, int64_t S, int64_t heads, int64_t 
     if (with_dense.impl_info_str() == like) {
       pd_ = with_dense;
       dense_dst_.resize(dense.get_size());
-      dense_ = {B, heads, S, d};
     }
   }
   if (build) prim_ = dnnl::matmul(pd_);
@@ -318,7 +317,8 @@ void AttentionContext::forward(float* out, const float* probs, const float* qkv)
                         {DNNL_ARG_DST, pd_.dst_desc(), dst}});
   if (dense_dst_.empty()) return;
   // (B,heads,S,d) dense -> ctx, element (b,h,s,j) at b*S*H + s*H + h*d + j.
-  const auto [B, heads, S, d] = dense_;
+  const memory::dims dims = pd_.dst_desc().dims();
+  const int64_t B = dims[0], heads = dims[1], S = dims[2], d = dims[3];
   const size_t e = dense_dst_.size() / static_cast<size_t>(B * heads * S * d);  // bytes per element
   auto* to = reinterpret_cast<std::byte*>(out);
   for (int64_t b = 0; b < B; ++b)

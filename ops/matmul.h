@@ -159,9 +159,9 @@ class AttentionContext {
   int64_t H_;
   bool bf16_;
   std::array<AttentionBf16Input, 2> in16_;  // bf16: P, V
-  // The `like` kernel with a dense destination only: the product goes here, then into ctx.
+  // The `like` kernel with a dense destination only (pd_'s dst, (B,heads,S,d)): the product
+  // goes here, then into ctx.
   mutable std::vector<std::byte> dense_dst_;
-  std::array<int64_t, 4> dense_{};  // its B, heads, S, d
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   mutable PrimitiveArgs args_;  // bound on first use; later calls swap pointers

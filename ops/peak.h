@@ -2,6 +2,7 @@
 // Measures this machine: the sustained oneDNN matmul rate on a large square GEMM and on any
 // (batched) GEMM shape, and the sustained memory bandwidth of OpenMP read, write and triad
 // loops. All use the OpenMP thread count in force (set by the caller).
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -61,6 +62,8 @@ enum class ElementwiseKernel { gelu, gelu_grad, dropout };
 inline constexpr ElementwiseKernel kElementwiseKernels[] = {ElementwiseKernel::gelu, ElementwiseKernel::gelu_grad,
                                                              ElementwiseKernel::dropout};
 const char* to_string(ElementwiseKernel k);
+// A rate per kernel, in the order of kElementwiseKernels.
+using ElementwiseRates = std::array<double, std::size(kElementwiseKernels)>;
 // The sustained rate of the kernel over `elements` f32 elements (its input, output and, for
 // the backward, dy: separate buffers, as the executor's), in 1e9 elements per second, bytes
 // included; the 90th percentile over repetitions for about `seconds`.

@@ -143,10 +143,6 @@ double MachineInfo::gemm_peak(Precision precision) const {
 
 namespace {
 
-// GELU's elements per token in BERT-base's FFN (intermediate_size): the size calibrate times
-// the element-wise kernels at, with the batch and sequence length of its BERT-shaped GEMMs.
-constexpr int64_t kFfnElementsPerToken = 3072;
-
 // One pass over every measurement.
 MachineInfo calibrate_once(const CalibrateOptions& o) {
   MachineInfo m;
@@ -177,7 +173,8 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
   m.bandwidth_triad_resident =
       ops::measure_bandwidth(BandwidthKernel::triad, o.resident_array_bytes, o.seconds).gbs;
   m.parallel_region_us = ops::measure_parallel_region_seconds(o.seconds) * 1e6;
-  m.elementwise_elements = o.batch * o.seq * kFfnElementsPerToken;
+  // GELU's elements in BERT-base's FFN at the batch and sequence length of the GEMM shapes.
+  m.elementwise_elements = o.batch * o.seq * BertConfig{}.intermediate_size;
   auto& rates = m.elementwise_gelem_per_s.emplace();
   for (size_t i = 0; i < rates.size(); ++i)
     rates[i] = ops::measure_elementwise_rate(ops::kElementwiseKernels[i], m.elementwise_elements, o.seconds);
@@ -239,13 +236,16 @@ nlohmann::json machine_to_json(const MachineInfo& m) {
   if (m.bandwidth_triad_resident) j["bandwidth_resident_array_bytes"] = m.bandwidth_resident_array_bytes;
   if (m.parallel_region_us) j["parallel_region_us"] = *m.parallel_region_us;
   if (m.elementwise_gelem_per_s) {
-    nlohmann::json rates = nlohmann::json::object();
-    for (size_t i = 0; i < m.elementwise_gelem_per_s->size(); ++i)
-      rates[ops::to_string(ops::kElementwiseKernels[i])] = (*m.elementwise_gelem_per_s)[i];
-    j["elementwise_gelem_per_s"] = rates;
+    j["elementwise_gelem_per_s"] = elementwise_rates_json(*m.elementwise_gelem_per_s);
     j["elementwise_elements"] = m.elementwise_elements;
   }
   if (m.passes > 1) j["passes"] = m.passes;
+  return j;
+}
+
+nlohmann::json elementwise_rates_json(const ops::ElementwiseRates& rates) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 0; i < rates.size(); ++i) j[ops::to_string(ops::kElementwiseKernels[i])] = rates[i];
   return j;
 }
 

@@ -2,7 +2,6 @@
 // machine.json: what `bertlab calibrate` measured on this machine (GEMM peaks, memory
 // bandwidth, thread count). The profiler's roofline and hwmodel's CPU description read it.
 // Schema: docs/profiling.md.
-#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -47,7 +46,7 @@ struct MachineInfo {
   // The element-wise kernels whose cost is vector compute (ops::ElementwiseKernel, in its
   // order): 1e9 elements per second over `elementwise_elements` elements (the FFN's GELU at the
   // calibrated batch and sequence length).
-  std::optional<std::array<double, std::size(ops::kElementwiseKernels)>> elementwise_gelem_per_s;
+  std::optional<ops::ElementwiseRates> elementwise_gelem_per_s;
   int64_t elementwise_elements = 0;
   int passes = 1;  // whole calibration passes, each figure the best of them (absent: 1)
   double seconds_per_measurement = 0;
@@ -74,6 +73,9 @@ struct CalibrateOptions {
 MachineInfo calibrate_machine(const CalibrateOptions& o);
 
 nlohmann::json machine_to_json(const MachineInfo& m);
+// {"gelu": ..., "gelu_grad": ..., "dropout": ...}: the rates under their kernels' names, as
+// machine.json and hwmodel's cpu descriptions write them.
+nlohmann::json elementwise_rates_json(const ops::ElementwiseRates& rates);
 // `origin` (a file name) appears in errors, which say to run `bertlab calibrate`.
 MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin);
 MachineInfo load_machine(const std::filesystem::path& file);
