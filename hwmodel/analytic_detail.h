@@ -160,12 +160,39 @@ class DramStreams {
   }
   // `times` further uses of the lines of `v`: only those in sets `window` overflows miss
   // (LRU stack distance per set, setload.h); their rows are opened in sweep order.
+  // A uniform window of a spread hashed index evicts a share q of the lines of `v`
+  // (SetLoad::miss_share): their expected counts (`thinned`).
   void missing(const std::string& op, bool write, int64_t core, const std::vector<Sweep>& v,
                int64_t times, const SetLoad& window) {
     if (times <= 0) return;
+    if (window.uniform()) {
+      const double q = window.miss_share(v);
+      if (q > 0) thinned(op, core, q, [&] { repeat(op, write, core, v, times); });
+      return;
+    }
     const auto lines = window.overflowing_lines(v);
     if (lines.empty()) return;
     repeat(op, write, core, lines, times);
+  }
+  // `body()`, which touches only the stream of `op` and `core`, for a share q of its lines
+  // taken at random: the lines (and LLC misses) it adds, times q; the rows it opens, times
+  // the chance 1 - (1 - q)^m that a row holds one of the q share of its m lines.
+  template <class F>
+  void thinned(const std::string& op, int64_t core, double q, F&& body) {
+    if (q >= 1) return body();
+    Stream& st = stream(op, core);
+    OperandTraffic& o = *st.traffic;
+    const int64_t r0 = o.read_lines, w0 = o.write_lines, m0 = o.row_misses;
+    const bool own = core < static_cast<int64_t>(t_.llc_misses.size());
+    const int64_t l0 = own ? t_.llc_misses[core] : 0;
+    body();
+    auto part = [q](int64_t was, int64_t now) { return was + std::llround(q * static_cast<double>(now - was)); };
+    const int64_t lines = o.read_lines - r0 + o.write_lines - w0, rows = o.row_misses - m0;
+    const double per_row = rows > 0 ? static_cast<double>(lines) / static_cast<double>(rows) : 1.0;
+    o.read_lines = part(r0, o.read_lines);
+    o.write_lines = part(w0, o.write_lines);
+    o.row_misses = m0 + std::llround((1 - std::pow(1 - q, per_row)) * static_cast<double>(rows));
+    if (own) t_.llc_misses[core] = part(l0, t_.llc_misses[core]);
   }
   // `body(i)` for i < n, where instance i does what instance i-1 did at addresses shifted
   // by a constant (the column tiles of a block): the first few instances are counted, each

@@ -38,9 +38,9 @@ bool same_tile_lines(const MatrixView& v, int64_t S, int64_t L, int64_t t1, int6
 //   the last) and its Y from the group's last tile on; round r's A before k-step kb (all of
 //   it unless the group is the first) and its Y before the group's first tile, and that
 //   tile too after k-step 0.
-// On a uniformly loaded cache (one set or hashed index) the windows depend only on whether
-// the group is the first or the last and whether kb is 0, starts an A line or lies inside
-// one, so each such class is decided once. The members keep the names of the formulas
+// On a cache whose sets are not resolved (one set, or a spread hashed index; setload.h) the
+// windows depend only on whether the group is the first or the last and whether kb is 0,
+// starts an A line or lies inside one, so each such class is decided once. The members keep the names of the formulas
 // (S, KT, tpg, ...); run() goes over the rounds once.
 class WeightWindows {
  public:
@@ -113,6 +113,7 @@ void WeightWindows::add_round(SetLoad& into, const MatrixView& v, int64_t q, int
 // recorded into `listing` while it is set.
 void WeightWindows::missing(const std::vector<Sweep>& v, int64_t times, const SetLoad& win) {
   if (times <= 0) return;
+  if (win.uniform()) return dram.missing(w.b_name, false, 0, v, times, win);  // a share (DramStreams)
   auto lines = win.overflowing_reads(v);
   if (lines.empty()) return;
   dram.repeat(w.b_name, false, 0, lines, times);
@@ -224,27 +225,25 @@ void WeightWindows::across_set_resolved(int64_t r, int64_t g) {
 }
 
 // Across rounds r-1 to r, uniform: the class of kb (0, starting an A line, inside one)
-// decides; the groups between the first and the last behave as the second one.
+// decides; the groups between the first and the last behave as the second one. A class
+// whose window overflows a share of the sets (a spread hashed index, setload.h) misses the
+// lines of its tiles in that share.
 void WeightWindows::across_uniform(int64_t r, int64_t g) {
   const int64_t rep = (g == 0 || g == NG - 1) ? g : 1;
   const int64_t kb_line = std::max<int64_t>(1, L / (S * e));  // k-tiles per A line
-  auto decide = [&](int64_t kb) { return kb < KT && across(r, rep, kb).overflowing_uniform(); };
-  bool miss[3] = {decide(0), decide(kb_line), decide(1)};  // kb = 0, starting an A line, inside
-  if (kb_line >= KT) miss[1] = miss[0];
-  if (kb_line == 1) miss[2] = miss[1];
-  if (KT == 1) miss[1] = miss[2] = miss[0];
-  if (miss[0] == miss[1] && miss[1] == miss[2]) {
-    if (miss[0]) dram.sweeps(w.b_name, false, 0, tile_rows(g, 0, KT));
-    return;
-  }
-  int64_t run = -1;  // first k-tile of the current run of missing tiles
-  for (int64_t kb = 0; kb <= KT; ++kb) {
-    const bool m = kb < KT && miss[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)];
-    if (m && run < 0) run = kb;
-    if (!m && run >= 0) {
-      dram.sweeps(w.b_name, false, 0, tile_rows(g, run, kb));
-      run = -1;
-    }
+  // The k-tile whose window stands for each class (kb = 0, starting an A line, inside one).
+  const int64_t kb1 = kb_line < KT ? kb_line : 0;
+  const std::array<int64_t, 3> kb_of{0, kb1, KT == 1 ? 0 : (kb_line == 1 ? kb1 : 1)};
+  std::array<double, 3> share{};
+  for (size_t c = 0; c < 3; ++c) share[c] = across(r, rep, kb_of[c]).overflow_share();
+  auto share_of = [&](int64_t kb) { return share[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)]; };
+  // Runs of k-tiles with one share, in order: the share of their lines (DramStreams::thinned).
+  int64_t run = 0;
+  for (int64_t kb = 1; kb <= KT; ++kb) {
+    if (kb < KT && share_of(kb) == share_of(run)) continue;
+    const double q = share_of(run);
+    if (q > 0) dram.thinned(w.b_name, 0, q, [&] { dram.sweeps(w.b_name, false, 0, tile_rows(g, run, kb)); });
+    run = kb;
   }
 }
 

@@ -16,6 +16,70 @@ SetLoad::SetLoad(const CacheDesc& c)
       sets_shift_(log2_or_minus_one(sets_)),
       line_of(line_) {
   if (!uniform_) per_set_.assign(static_cast<size_t>(sets_), 0);
+  spread_ = uniform_ && index_.hashed && ways_ <= kSpreadWays;
+  pmf_[0] = 1.0;
+}
+
+void SetLoad::add_parts(int64_t n, double p) {
+  if (n <= 0 || p <= 0) return;
+  // n Bernoulli(p) parts, one at a time (k lines -> k + 1 with probability p), the tail
+  // bucket ways_ + 1 absorbing "more than the ways".
+  const auto top = static_cast<size_t>(ways_ + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    if (pmf_[top] >= 1.0 - 1e-12) return;  // every set already over: nothing changes
+    pmf_[top] += pmf_[top - 1] * p;
+    for (size_t k = top - 1; k > 0; --k) pmf_[k] = pmf_[k] * (1 - p) + pmf_[k - 1] * p;
+    pmf_[0] *= 1 - p;
+  }
+}
+
+void SetLoad::add_spread(int64_t n, double times) {
+  const auto t = static_cast<int64_t>(times);  // uniform windows add whole numbers of times
+  if (t <= 0 || n <= 0) return;
+  // The hash spreads the lines of one footprint (a tile, a block: sweeps of one operand) as
+  // evenly as the sets allow: n lines put n / sets in every set and one more in a share
+  // (n mod sets) / sets of them. Which sets those are differs from footprint to footprint
+  // as if drawn at random.
+  whole_ += static_cast<double>(t * div_sets(n));
+  if (mod_sets(n) > 0) add_parts(t, static_cast<double>(mod_sets(n)) / static_cast<double>(sets_));
+}
+
+void SetLoad::add(const std::vector<Sweep>& v, double times) {
+  if (!spread_) {
+    for (const auto& s : v) add(s, times);
+    return;
+  }
+  const int64_t n = lines_of(v, line_);
+  base_ += times * (static_cast<double>(n) / static_cast<double>(sets_));
+  add_spread(n, times);
+}
+
+double SetLoad::share_over(bool whole_lines) const {
+  const auto w = static_cast<int64_t>(whole_ + 0.5);
+  if (w > ways_) return 1.0;
+  // A set overflows when the parts put more than ways_ - w lines in it.
+  const int64_t room = ways_ - w;
+  double below = 0, below_lines = 0;  // P(k <= room), E[k; k <= room]
+  for (int64_t k = 0; k <= room; ++k) below += pmf_[k], below_lines += static_cast<double>(k) * pmf_[k];
+  // Shares within kNegligible of 0 or 1 are taken as 0 or 1: the capacity test's answers,
+  // and no line list to enumerate.
+  constexpr double kNegligible = 1e-6;
+  auto snap = [](double q) { return q < kNegligible ? 0.0 : q > 1 - kNegligible ? 1.0 : q; };
+  if (whole_lines) return snap(1.0 - below);
+  const double mean_parts = base_ - whole_;  // E[k]: the parts' lines per set
+  return mean_parts <= 1e-12 ? 0.0 : snap(1.0 - below_lines / mean_parts);
+}
+
+double SetLoad::miss_share(const std::vector<Sweep>& v) const {
+  if (!spread_) return overflow_share();
+  // The footprint's whole-turn lines overflow with the sets, its partial lines as the
+  // window's partial lines do.
+  const double qw = share_over(true), qp = share_over(false);
+  if (qw == qp) return qw;  // (no need to count the lines; speed only)
+  const int64_t n = lines_of(v, line_);
+  if (n == 0) return 0.0;
+  const double whole = static_cast<double>(n - mod_sets(n)) / static_cast<double>(n);
+  return whole * qw + (1 - whole) * qp;
 }
 
 void SetLoad::add(const Sweep& s, double times) {
@@ -23,6 +87,7 @@ void SetLoad::add(const Sweep& s, double times) {
   if (uniform_) {
     const int64_t n_lines = distinct_blocks(s, line_);
     base_ += times * (static_cast<double>(n_lines) / std::max<int64_t>(1, sets_));
+    if (spread_) add_spread(n_lines, times);
     return;
   }
   const auto t = static_cast<int32_t>(times);  // a whole number (setload.h)
@@ -88,6 +153,15 @@ void SetLoad::add(const Sweep& s, double times) {
 
 void SetLoad::add(const SetLoad& o) {
   base_ += o.base_;
+  if (spread_ && o.spread_) {
+    // The sum of two independent per-set loads: their distributions convolved.
+    whole_ += o.whole_;
+    std::array<double, kSpreadWays + 2> sum{};
+    const auto top = static_cast<size_t>(ways_ + 1);
+    for (size_t i = 0; i <= top; ++i)
+      for (size_t j = 0; j <= top; ++j) sum[std::min(top, i + j)] += pmf_[i] * o.pmf_[j];
+    pmf_ = sum;
+  }
   const size_t n = std::min(per_set_.size(), o.per_set_.size());
   int32_t* p = per_set_.data();
   const int32_t* q = o.per_set_.data();
@@ -101,13 +175,20 @@ double SetLoad::total() const {
 }
 
 double SetLoad::min_load() const {
+  if (spread_) return whole_;  // the sets that no footprint's part reaches
   int32_t least = per_set_.empty() ? 0 : per_set_[0];
   for (int32_t x : per_set_) least = std::min(least, x);
   return base_ + least;
 }
 
 double SetLoad::lines_over(const SetLoad& window) const {
-  if (uniform_) return window.base_ > ways_ + 1e-9 ? total() : 0.0;
+  if (uniform_ && !window.spread_) return window.base_ > ways_ + 1e-9 ? total() : 0.0;
+  if (uniform_) {
+    // This footprint's whole-block lines overflow with the sets, its partial lines as the
+    // window's partial lines do.
+    const double whole_lines = whole_ * static_cast<double>(sets_);
+    return whole_lines * window.share_over(true) + (total() - whole_lines) * window.share_over(false);
+  }
   // Whole numbers: the sum of base_ + per_set_[s] over the overflowing sets, exactly.
   const int64_t lim = window.over_limit();
   int64_t sets_over = 0, sum = 0;
@@ -170,8 +251,8 @@ size_t collect_over(const std::vector<Sweep>& v, int64_t L, const int32_t* cnt, 
 
 std::vector<Sweep> SetLoad::overflowing_lines(const std::vector<Sweep>& v) const {
   std::vector<Sweep> out;
-  if (uniform_) {
-    if (overflowing_uniform()) out = v;
+  if (uniform_) {  // all or none (a share between them: DramStreams::missing)
+    if (overflow_share() >= 1) out = v;
     return out;
   }
   int64_t lines = 0;  // an upper bound on the runs (a segment's lines, shared ones twice)

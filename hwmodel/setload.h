@@ -5,6 +5,7 @@
 // reuse window iff the window's distinct lines in its set do not exceed the ways (LRU stack
 // distance per set), so the lines of an operand that miss at a reuse are those in sets
 // whose window load exceeds the associativity.
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <numeric>
@@ -34,17 +35,18 @@ class BlockOf {
 
 // Hashed (XOR-folded, CacheDesc::set_of) indexes are resolved per set up to this many sets,
 // and beyond it when the cache has fewer than kUniformHashedWays ways. Larger hashed caches of
-// kUniformHashedWays or more ways (the paper system's 1 MB, 8-way, 2048-set LLC) are treated
-// as uniformly loaded (the capacity test: the hash spreads each aligned block of `sets` lines
-// evenly, so contiguous footprints load the sets within a line or two of the mean). A speed
-// limit, not a property of the cache: the per-set windows cost O(sets) and a loop over the
-// rows per window; resolving every hashed cache made the hashed benchmark (100
-// configurations of the BERT-large training graph, 8-way LLCs of 1-16 MB) 62.7 s of CPU
-// instead of ~0.9 s, measured under load. On a 1 MB hashed LLC the capacity test matched the
-// simulator's DRAM bytes within 2% on 13 of 14 GEMM shapes at 8 ways (worst 33%), but on 6
-// of 14 at 2 ways (worst 46%), where the per-set windows are within 0.53% on all 14
-// (docs/hwmodel.md, "Hashed set index"). A cache with `exact_sets` is resolved per set whatever
-// its size: exact at every associativity, at the cost of the modulo path.
+// kUniformHashedWays or more ways (the paper system's 1 MB, 8-way, 2048-set LLC) are not
+// resolved: their windows are spread (a per-set load distribution, the `spread_` members
+// below), which keeps the associativity at O(ways^2) per window. A speed limit, not a
+// property of the cache: the per-set windows cost O(sets) and a loop over the rows per
+// window; resolving every hashed cache (`exact_sets`) makes the hashed benchmark (100
+// configurations of the BERT-large training graph, 8-way LLCs of 1-16 MB) ~13 s instead of
+// under 1 s. On a 1 MB hashed LLC, against the simulator's DRAM bytes on 14 GEMM shapes:
+// spread windows within 2% on 13 at 8 ways (worst 5.5%) and 13 at 16 ways (worst 4.3%); the
+// capacity test they replaced (every set at the mean load) was 33% and 8.2% off at worst and
+// gave 8 and 16 ways the same bytes (docs/hwmodel.md, "Hashed set index"). A cache with
+// `exact_sets` is resolved per set whatever its size: exact at every associativity, at the
+// cost of the modulo path.
 inline constexpr int64_t kMaxResolvedHashedSets = 512;
 inline constexpr int64_t kUniformHashedWays = 8;
 
@@ -61,9 +63,7 @@ class SetLoad {
   // (the per-set counts are whole numbers), so a window can be moved by removing sweeps
   // instead of rebuilt.
   void add(const Sweep& s, double times = 1.0);
-  void add(const std::vector<Sweep>& v, double times = 1.0) {
-    for (const auto& s : v) add(s, times);
-  }
+  void add(const std::vector<Sweep>& v, double times = 1.0);
   void add(const SetLoad& o);
   // `n` lines (a whole number; negative: fewer) in the set of `line` (set-resolved only).
   void add_line(int64_t line, double n) {
@@ -75,12 +75,18 @@ class SetLoad {
   // footprint that an LRU cache of the window's sets evicts before their next use.
   double lines_over(const SetLoad& window) const;
   double total() const;
-  // The fewest lines any set holds (set-resolved; uniform: the lines per set).
+  // The fewest lines any set holds (set-resolved; uniform: the lines per set, spread: the whole turns).
   double min_load() const;
-  // True when sets are not resolved (one set, or a large hashed index): then either every line or
-  // none is in an overflowing set, as `overflowing()` says for all of them.
+  // True when sets are not resolved (one set, or a large hashed index): then every set is alike
+  // (one set: the capacity test) or the window is spread (a large hashed index), and which lines
+  // overflow is a share (miss_share), not a list (overflowing_lines lists all or none).
   bool uniform() const { return uniform_; }
-  bool overflowing_uniform() const { return base_ > ways_ + 1e-9; }
+  // Uniform: the share of the lines of `v` (one operand's footprint in this window) that an
+  // LRU cache of the window's sets evicts before their next use: 0 or 1 under the capacity
+  // test, between them on a spread hashed index (below).
+  double miss_share(const std::vector<Sweep>& v) const;
+  // Uniform: the same for a footprint of whole turns of the index (every set alike).
+  double overflow_share() const { return spread_ ? share_over(true) : (base_ > ways_ + 1e-9 ? 1.0 : 0.0); }
   // Whether this window, with `extra` more lines in that set, holds more lines than the
   // ways in the set of `line` (set-resolved).
   bool overflowing(int64_t line, double extra = 0) const {
@@ -98,9 +104,10 @@ class SetLoad {
   std::vector<Sweep> overflowing_reads(const std::vector<Sweep>& v) const;
 
  private:
-  // One set (fully associative), or a hashed index with more than kMaxResolvedHashedSets
-  // sets and at least kUniformHashedWays ways: the capacity test. Modulo and other hashed
-  // indexes are resolved per set.
+  // One set (fully associative: the capacity test), or a hashed index with more than
+  // kMaxResolvedHashedSets sets and at least kUniformHashedWays ways (spread, below; of more
+  // than kSpreadWays ways, the capacity test). Modulo and other hashed indexes are resolved
+  // per set.
   bool uniform_;
   SetIndex index_;  // the line's set (modulo or hashed)
   int64_t sets_, ways_, line_;
@@ -121,6 +128,29 @@ class SetLoad {
   // Set-resolved: a set overflows iff base_ + per_set_[s] > ways_, i.e. (whole numbers)
   // per_set_[s] > ways_ - base_.
   int64_t over_limit() const { return ways_ - static_cast<int64_t>(base_); }
-};
 
+  // Uniform on a hashed index of many sets (`spread_`): the distribution of a set's load.
+  // The hash maps each aligned block of `sets` lines one to one onto the sets and spreads a
+  // footprint (the sweeps of one operand added together) as evenly as the sets allow: n
+  // lines put n / sets lines in every set (`whole_`) and one more in a share
+  // (n mod sets) / sets of them. Which sets get the extra line differs from footprint to
+  // footprint as if drawn at random: one Bernoulli part per footprint, independent of the
+  // others (the binomial model of a randomly indexed cache; docs/hwmodel.md, "Hashed set
+  // index"). pmf_[k] is the probability that the parts put k lines in a set, k = 0..ways_,
+  // and pmf_[ways_ + 1] that they put more. Caches of more than kSpreadWays ways keep the
+  // capacity test (their loads vary little against the ways).
+  static constexpr int64_t kSpreadWays = 32;
+  bool spread_ = false;
+  double whole_ = 0;
+  std::array<double, kSpreadWays + 2> pmf_{};
+  // n more parts, each loading a set with probability p.
+  void add_parts(int64_t n, double p);
+  // n distinct lines of one footprint, added `times` times (uniform windows add whole, positive
+  // numbers of times; they are never moved).
+  void add_spread(int64_t n, double times);
+  // The probability that a set overflows the ways (`whole_lines`: the share of the window's
+  // whole-turn lines that overflow), or (false) the share of its partial lines that do: a
+  // partial line lies in a set with k partial lines with probability proportional to k.
+  double share_over(bool whole_lines) const;
+};
 }  // namespace bertlab::hw

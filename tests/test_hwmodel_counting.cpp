@@ -505,3 +505,59 @@ TEST_CASE("MovingWindow: a moved window has the per-set loads of one built from 
     }
   }
 }
+
+// A large hashed LLC of 8+ ways is not resolved per set (setload.h): its windows are spread,
+// a per-set load distribution (whole turns of the index plus one random part per footprint).
+// Checked against the hash itself: random footprints (runs of 0.1 to 2.5 turns of the index
+// at random line addresses), their lines counted per set through CacheDesc::set_of, and the
+// share of one footprint's lines in sets the window overflows, averaged over random
+// placements, against SetLoad's lines_over (which does not depend on the placement) and the
+// DRAM line reads of DramStreams::missing.
+TEST_CASE("spread hashed LLC: the overflowing share against the hash's own per-set counts", "[hwmodel]") {
+  using namespace bertlab::hw::analytic_detail;
+  std::mt19937 rng(41);
+  for (int64_t ways : {8, 16}) {
+    const CacheDesc c{1 << 20, ways, 64, 20, true};
+    REQUIRE_FALSE(SetLoad::resolves_sets(c));
+    const int64_t sets = c.sets(), L = c.line_bytes;
+    for (int shape = 0; shape < 6; ++shape) {
+      // Footprint sizes in lines whose mean load per set comes close to the ways.
+      std::vector<int64_t> sizes;
+      int64_t lines = 0;
+      while (lines < (ways - 2) * sets) {
+        sizes.push_back(sets / 10 + int64_t(rng() % (sets * 12 / 5)));
+        lines += sizes.back();
+      }
+      sizes.push_back(sets / 10 + int64_t(rng() % (sets * 2)));
+      SetLoad window(c), mine(c);
+      auto run = [&](uint64_t first_line, int64_t n) { return Sweep{first_line * L, 1, n * L, n * L}; };
+      for (size_t f = 0; f < sizes.size(); ++f) {
+        window.add(std::vector<Sweep>{run(f << 24, sizes[f])});
+        if (f == 0) mine.add(std::vector<Sweep>{run(0, sizes[0])});
+      }
+      const double model = mine.lines_over(window) / mine.total();
+      double measured = 0;
+      const int trials = 60;
+      for (int t = 0; t < trials; ++t) {
+        std::vector<int32_t> per_set(sets, 0);
+        std::vector<int64_t> first(sizes.size());
+        for (size_t f = 0; f < sizes.size(); ++f) {
+          first[f] = (int64_t(f) << 26) + int64_t(rng() % (1 << 24)) * 3;  // disjoint, random placement
+          for (int64_t l = first[f]; l < first[f] + sizes[f]; ++l) per_set[c.set_of(l)] += 1;
+        }
+        int64_t over = 0;
+        for (int64_t l = first[0]; l < first[0] + sizes[0]; ++l) over += per_set[c.set_of(l)] > ways;
+        measured += static_cast<double>(over) / static_cast<double>(sizes[0]) / trials;
+      }
+      INFO(ways << "w " << sizes.size() << "f load " << window.total() / sets << " model " << model << " hash "
+                << measured);
+      CHECK(std::abs(model - measured) <= 0.07);
+      // DRAM reads of the footprint's lines that the window evicts: the same share.
+      Traffic t = empty_traffic(SystemDesc{}, 1);
+      DramStreams dram(SystemDesc{}, t);
+      const std::vector<Sweep> v{run(0, sizes[0])};
+      dram.missing("A", false, 0, v, 3, window);
+      CHECK(std::abs(static_cast<double>(t.operands["A"].read_lines) - 3 * model * sizes[0]) <= 3);
+    }
+  }
+}

@@ -335,8 +335,8 @@ std::pair<Traffic, Traffic> gemm_on_1mb_hashed(Arrangement arr, int64_t M, int64
 
 // Associativity matters on hashed LLCs of more than kMaxResolvedHashedSets sets too: on a
 // 1 MB hashed LLC, 2 ways (8192 sets, resolved per set since they have fewer than
-// kUniformHashedWays ways) miss more than 8 ways (2048 sets, the paper system's LLC: the
-// capacity test) on shapes whose windows come close to the LLC, in the simulator and in the
+// kUniformHashedWays ways) miss more than 8 ways (2048 sets, the paper system's LLC: spread
+// windows, setload.h) on shapes whose windows come close to the LLC, in the simulator and in the
 // analytic model, each within 2% of the simulator on DRAM bytes.
 TEST_CASE("hashed 1 MB LLC: 2 ways miss more than 8 ways, in both models", "[hwmodel]") {
   for (auto [arr, M, N, K, S, P] : {std::tuple{Arrangement::rwma, 512, 768, 768, 8, 1},
@@ -357,30 +357,33 @@ TEST_CASE("hashed 1 MB LLC: 2 ways miss more than 8 ways, in both models", "[hwm
   }
 }
 
-// `llc.exact_sets` resolves a large hashed LLC per set: 8 and 16 ways (2048 and 1024 sets,
-// otherwise the capacity test, which gives both the same bytes) then differ as in the
-// simulator, each within 2% of it. The shape is the capacity test's worst (+33% at 8 ways).
-TEST_CASE("hashed 1 MB LLC with exact_sets: 8 and 16 ways as the simulator has them", "[hwmodel]") {
+// On a 1 MB hashed LLC of 8 and 16 ways (2048 and 1024 sets, not resolved per set), the
+// default spread windows (setload.h) follow the associativity as the simulator does: on the
+// shape where the capacity test was worst (+33% at 8 ways, +8% at 16, both ways the same
+// bytes), 16 ways move more than 10% more bytes than 8 in both, and each is within 6% of the
+// simulator. `llc.exact_sets` resolves the sets: within 2%.
+TEST_CASE("hashed 1 MB LLC of 8 and 16 ways: spread windows and exact_sets as the simulator has them", "[hwmodel]") {
   const auto arr = Arrangement::rwma;
   const int64_t M = 512, N = 1024, K = 768, S = 8, P = 1;
-  double sim[2], exact[2], capacity[2];
+  double sim[2], exact[2], spread[2];
   for (int i = 0; i < 2; ++i) {
     const int64_t ways = i == 0 ? 8 : 16;
     const auto [ex, an] = gemm_on_1mb_hashed(arr, M, N, K, S, P, ways, true);
     sim[i] = ex.dram_bytes(), exact[i] = an.dram_bytes();
-    capacity[i] = gemm_on_1mb_hashed(arr, M, N, K, S, P, ways, false).second.dram_bytes();
-    INFO(ways << " ways: simulator " << sim[i] << ", exact_sets " << exact[i] << ", capacity test " << capacity[i]);
+    spread[i] = gemm_on_1mb_hashed(arr, M, N, K, S, P, ways, false).second.dram_bytes();
+    INFO(ways << " ways: simulator " << sim[i] << ", exact_sets " << exact[i] << ", spread " << spread[i]);
     CHECK(rel(exact[i], sim[i]) <= 0.02);
+    CHECK(rel(spread[i], sim[i]) <= 0.06);
   }
-  CHECK(capacity[0] == capacity[1]);  // the default ignores the associativity here
   CHECK(sim[1] > 1.1 * sim[0]);
   CHECK(exact[1] > 1.1 * exact[0]);
+  CHECK(spread[1] > 1.1 * spread[0]);
 }
 
 // Random GEMM shapes on the 1 MB hashed 2-way LLC (8192 sets, resolved per set): the
 // analytic DRAM bytes within 2% of the simulator's on every shape, as on the small hashed
-// LLCs. The 8-way LLC of the same size (the capacity test) is reported, not asserted: there
-// the capacity test misses the lines that the hash keeps (docs/hwmodel.md, "Hashed set index").
+// LLCs; on the 8-way LLC of the same size (2048 sets: spread windows, setload.h) within 6%
+// (docs/hwmodel.md, "Hashed set index"; the capacity test it replaced was 56% off on one).
 TEST_CASE("analytic DRAM bytes vs the trace simulator on a 1 MB hashed 2-way LLC", "[hwmodel]") {
   std::mt19937 rng(2025);
   int within8 = 0, total = 0;
@@ -396,19 +399,21 @@ TEST_CASE("analytic DRAM bytes vs the trace simulator on a 1 MB hashed 2-way LLC
       CHECK(rel(an2.dram_bytes(), ex2.dram_bytes()) <= 0.02);
       const auto [ex8, an8] = gemm_on_1mb_hashed(d.id, M, N, K, S, P, 8);
       const double e8 = rel(an8.dram_bytes(), ex8.dram_bytes());
+      INFO(shape << ", 8 ways: simulator " << ex8.dram_bytes() << " analytic " << an8.dram_bytes());
+      CHECK(e8 <= 0.06);
       within8 += e8 <= 0.02;
       worst8 = std::max(worst8, e8);
       total += 1;
     }
   }
-  WARN(fmt::format("1 MB hashed 8-way LLC (capacity test): DRAM bytes within 2% on {} of {} shapes, worst {:.2f}%",
+  WARN(fmt::format("1 MB hashed 8-way LLC (spread windows): DRAM bytes within 2% on {} of {} shapes, worst {:.2f}%",
                    within8, total, 100 * worst8));
 }
 
 // Hashed LLCs with more than kMaxResolvedHashedSets sets, 1 MB at 16, 8, 4 and 2 ways (1024 to
 // 8192 sets; the paper system's LLC is the 8-way one): GEMM shapes of BERT layers (int8, RWMA
 // blocks of 128 rows) whose reuse windows come close to the LLC, DRAM bytes of both models,
-// reported, not asserted (the 8-way and wider ones are the capacity test, setload.h; with
+// reported, not asserted (the 8-way and wider ones are spread windows, setload.h; with
 // `exact_sets`, reported as "exact", resolved per set). Run with
 // `bertlab_tests "[.hwmodel-hashed-large]" -s`.
 TEST_CASE("analytic vs trace simulator on 1 MB hashed LLCs, 2 to 16 ways", "[.hwmodel-hashed-large]") {
@@ -449,6 +454,6 @@ TEST_CASE("analytic vs trace simulator on 1 MB hashed LLCs, 2 to 16 ways", "[.hw
     WARN(fmt::format("1 MB hashed {}-way LLC ({}): DRAM bytes within 2% on {} of {} shapes; worst {:.2f}% at {}",
                      all_ways[i],
                      SetLoad::resolves_sets({1 << 20, all_ways[i], 64, 20, true}) ? "resolved per set"
-                                                                                  : "capacity test",
+                                                                                  : "spread windows",
                      worst[i].within_bytes, worst[i].total, 100 * worst[i].err, worst[i].what));
 }
