@@ -1145,23 +1145,33 @@ void rwma_y_traffic(const GemmWork& w, const MatrixView& y, const SystemDesc& s,
     dram.sweeps(w.y_name, true, c, k_miss.y[c]);
     dram.sweeps(w.y_name, true, c, ystrips);
     dram.sweeps(w.a_name, false, c, k_miss.a[c]);
-  } else if (fY <= 0) {
+    return;
+  }
+  // Lines that stay: read and written once.
+  auto strips = [&] {
     auto ystrips = strip_sweeps(y, r0, nr, 0, y.cols, L);
     dram.sweeps(w.y_name, false, c, ystrips);
     dram.sweeps(w.y_name, true, c, ystrips);
-  } else {
-    // Every column tile does what the previous one did, one tile to the right (the
-    // last one may be narrower).
-    auto tile = [&](int64_t nb) {
-      auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
-      dram.repeat(w.y_name, false, c, yv, 1);
-      dram.repeat(w.y_name, true, c, yv, 1);
-      dram.missing(w.y_name, false, c, yv, KT - 1, win_y);
-      dram.missing(w.y_name, true, c, yv, KT - 1, win_y);
-    };
+  };
+  // Lines in overflowing sets: fetched and written back by every column tile that touches
+  // them, and again at each later k-tile. Every column tile does what the previous one did,
+  // one tile to the right (the last one may be narrower).
+  auto tile = [&](int64_t nb) {
+    auto yv = block_sweeps(y, r0, nr, nb * S, std::min(S, y.cols - nb * S));
+    dram.repeat(w.y_name, false, c, yv, 1);
+    dram.repeat(w.y_name, true, c, yv, 1);
+    dram.repeat(w.y_name, false, c, yv, KT - 1);
+    dram.repeat(w.y_name, true, c, yv, KT - 1);
+  };
+  auto tiles = [&] {
     dram.translated(NT - 1, tile);
     tile(NT - 1);
-  }
+  };
+  // The capacity test: all or none; a spread window (setload.h): the share fY of each.
+  if (fY <= 0) return strips();
+  if (fY >= 1) return tiles();
+  dram.thinned(w.y_name, c, 1 - fY, strips);
+  dram.thinned(w.y_name, c, fY, tiles);
 }
 
 }  // namespace

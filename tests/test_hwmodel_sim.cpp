@@ -457,3 +457,22 @@ TEST_CASE("analytic vs trace simulator on 1 MB hashed LLCs, 2 to 16 ways", "[.hw
                                                                                   : "spread windows",
                      worst[i].within_bytes, worst[i].total, 100 * worst[i].err, worst[i].what));
 }
+
+// RWMA blocks so tall that one k-step's window (the block's A strip and Y tile, 7168 or 8192
+// lines each) comes close to a 1 MB hashed 8-way LLC (16384 lines): spread windows (setload.h)
+// evict a share of the Y lines between k-steps, and the Y traffic is that share of the
+// per-tile path plus the rest read and written once (rwma_y_traffic). Within 2% of the
+// simulator; charging the whole per-tile path for any share above zero was 62-68% over.
+TEST_CASE("RWMA Y window near a 1 MB hashed LLC: a share of the Y lines per tile", "[hwmodel]") {
+  for (int64_t M : {7168, 8192}) {
+    SystemDesc sys = small_system(32, {8, true});
+    sys.llc.size_bytes = 1 << 20;
+    sys.dram.row_bytes = 8192;
+    sys.rwma_block_rows = M;
+    sys.cores = 1;
+    REQUIRE_FALSE(SetLoad::resolves_sets(sys.llc));
+    const auto [sim, an] = both_models(sys, Arrangement::rwma, M, 64, 64, 32);
+    INFO("M " << M << ": simulator " << sim.dram_bytes() << " bytes, analytic " << an.dram_bytes());
+    CHECK(rel(an.dram_bytes(), sim.dram_bytes()) <= 0.02);
+  }
+}
