@@ -54,6 +54,11 @@ int64_t LruCache::set_of(uint64_t line) const {
 
 LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {
   Result r;
+  if (line == mru_line_) {
+    if (write) dirty_[mru_way_] = 1, tag_[mru_way_] = tag;
+    r.hit = true;
+    return r;
+  }
   const size_t base = static_cast<size_t>(set_of(line) * ways_);
   ++clock_;
   for (size_t w = base; w < base + ways_; ++w) {
@@ -63,6 +68,7 @@ LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {
         dirty_[w] = 1;
         tag_[w] = tag;
       }
+      mru_line_ = line, mru_way_ = w;
       r.hit = true;
       return r;
     }
@@ -85,6 +91,7 @@ LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {
   stamp_[victim] = clock_;
   dirty_[victim] = write;
   tag_[victim] = tag;
+  mru_line_ = line, mru_way_ = victim;
   return r;
 }
 
@@ -99,7 +106,11 @@ std::vector<std::pair<uint64_t, int32_t>> LruCache::dirty_lines_lru_order() cons
 }
 
 TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
-    : sys_(s), cores_(cores), line_(s.llc.line_bytes), llc_(s.llc) {
+    : sys_(s),
+      cores_(cores),
+      line_(s.llc.line_bytes),
+      line_shift_(line_ > 0 && std::has_single_bit(static_cast<uint64_t>(line_)) ? std::countr_zero(static_cast<uint64_t>(line_)) : -1),
+      llc_(s.llc) {
   check(cores >= 1, "trace simulator: cores must be >= 1, got {}", cores);
   for (int64_t c = 0; c < cores; ++c) l1_.emplace_back(s.l1);
   t_.line_bytes = line_;
@@ -159,7 +170,7 @@ void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bo
   if (bytes <= 0) return;
   t_.accesses += 1;
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
-  for (uint64_t ln = addr / line_; ln <= (addr + bytes - 1) / line_; ++ln) {
+  for (uint64_t ln = line_of(addr), last = line_of(addr + bytes - 1); ln <= last; ++ln) {
     if (!l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += 1;
     auto r = llc_.access(ln, write, tag);
     if (r.evicted_dirty)

@@ -12,6 +12,7 @@
 //   full, all queued writes to the row of the oldest one are issued together (FR-FCFS
 //   write drain), so the set-by-set eviction order does not scatter the row accesses;
 // - at the end dirty lines are written back oldest first.
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -44,6 +45,10 @@ class LruCache {
   std::vector<uint64_t> line_, stamp_;
   std::vector<int32_t> tag_;
   std::vector<uint8_t> valid_, dirty_;
+  // The line of the last access and its way: the next access to the same line hits without
+  // a scan and keeps its stamp, which is already the newest (the same LRU order; speed only).
+  uint64_t mru_line_ = ~uint64_t{0};
+  size_t mru_way_ = 0;
 };
 
 class TraceSim {
@@ -75,6 +80,8 @@ class TraceSim {
 
   SystemDesc sys_;
   int64_t cores_, line_;
+  int line_shift_;  // log2(line_) when a power of two (an address's line by a shift), else -1
+  uint64_t line_of(uint64_t a) const { return line_shift_ >= 0 ? a >> line_shift_ : a / static_cast<uint64_t>(line_); }
   LruCache llc_;
   std::vector<LruCache> l1_;
   std::vector<std::string> names_;
