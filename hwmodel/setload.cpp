@@ -61,8 +61,8 @@ double SetLoad::share_over(bool whole_lines) const {
   const int64_t room = ways_ - w;
   double below = 0, below_lines = 0;  // P(k <= room), E[k; k <= room]
   for (int64_t k = 0; k <= room; ++k) below += pmf_[k], below_lines += static_cast<double>(k) * pmf_[k];
-  // Shares within kNegligible of 0 or 1 are taken as 0 or 1: the capacity test's answers,
-  // and no line list to enumerate.
+  // Shares within kNegligible of 0 or 1 are taken as 0 or 1 (the capacity test's answers):
+  // a window far from the ways charges all or none of a list, as before.
   constexpr double kNegligible = 1e-6;
   auto snap = [](double q) { return q < kNegligible ? 0.0 : q > 1 - kNegligible ? 1.0 : q; };
   if (whole_lines) return snap(1.0 - below);

@@ -72,7 +72,8 @@ class SetLoad {
   // The lines counted in the set of `line` (set-resolved).
   double set_load(int64_t line) const { return base_ + per_set_[index_(line)]; }
   // Lines counted in sets whose load in `window` exceeds the ways: the lines of this
-  // footprint that an LRU cache of the window's sets evicts before their next use.
+  // footprint that an LRU cache of the window's sets evicts before their next use (spread:
+  // their expected number).
   double lines_over(const SetLoad& window) const;
   double total() const;
   // The fewest lines any set holds (set-resolved; uniform: the lines per set, spread: the whole turns).

@@ -228,7 +228,7 @@ TEST_CASE("SetLoad::overflowing_lines lists the runs of overflowing lines as enu
     for (const auto& sw : want)
       for (int64_t l : sweep_lines(sw, L)) wanted.push_back(l);
     REQUIRE(listed == wanted);
-    if (v.size() == 1 && v[0].count > 1 && v[0].stride >= L && v[0].stride % L == 0 && v[0].start % L + v[0].width <= L)
+    if (v.size() == 1 && v[0].count > 1 && v[0].stride >= L && v[0].stride % L == 0 && static_cast<int64_t>(v[0].start % L) + v[0].width <= L)
       CHECK(reads.size() <= want.size());
     for (const int64_t row : {int64_t{128}, int64_t{8192}}) {
       SystemDesc sys;
