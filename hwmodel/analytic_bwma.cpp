@@ -1,5 +1,6 @@
 // The analytic traffic of the BWMA GEMM schedule (work.h): reuse windows of the output
 // panels across k-tiles and of the input panels across rounds of output panels.
+#include <algorithm>
 #include <optional>
 
 #include "hwmodel/analytic_detail.h"
@@ -138,8 +139,34 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
     // of A, round r's weight tiles after kb and round r+1's up to kb, round r's output
     // panels (for kb = KT-1 only from the line's rows on) and round r+1's (for kb = 0 only
     // before them). The row-dependent part is added and removed line group by line group.
+    // All of A, each line once: input panels of fewer bytes than a line (M x S x e < L) share
+    // lines with their neighbours, and adding the panels one by one would count a shared
+    // line once per panel (a 1-row GEMM then re-read all of A at every k-panel of every round).
     SetLoad a_all(s.llc);
-    for (const auto& v : a_panel) a_all.add(v);
+    bool shared = false;
+    for (int64_t kb = 0; kb + 1 < KT && !shared; ++kb)
+      shared = !a_panel[kb].empty() && !a_panel[kb + 1].empty() &&
+               line_of(a_panel[kb].back().end() - 1) >= line_of(a_panel[kb + 1].front().start);
+    if (!shared) {
+      for (const auto& v : a_panel) a_all.add(v);
+    } else {
+      std::vector<int64_t> ls;
+      for (const auto& v : a_panel)
+        for (const auto& sw : v)
+          for (int64_t i = 0; i < sw.count; ++i)
+            for (int64_t l = line_of(sw.start + i * sw.stride), l1 = line_of(sw.start + i * sw.stride + sw.width - 1);
+                 l <= l1; ++l)
+              ls.push_back(l);
+      std::sort(ls.begin(), ls.end());
+      ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
+      std::vector<Sweep> runs;
+      for (int64_t l : ls) {
+        const uint64_t at = static_cast<uint64_t>(l) * L;
+        if (!runs.empty() && runs.back().end() == at) runs.back().width += L, runs.back().stride = runs.back().width;
+        else runs.push_back({at, 1, L, L});
+      }
+      a_all.add(runs);
+    }
     auto y_lines = [&](int64_t nb, int64_t m0, int64_t m1, auto&& f) {  // lines of rows [m0, m1]
       const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;
       for (int64_t l = line_of(lo), l1 = line_of(hi); l <= l1; ++l) f(l);
