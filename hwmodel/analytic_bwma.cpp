@@ -159,13 +159,7 @@ void gemm_bwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
               ls.push_back(l);
       std::sort(ls.begin(), ls.end());
       ls.erase(std::unique(ls.begin(), ls.end()), ls.end());
-      std::vector<Sweep> runs;
-      for (int64_t l : ls) {
-        const uint64_t at = static_cast<uint64_t>(l) * L;
-        if (!runs.empty() && runs.back().end() == at) runs.back().width += L, runs.back().stride = runs.back().width;
-        else runs.push_back({at, 1, L, L});
-      }
-      a_all.add(runs);
+      for (int64_t l : ls) a_all.add_line(l, 1);
     }
     auto y_lines = [&](int64_t nb, int64_t m0, int64_t m1, auto&& f) {  // lines of rows [m0, m1]
       const uint64_t lo = y.addr(m0, nb * S), hi = y.addr(m1, nb * S) + cw(y, nb * S) * y.elem - 1;

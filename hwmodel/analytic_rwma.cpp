@@ -235,7 +235,10 @@ void WeightWindows::across_uniform(int64_t r, int64_t g) {
   const int64_t kb1 = kb_line < KT ? kb_line : 0;
   const std::array<int64_t, 3> kb_of{0, kb1, KT == 1 ? 0 : (kb_line == 1 ? kb1 : 1)};
   std::array<double, 3> share{};
-  for (size_t c = 0; c < 3; ++c) share[c] = across(r, rep, kb_of[c]).overflow_share();
+  for (size_t c = 0; c < 3; ++c)  // one window per distinct k-tile
+    share[c] = c > 0 && kb_of[c] == kb_of[c - 1] ? share[c - 1]
+               : c > 1 && kb_of[c] == kb_of[0]   ? share[0]
+                                                 : across(r, rep, kb_of[c]).overflow_share();
   auto share_of = [&](int64_t kb) { return share[kb == 0 ? 0 : (kb % kb_line == 0 ? 1 : 2)]; };
   // Runs of k-tiles with one share, in order: the share of their lines (DramStreams::thinned).
   int64_t run = 0;

@@ -6,12 +6,30 @@
 // BWMA (block-wise): column panels of width S, element (r, c) at
 //   base + (c/S)*panel_stride + r*S*e + (c%S)*e
 // which is X as [K/S][M][S], Y as [N/S][M][S] and, for a K x N weight, S x S tiles [N/S][K][S].
+#include <bit>
 #include <cstdint>
 #include <vector>
 
 #include "hwmodel/arrangement.h"
 
 namespace bertlab::hw {
+
+// log2(x) when x is a power of two, else -1.
+inline int log2_or_minus_one(int64_t x) {
+  return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;
+}
+
+// The block (cache line, DRAM row) of `bytes` bytes an address lies in: a shift when `bytes`
+// is a power of two, else a division (the same value; speed only).
+class BlockOf {
+ public:
+  explicit BlockOf(int64_t bytes) : bytes_(static_cast<uint64_t>(bytes)), shift_(log2_or_minus_one(bytes)) {}
+  int64_t operator()(uint64_t a) const { return static_cast<int64_t>(shift_ >= 0 ? a >> shift_ : a / bytes_); }
+
+ private:
+  uint64_t bytes_;
+  int shift_;
+};
 
 struct MatrixView {
   uint64_t base = 0;

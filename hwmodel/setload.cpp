@@ -72,14 +72,13 @@ double SetLoad::share_over(bool whole_lines) const {
 
 double SetLoad::miss_share(const std::vector<Sweep>& v) const {
   if (!spread_) return overflow_share();
-  // The footprint's whole-turn lines overflow with the sets, its partial lines as the
-  // window's partial lines do.
-  const double qw = share_over(true), qp = share_over(false);
-  if (qw == qp) return qw;  // (no need to count the lines; speed only)
+  if (share_over(true) == share_over(false)) return share_over(true);  // (no need to count the lines; speed only)
   const int64_t n = lines_of(v, line_);
-  if (n == 0) return 0.0;
-  const double whole = static_cast<double>(n - mod_sets(n)) / static_cast<double>(n);
-  return whole * qw + (1 - whole) * qp;
+  return n == 0 ? 0.0 : evicted(static_cast<double>(n - mod_sets(n)), static_cast<double>(n)) / static_cast<double>(n);
+}
+
+double SetLoad::evicted(double whole_lines, double lines) const {
+  return whole_lines * share_over(true) + (lines - whole_lines) * share_over(false);
 }
 
 void SetLoad::add(const Sweep& s, double times) {
@@ -184,10 +183,7 @@ double SetLoad::min_load() const {
 double SetLoad::lines_over(const SetLoad& window) const {
   if (uniform_ && !window.spread_) return window.base_ > ways_ + 1e-9 ? total() : 0.0;
   if (uniform_) {
-    // This footprint's whole-block lines overflow with the sets, its partial lines as the
-    // window's partial lines do.
-    const double whole_lines = whole_ * static_cast<double>(sets_);
-    return whole_lines * window.share_over(true) + (total() - whole_lines) * window.share_over(false);
+    return window.evicted(whole_ * static_cast<double>(sets_), total());
   }
   // Whole numbers: the sum of base_ + per_set_[s] over the overflowing sets, exactly.
   const int64_t lim = window.over_limit();

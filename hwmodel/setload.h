@@ -16,23 +16,6 @@
 
 namespace bertlab::hw {
 
-// log2(x) when x is a power of two, else -1.
-inline int log2_or_minus_one(int64_t x) {
-  return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;
-}
-
-// The block (cache line, DRAM row) of `bytes` bytes an address lies in: a shift when `bytes`
-// is a power of two, else a division (the same value; speed only).
-class BlockOf {
- public:
-  explicit BlockOf(int64_t bytes) : bytes_(static_cast<uint64_t>(bytes)), shift_(log2_or_minus_one(bytes)) {}
-  int64_t operator()(uint64_t a) const { return static_cast<int64_t>(shift_ >= 0 ? a >> shift_ : a / bytes_); }
-
- private:
-  uint64_t bytes_;
-  int shift_;
-};
-
 // Hashed (XOR-folded, CacheDesc::set_of) indexes are resolved per set up to this many sets,
 // and beyond it when the cache has fewer than kUniformHashedWays ways. Larger hashed caches of
 // kUniformHashedWays or more ways (the paper system's 1 MB, 8-way, 2048-set LLC) are not
@@ -153,5 +136,9 @@ class SetLoad {
   // whole-turn lines that overflow), or (false) the share of its partial lines that do: a
   // partial line lies in a set with k partial lines with probability proportional to k.
   double share_over(bool whole_lines) const;
+  // The expected lines this window evicts of a footprint of `lines` lines, `whole_lines` of
+  // them in whole turns of the index: those at the whole-turn share, the rest at the partial
+  // share (lines_over, miss_share).
+  double evicted(double whole_lines, double lines) const;
 };
 }  // namespace bertlab::hw

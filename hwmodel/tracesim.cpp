@@ -109,7 +109,7 @@ TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
     : sys_(s),
       cores_(cores),
       line_(s.llc.line_bytes),
-      line_shift_(line_ > 0 && std::has_single_bit(static_cast<uint64_t>(line_)) ? std::countr_zero(static_cast<uint64_t>(line_)) : -1),
+      line_of(line_),
       llc_(s.llc) {
   check(cores >= 1, "trace simulator: cores must be >= 1, got {}", cores);
   for (int64_t c = 0; c < cores; ++c) l1_.emplace_back(s.l1);
@@ -170,7 +170,8 @@ void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bo
   if (bytes <= 0) return;
   t_.accesses += 1;
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
-  for (uint64_t ln = line_of(addr), last = line_of(addr + bytes - 1); ln <= last; ++ln) {
+  for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
+       ++ln) {
     if (!l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += 1;
     auto r = llc_.access(ln, write, tag);
     if (r.evicted_dirty)

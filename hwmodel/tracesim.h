@@ -12,12 +12,12 @@
 //   full, all queued writes to the row of the oldest one are issued together (FR-FCFS
 //   write drain), so the set-by-set eviction order does not scatter the row accesses;
 // - at the end dirty lines are written back oldest first.
-#include <bit>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "hwmodel/layout.h"
 #include "hwmodel/system.h"
 #include "hwmodel/work.h"
 
@@ -80,8 +80,7 @@ class TraceSim {
 
   SystemDesc sys_;
   int64_t cores_, line_;
-  int line_shift_;  // log2(line_) when a power of two (an address's line by a shift), else -1
-  uint64_t line_of(uint64_t a) const { return line_shift_ >= 0 ? a >> line_shift_ : a / static_cast<uint64_t>(line_); }
+  BlockOf line_of;  // an address's line (layout.h)
   LruCache llc_;
   std::vector<LruCache> l1_;
   std::vector<std::string> names_;
