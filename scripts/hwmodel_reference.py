@@ -285,7 +285,7 @@ def compare(d, tool, system, coeffs):
         m = models[k]
         cells = []
         ref = {}
-        if k in cg:
+        if k in cg and len(cg[k]) == k[4]:  # cachegrind on every core's share (else the replay's)
             per = cg[k]
             ref["instructions"] = sum(v[0] for v in per.values())
             ref["L1"] = sum(v[1] for v in per.values())
@@ -324,6 +324,26 @@ def compare(d, tool, system, coeffs):
         w = worst[(name, q)]
         where = "%s %s seq %d S %d cores %d" % w[1] if w[1] else "-"
         print("- seq %d, %s: %d of %d within 5%%; worst %.1f%% (%s)" % (q, name, n_ok, n, w[0], where))
+    cross_check(cg, rp)
+
+
+def cross_check(cg, rp):
+    """The replay's instructions and L1 misses against cachegrind's where both measured the
+    same shares (1 core; every core count with CG_CORES="1 2 4"): the replay's counts stand in
+    for cachegrind's at the core counts that cachegrind did not run."""
+    both = [k for k, v in cg.items() if len(v) == k[4] and k in rp and "l1_misses" in rp[k]]
+    if not both:
+        return
+    print()
+    print("The replay (its own L1s) against cachegrind where both ran, (replay - cachegrind) / cachegrind:")
+    print()
+    for P in sorted(set(k[4] for k in both)):
+        keys = [k for k in both if k[4] == P]
+        for name, i, field in (("instructions", 0, "instructions"), ("L1 misses", 1, "l1_misses")):
+            diffs = [(err(sum(rp[k][field]), sum(v[i] for v in cg[k].values())), k) for k in keys]
+            e, k = max(diffs, key=lambda d: abs(d[0]))
+            print("- %d core%s, %s: %d configurations, worst %.2f%% (%s %s seq %d S %d)" %
+                  (P, "s" if P > 1 else "", name, len(keys), e, *k[:4]))
 
 
 def ratios(d, seq):
@@ -398,7 +418,8 @@ def system_costs(path):
 
 def measured_counts(d, seq, ops):
     """Per (op, arr, S, cores): per-core measured counts of D at one seq: instructions and L1
-    misses from cachegrind (one process per core), LLC misses and DRAM bytes from the
+    misses from cachegrind (one process per core; at 2 and 4 cores, where cachegrind ran only
+    the 1-core share, from the replay's per-core counts), LLC misses and DRAM bytes from the
     shared-LLC replay (the paper system's hashed LLC; DRAM bytes are line fills and
     write-backs), at 1, 2 and 4 cores; an op without a 1-core replay takes cachegrind's LL
     misses (a modulo-indexed LL) and, for DRAM, those x the line size (fills only). Array issues
@@ -425,16 +446,24 @@ def measured_counts(d, seq, ops):
     except (ValueError, IndexError) as e:
         raise DataError("%s: %s, in line %r" % (path, e, " ".join(r)) if path.endswith(".txt") else "%s: %s" % (path, e))
     out = {}
-    for k, per in cg.items():
+    for k in set(cg) | set(rp):
         op, arr, S, P = k
         mk = "%s %s %d %d %d" % (op, arr, seq, S, P)
-        if len(per) != P or mk not in models or (P > 1 and k not in rp):
+        per = cg.get(k, {})
+        # Instructions and L1 misses: cachegrind's processes where every core has one, else
+        # (2 and 4 cores, `measure` with CG_CORES=1) the replay's per-core counts.
+        if len(per) == P:
+            ir_d1 = [per[c][:2] for c in range(P)]
+        elif P > 1 and k in rp and "l1_misses" in rp[k]:
+            ir_d1 = list(zip(rp[k]["instructions"], rp[k]["l1_misses"]))
+        else:
             continue  # not completely measured: the configuration is left out
+        if mk not in models or (P > 1 and k not in rp) or (P == 1 and len(per) != 1):
+            continue
         cores = []
         for c in range(P):
-            ir, d1, ll = per[c]
-            cores.append({"instructions": ir, "l1": d1, "issues": models[mk]["issues"][c],
-                          "llc": rp[k]["llc_misses"][c] if k in rp else ll})
+            cores.append({"instructions": ir_d1[c][0], "l1": ir_d1[c][1], "issues": models[mk]["issues"][c],
+                          "llc": rp[k]["llc_misses"][c] if k in rp else per[c][2]})
         out[k] = {"cores": cores, "dram_bytes": rp[k]["dram_bytes"] if k in rp else None,
                   "ll_fills": per[0][2] if P == 1 else None}
     return out
@@ -566,7 +595,8 @@ def breakdown(d, system, seq, model_md=None, ops=OPS):
     b = breakdown_data(d, system, seq, ops)
     c, target = b["costs"], b["target"]
     model = model_speedups(model_md)
-    print("Counts: instructions and L1 misses measured by cachegrind per core process; LLC misses and DRAM bytes "
+    print("Counts: instructions and L1 misses measured by cachegrind at 1 core and by the replays' per-core counts at "
+          "2 and 4 cores (cachegrind per core process where it ran them); LLC misses and DRAM bytes "
           "from the shared-LLC replay of the paper system's hashed LLC at 1, 2 and 4 cores (where an op has no "
           "1-core replay: cachegrind's LL misses, a modulo-indexed LL, and for the DRAM floor those x %d bytes: "
           "line fills, no write-backs). "
