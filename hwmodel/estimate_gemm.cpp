@@ -2,11 +2,13 @@
 // (work.h), its layout conversions as nodes of their own, its traffic (analytic.h) and its
 // array cycles (the arrangement's gemm_compute, or SCALE-Sim's closed forms).
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 #include "hwmodel/analytic.h"
 #include "hwmodel/compute.h"
 #include "hwmodel/estimate_detail.h"
+#include "hwmodel/scalesim_memory.h"
 
 namespace bertlab::hw::estimate_detail {
 
@@ -126,6 +128,28 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
             "(SCALE-Sim reports {})",
          to_string(s_.array.dataflow), sc.folds, sc.cycles, inst, P, *std::max_element(cyc.begin(), cyc.end()),
          sc.ifmap_reads, sc.filter_reads, sc.ofmap_writes, sc.reported_ofmap_writes);
+    if (const auto& mem = s_.array.scalesim_memory) {
+      // SCALE-Sim's memory system (scalesim_memory.h) simulated for one product. Each core has
+      // its own SRAMs and its own DRAM interface of the configured bandwidth; its share stalls
+      // at the product's rate per demand row (exact for one core, where the share is whole
+      // products, each a SCALE-Sim layer with fresh buffers).
+      const auto ms = scalesim_memory_gemm(S, S, gm.m, w.n, w.k, s_.array.dataflow, *mem);
+      const double stalls_per_row = static_cast<double>(ms.stall_cycles) / static_cast<double>(sc.rows);
+      double busiest = 0;
+      for (int64_t c = 0; c < P; ++c) {
+        const double rows = cyc[c] > 0 ? static_cast<double>(cyc[c] + 1) : 0.0;
+        const double stalls = std::round(stalls_per_row * rows);
+        per_core[c] += stalls;
+        busiest = std::max(busiest, stalls);
+      }
+      term(n, "SCALE-Sim memory ({} / {} / {} kB IFMAP / FILTER / OFMAP SRAM, {} words/cycle per buffer to DRAM{}): "
+              "{} stall cycles per product, total {} = compute {} + stalls; DRAM reads A {} B {} words, "
+              "writes {}; per core at the product's stalls per demand row, busiest core +{} cycles",
+           mem->ifmap_sram_kb, mem->filter_sram_kb, mem->ofmap_sram_kb, mem->bandwidth_words_per_cycle,
+           mem->stall_double_count ? ", lateness counted twice as before SCALE-Sim 22f88b17" : "", ms.stall_cycles,
+           ms.total_cycles, ms.compute_cycles, ms.dram_ifmap_reads, ms.dram_filter_reads, ms.dram_ofmap_writes,
+           busiest);
+    }
   } else {
     arr().gemm_compute(w, gm, s_, per_core, n, terms_);
   }

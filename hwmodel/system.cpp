@@ -1,11 +1,14 @@
 #include "hwmodel/system.h"
 #include "hwmodel/json_fields.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 #include "base/error.h"
 #include "base/json_file.h"
@@ -70,6 +73,26 @@ Dataflow dataflow_from(const std::string& s, const std::string& origin) {
   if (s == "os" || s == "output_stationary") return Dataflow::os;
   if (s == "is" || s == "input_stationary") return Dataflow::is;
   fail("{}: field 'array.dataflow' is '{}' (expected ws, os or is)", origin, s);
+}
+
+// array.scalesim_memory: every field optional (SCALE-Sim's configs/scale.cfg values), none unknown.
+ScaleSimMemoryDesc scalesim_memory_from(const json& j, const std::string& origin) {
+  const std::string path = "array.scalesim_memory";
+  check(j.is_object(), "{}: field '{}' must be an object, got {}", origin, path, j.dump());
+  static constexpr const char* kKeys[] = {"ifmap_sram_kb", "filter_sram_kb", "ofmap_sram_kb",
+                                          "bandwidth_words_per_cycle", "stall_double_count"};
+  for (const auto& [key, value] : j.items())
+    check(std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys),
+          "{}: unknown field '{}.{}' (expected ifmap_sram_kb, filter_sram_kb, ofmap_sram_kb, "
+          "bandwidth_words_per_cycle, stall_double_count)",
+          origin, path, key);
+  ScaleSimMemoryDesc m;
+  m.ifmap_sram_kb = field_or<int64_t>(j, "ifmap_sram_kb", m.ifmap_sram_kb, path, origin);
+  m.filter_sram_kb = field_or<int64_t>(j, "filter_sram_kb", m.filter_sram_kb, path, origin);
+  m.ofmap_sram_kb = field_or<int64_t>(j, "ofmap_sram_kb", m.ofmap_sram_kb, path, origin);
+  m.bandwidth_words_per_cycle = field_or<int64_t>(j, "bandwidth_words_per_cycle", m.bandwidth_words_per_cycle, path, origin);
+  m.stall_double_count = field_or<bool>(j, "stall_double_count", m.stall_double_count, path, origin);
+  return m;
 }
 
 CacheDesc cache_from(const json& j, const std::string& path, const std::string& origin) {
@@ -193,6 +216,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.array.bytes_per_issue = field_or<int64_t>(a, "bytes_per_issue", 4, "array", origin);
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
+    if (a.contains("scalesim_memory")) s.array.scalesim_memory = scalesim_memory_from(a.at("scalesim_memory"), origin);
   }
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
@@ -267,6 +291,23 @@ void validate(const SystemDesc& s, const std::string& origin) {
   // Every popped output word is at least one core instruction (tightly coupled array).
   check(a.output_cycles_per_issue > 0, "{}: field 'array.output_cycles_per_issue' must be positive, got {}",
         origin, a.output_cycles_per_issue);
+  if (const auto& m = a.scalesim_memory) {
+    check(a.compute_model == ComputeModel::scalesim,
+          "{}: field 'array.scalesim_memory' is SCALE-Sim's memory system and needs 'array.compute_model' "
+          "scalesim, got {}",
+          origin, to_string(a.compute_model));
+    // Up to 1 GB per SRAM and 2^20 words per cycle: counts stay far inside int64.
+    const std::pair<const char*, int64_t> sizes[] = {{"ifmap_sram_kb", m->ifmap_sram_kb},
+                                                     {"filter_sram_kb", m->filter_sram_kb},
+                                                     {"ofmap_sram_kb", m->ofmap_sram_kb}};
+    for (const auto& [key, kb] : sizes)
+      check(kb >= 1 && kb <= (int64_t{1} << 20),
+            "{}: field 'array.scalesim_memory.{}' must be a whole number of kB in 1..1048576, got {}", origin, key, kb);
+    check(m->bandwidth_words_per_cycle >= 1 && m->bandwidth_words_per_cycle <= (int64_t{1} << 20),
+          "{}: field 'array.scalesim_memory.bandwidth_words_per_cycle' must be a whole number of words in "
+          "1..1048576, got {}",
+          origin, m->bandwidth_words_per_cycle);
+  }
   check(s.rwma_block_rows >= 1, "{}: field 'rwma_block_rows' must be >= 1", origin);
   const auto& d = s.dram;
   check(d.channels >= 1, "{}: field 'dram.channels' must be >= 1", origin);
@@ -324,6 +365,12 @@ json system_to_json(const SystemDesc& s) {
                   {"bytes_per_issue", s.array.bytes_per_issue},
                   {"cycles_per_issue", s.array.cycles_per_issue},
                   {"output_cycles_per_issue", s.array.output_cycles_per_issue}};
+    if (const auto& m = s.array.scalesim_memory)
+      j["array"]["scalesim_memory"] = {{"ifmap_sram_kb", m->ifmap_sram_kb},
+                                       {"filter_sram_kb", m->filter_sram_kb},
+                                       {"ofmap_sram_kb", m->ofmap_sram_kb},
+                                       {"bandwidth_words_per_cycle", m->bandwidth_words_per_cycle},
+                                       {"stall_double_count", m->stall_double_count}};
   }
   return j;
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,18 @@ struct DramDesc {
   double row_miss_ns = 0;    // latency of precharge + activate + read
 };
 
+// SCALE-Sim v2's memory system between the array and DRAM (its InterfaceBandwidth USER mode):
+// double-buffered read SRAMs for the two operands, a write SRAM for the outputs, and one DRAM
+// interface of `bandwidth_words_per_cycle` words per cycle per buffer. One word is one byte
+// (SCALE-Sim's word_size). hwmodel/scalesim_memory.h simulates it.
+struct ScaleSimMemoryDesc {
+  int64_t ifmap_sram_kb = 64, filter_sram_kb = 64, ofmap_sram_kb = 64;
+  int64_t bandwidth_words_per_cycle = 10;
+  // Count each positive read lateness twice, as SCALE-Sim did before commit 22f88b17 (its CI
+  // golden at 9b3f10a); false: once, as SCALE-Sim does since.
+  bool stall_double_count = false;
+};
+
 struct ArrayDesc {
   int64_t kernel = 8;               // S: the array is S x S
   Dataflow dataflow = Dataflow::ws;
@@ -95,6 +108,9 @@ struct ArrayDesc {
   int64_t bytes_per_issue = 4;      // bytes moved into/out of the array per issued instruction
   double cycles_per_issue = 1;      // core cycles per issued array instruction
   double output_cycles_per_issue = 1;  // extra cycles to accumulate one popped output word
+  // SCALE-Sim mode only: its memory system (stall cycles); absent: no stalls, like SCALE-Sim's
+  // CALC bandwidth.
+  std::optional<ScaleSimMemoryDesc> scalesim_memory;
 };
 
 struct SystemDesc {

@@ -669,6 +669,37 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
              Contains("field 'kind' must be accelerator or cpu, got 'gpu'"));
   CHECK_THAT(with("model.json", [](auto& j) { j["array"]["compute_model"] = "rtl"; }),
              Contains("field 'array.compute_model' must be tightly_coupled or scalesim, got 'rtl'"));
+  // SCALE-Sim's memory system: only in SCALE-Sim mode, every field a positive whole number
+  // (or a bool), no unknown fields.
+  CHECK_THAT(with("ssmem_tc.json", [](auto& j) { j["array"]["scalesim_memory"] = nlohmann::json::object(); }),
+             Contains("ssmem_tc.json") && Contains("field 'array.scalesim_memory'") &&
+                 Contains("needs 'array.compute_model' scalesim, got tightly_coupled"));
+  const auto scalesim_memory = [&](const std::string& name, const std::string& key, nlohmann::json value) {
+    return with(name, [&](auto& j) {
+      j["array"]["compute_model"] = "scalesim";
+      j["array"]["scalesim_memory"] = {{"ifmap_sram_kb", 64}, {key, value}};
+    });
+  };
+  CHECK_THAT(scalesim_memory("ssmem_neg.json", "filter_sram_kb", -4),
+             Contains("ssmem_neg.json") &&
+                 Contains("field 'array.scalesim_memory.filter_sram_kb' must be a whole number of kB in 1..1048576, got -4"));
+  CHECK_THAT(scalesim_memory("ssmem_zero.json", "bandwidth_words_per_cycle", 0),
+             Contains("field 'array.scalesim_memory.bandwidth_words_per_cycle' must be a whole number of words in "
+                      "1..1048576, got 0"));
+  CHECK_THAT(scalesim_memory("ssmem_str.json", "ofmap_sram_kb", "big"),
+             Contains("field 'array.scalesim_memory.ofmap_sram_kb' must be a whole number, got \"big\""));
+  CHECK_THAT(scalesim_memory("ssmem_frac.json", "filter_sram_kb", 1.5),
+             Contains("field 'array.scalesim_memory.filter_sram_kb' must be a whole number, got 1.5"));
+  CHECK_THAT(scalesim_memory("ssmem_bool.json", "stall_double_count", "yes"),
+             Contains("field 'array.scalesim_memory.stall_double_count' has the wrong type"));
+  CHECK_THAT(scalesim_memory("ssmem_key.json", "bandwidth", 10),
+             Contains("ssmem_key.json") && Contains("unknown field 'array.scalesim_memory.bandwidth'") &&
+                 Contains("expected ifmap_sram_kb"));
+  CHECK_THAT(with("ssmem_obj.json", [](auto& j) {
+               j["array"]["compute_model"] = "scalesim";
+               j["array"]["scalesim_memory"] = 64;
+             }),
+             Contains("field 'array.scalesim_memory' must be an object, got 64"));
 
   const auto g = nlohmann::json::parse(read_text(graph));
   auto empty = g;
