@@ -7,6 +7,7 @@
 #include <string>
 
 #include "hwmodel/scalesim_memory.h"
+#include "hwmodel/system.h"
 #include "test_util.h"
 
 using namespace bertlab;
@@ -82,4 +83,17 @@ TEST_CASE("SCALE-Sim memory: diagonal prefetch positions against enumeration", "
           CHECK(mismatches == 0);
           CHECK(pos == (groups - 1) * group_rows * width + group_rows * last_width);
         }
+}
+
+// configs/systems/scalesim-32x32.json is SCALE-Sim's configs/scale.cfg (32x32, ws, 64 kB
+// SRAMs, 10 words/cycle): on the GEMM of its test topology (M=256 N=128 K=256) it gives what
+// SCALE-Sim 22f88b17 prints for that run (the golden test in test_hwmodel.cpp).
+TEST_CASE("SCALE-Sim memory: the shipped scale.cfg system gives SCALE-Sim's own run", "[hwmodel]") {
+  const SystemDesc s = load_system((source_dir() / "configs/systems/scalesim-32x32.json").string());
+  REQUIRE(s.array.compute_model == ComputeModel::scalesim);
+  REQUIRE(s.array.scalesim_memory.has_value());
+  const auto r = scalesim_memory_gemm(s.array.kernel, s.array.kernel, 256, 128, 256, s.array.dataflow,
+                                      *s.array.scalesim_memory);
+  CHECK(r.total_cycles == 50519);
+  CHECK(r.stall_cycles == 39320);
 }
