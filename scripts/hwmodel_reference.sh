@@ -44,7 +44,7 @@
 # lackey, valgrind's text tracer, the same events about 10x slower), CG_CORES (the core
 # counts whose shares measure runs under cachegrind, default 1: at 2 and 4 cores the
 # instructions and L1 misses of the replays stand in, which agree with cachegrind's within
-# 0.3% and 2%, see `compare`).
+# 1.4% and 1.7%, see `compare`; 1 must be among them).
 set -euo pipefail
 BUILD=${BUILD:-./build}
 JOBS=${JOBS:-2}
@@ -150,6 +150,7 @@ case "${1:-}" in
     for P in $CG_CORES; do
       case "$P" in 1 | 2 | 4) ;; *) echo "CG_CORES: expected core counts among 1 2 4, got '$CG_CORES'" >&2; exit 2 ;; esac
     done
+    case " $CG_CORES " in *" 1 "*) ;; *) echo "CG_CORES: must include 1 (cachegrind's 1-core counts are the reference), got '$CG_CORES'" >&2; exit 2 ;; esac
     start=$(date +%s)
     rm -f "$dir/cachegrind.txt.cpu" "$dir/cachegrind.txt.raw"
     # Shortest first (the smaller seq, S from 32 down, row ops before GEMMs), so that a run
