@@ -83,9 +83,7 @@ ScaleSimMemoryDesc scalesim_memory_from(const json& j, const std::string& origin
                                           "bandwidth_words_per_cycle", "stall_double_count"};
   for (const auto& [key, value] : j.items())
     check(std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys),
-          "{}: unknown field '{}.{}' (expected ifmap_sram_kb, filter_sram_kb, ofmap_sram_kb, "
-          "bandwidth_words_per_cycle, stall_double_count)",
-          origin, path, key);
+          "{}: unknown field '{}.{}' (expected {})", origin, path, key, fmt::join(kKeys, ", "));
   ScaleSimMemoryDesc m;
   m.ifmap_sram_kb = field_or<int64_t>(j, "ifmap_sram_kb", m.ifmap_sram_kb, path, origin);
   m.filter_sram_kb = field_or<int64_t>(j, "filter_sram_kb", m.filter_sram_kb, path, origin);

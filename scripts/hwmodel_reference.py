@@ -458,7 +458,7 @@ def measured_counts(d, seq, ops):
             ir_d1 = list(zip(rp[k]["instructions"], rp[k]["l1_misses"]))
         else:
             continue  # not completely measured: the configuration is left out
-        if mk not in models or (P > 1 and k not in rp) or (P == 1 and len(per) != 1):
+        if mk not in models or (P > 1 and k not in rp):
             continue
         cores = []
         for c in range(P):

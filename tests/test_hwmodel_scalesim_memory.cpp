@@ -16,11 +16,12 @@ using namespace bertlab::hw;
 
 namespace {
 
+// The fixture's dataflow by bertlab's own names of the three (to_string).
 Dataflow dataflow_named(const std::string& s) {
-  if (s == "ws") return Dataflow::ws;
-  if (s == "os") return Dataflow::os;
-  REQUIRE(s == "is");
-  return Dataflow::is;
+  for (const Dataflow df : {Dataflow::ws, Dataflow::os, Dataflow::is})
+    if (to_string(df) == s) return df;
+  FAIL("unknown dataflow '" << s << "' in a fixture");
+  return Dataflow::ws;
 }
 
 // Every case of a fixture file, compared exactly: stall and total cycles and the DRAM words.

@@ -41,7 +41,7 @@ def install_tqdm_stand_in():
     sys.modules['tqdm'] = mod
 
 
-# [layout] and [sparsity] are read only by later SCALE-Sim (9b3f10a), which takes the IFMAP and
+# [layout] and [sparsity] are read only by SCALE-Sim's dev branch (9b3f10a), which takes the IFMAP and
 # FILTER buffers' DRAM bandwidth from the layout section's bank bandwidth: set to Bandwidth too.
 CONFIG = """[general]
 run_name = fixture
@@ -95,7 +95,7 @@ def run_case(checkout, df, R, M, N, K, bw, ifmap_kb, filter_kb, ofmap_kb):
             f.write('Layer Name, M, N, K,\nfixture, {}, {}, {},\n'.format(M, N, K))
         kwargs = {}
         if 'layout' in inspect.signature(scalesim.__init__).parameters:
-            # Later SCALE-Sim (e.g. 9b3f10a) reads a layout file even with custom layouts off; an
+            # SCALE-Sim's dev branch (e.g. 9b3f10a) reads a layout file even with custom layouts off; an
             # empty one (header only) leaves the default layout.
             layout = os.path.join(tmp, 'layout.csv')
             with open(layout, 'w') as f:
@@ -168,7 +168,9 @@ def main():
                     case.update(res)
                     cases.append(case)
                     print(json.dumps(case), file=sys.stderr)
-    with open(args.out, 'w') as f:
+    # Written whole to a temporary file, then renamed: an interrupted run leaves the old fixture.
+    tmp = args.out + '.tmp'
+    with open(tmp, 'w') as f:
         f.write('{\n')
         f.write('  "generator": "tests/reference/make_scalesim_fixtures.py",\n')
         f.write('  "scalesim_commit": {},\n'.format(json.dumps(args.commit or scalesim_commit(args.checkout))))
@@ -177,6 +179,7 @@ def main():
         f.write('  "cases": [\n')
         f.write(',\n'.join('    ' + json.dumps(c, separators=(',', ':')) for c in cases))
         f.write('\n  ]\n}\n')
+    os.replace(tmp, args.out)
 
 
 if __name__ == '__main__':
