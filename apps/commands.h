@@ -19,6 +19,7 @@ void add_profile_command(CLI::App& root);
 void add_finetune_command(CLI::App& root);
 void add_predict_command(CLI::App& root);
 void add_lab_command(CLI::App& root);
+void add_isa_command(CLI::App& root);
 
 
 

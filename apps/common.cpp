@@ -12,6 +12,7 @@
 
 #include "base/file_util.h"
 #include "base/error.h"
+#include "ops/isa.h"
 #include "ops/peak.h"
 #include "runtime/fusion.h"
 
@@ -57,8 +58,13 @@ void add_precision_option(CLI::App& cmd, Precision& precision) {
   cmd.add_option_function<std::string>(
          "--precision",
          [&precision](const std::string& s) {
-           precision = s == "auto" ? (ops::cpu_has_bf16() ? Precision::bf16 : Precision::fp32)
-                                   : precision_from_string(s, "--precision");
+           if (s != "auto") {
+             precision = precision_from_string(s, "--precision");
+             return;
+           }
+           precision = ops::cpu_has_bf16() ? Precision::bf16 : Precision::fp32;
+           if (precision == Precision::fp32)
+             fmt::print(stderr, "bertlab: --precision auto: fp32, since {}\n", ops::bf16_unavailable_reason());
          },
          "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision); "
          "auto: bf16 when the CPU has a native bf16 matmul (avx512_bf16 or AMX), else fp32")

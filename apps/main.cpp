@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "ops/isa.h"
 #include "runtime/distributed.h"
 #include "base/error.h"
 #ifdef BERTLAB_LAB_KERNEL
@@ -46,11 +47,13 @@ int main(int argc, char** argv) {
   bertlab::app::add_finetune_command(app);
   bertlab::app::add_predict_command(app);
   bertlab::app::add_lab_command(app);
+  bertlab::app::add_isa_command(app);
 #ifdef BERTLAB_LAB_KERNEL
   bertlab::lab::install_student_kernel();  // lab 2: the student's layernorm everywhere
   fmt::print(stderr, "bertlab: layernorm runs labs/kernel/student.cpp (built with -DBERTLAB_LAB_KERNEL=ON)\n");
 #endif
   try {
+    (void)bertlab::ops::active_isa();  // a bad ONEDNN_MAX_CPU_ISA is refused before any work
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

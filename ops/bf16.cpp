@@ -3,11 +3,14 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <vector>
 
 #include "base/buffer.h"
 #include "base/error.h"
+#include "ops/isa.h"
 #include "ops/parallel.h"
 
 namespace bertlab::ops {
@@ -84,12 +87,26 @@ uint16_t to_bf16(float f) {
   return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+namespace {
+#if defined(__x86_64__)
+// The whole vectors of n values with avx512_bf16's conversion (round to nearest even, NaN kept
+// quiet, denormals to a zero of their sign: to_bf16's rounding); returns how many it converted.
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) int64_t cast_avx512_bf16(uint16_t* dst, const float* src,
+                                                                                 int64_t n) {
   int64_t i = 0;
-#ifdef __AVX512BF16__
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                         reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
+  return i;
+}
+#endif
+}  // namespace
+
+void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  static const bool native = active_isa() >= Isa::avx512_core_bf16;  // the level is fixed for the process
+  if (native) i = cast_avx512_bf16(dst, src, n);
 #endif
   for (; i < n; ++i) dst[i] = to_bf16(src[i]);
 }

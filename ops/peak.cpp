@@ -11,6 +11,7 @@
 
 #include "ops/dnnl_context.h"
 #include "ops/elementwise.h"
+#include "ops/isa.h"
 
 namespace bertlab::ops {
 
@@ -87,11 +88,7 @@ PeakResult measure_matmul_peak(bool bf16, double seconds, int n) {
   return {r.gflops, n};
 }
 
-bool cpu_has_bf16() {
-  using isa = dnnl::cpu_isa;
-  auto e = dnnl::get_effective_cpu_isa();
-  return e == isa::avx512_core_bf16 || e == isa::avx512_core_amx;
-}
+bool cpu_has_bf16() { return active_isa() >= Isa::avx512_core_bf16; }
 
 std::string dnnl_isa_name() {
   using isa = dnnl::cpu_isa;

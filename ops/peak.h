@@ -30,7 +30,8 @@ struct GemmRate {
 // warm-up). bf16 needs a CPU with avx512_bf16 or AMX; see cpu_has_bf16().
 GemmRate measure_matmul_rate(const GemmProblem& p, double seconds);
 
-// True if oneDNN can run bf16 matmuls natively on this CPU (avx512_core_bf16 or newer ISA).
+// True if bf16 matmuls run natively here: active_isa() is avx512_core_bf16 or higher (ops/isa.h;
+// bf16_unavailable_reason() says why not).
 bool cpu_has_bf16();
 // The ISA oneDNN dispatches to on this CPU, e.g. "avx512_core_amx".
 std::string dnnl_isa_name();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <omp.h>
 
+#include "ops/isa.h"
 #include "ops/peak.h"
 #include "runtime/autodiff.h"
 #include "base/error.h"
@@ -35,10 +36,12 @@ Executor::Executor(Graph graph, ParamStore& params, TrainingState* state)
       // A dropout writing bf16 probabilities does not run over its f32 input (bf16_probs_handoffs).
       plan_(plan_memory(graph_, 64, bf16_probs_handoffs(graph_), planned_runs(runs_))) {
   arena_ = AlignedBuffer<std::byte>(static_cast<size_t>(plan_.arena_bytes));
+  // bf16 products need a native bf16 matmul; a bf16 allreduce (a compression of the gradients,
+  // cast by bertlab's own kernels) runs anywhere.
   for (const auto& n : graph_.nodes())
-    check(!gemm_bf16(n) || ops::cpu_has_bf16(),
-          "node '{}' is a bf16 GEMM, but this CPU has no native bf16 matmul (needs avx512_bf16 or "
-          "AMX); use --precision fp32", n.name);
+    if (n.category == Category::gemm && gemm_bf16(n))
+      check(ops::cpu_has_bf16(), "node '{}' multiplies in bf16, but {}; use --precision fp32", n.name,
+            ops::bf16_unavailable_reason());
   share_dy_ = shared_dy_casts(graph_);
   shared_attn_ = shared_attention_casts(graph_);
   handoff_ = bf16_handoffs(graph_, training());

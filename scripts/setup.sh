@@ -14,9 +14,9 @@ groups=(core)
 fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
-    browser|node|bench|check|reference|fuzz) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch, tc | mmdebstrap | valgrind | clang
+    browser|node|bench|check|reference|fuzz|emulate) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch, tc | mmdebstrap | valgrind | clang | qemu-user-static
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz, emulate)" >&2; exit 2 ;;
   esac
 done
 
