@@ -8,11 +8,13 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "ops/activation.h"
+#include "ops/matmul.h"
 #include "runtime/bert_builder.h"
 #include "runtime/executor.h"
 #include "runtime/fusion.h"
@@ -241,13 +243,22 @@ TEST_CASE("Executor: running twice gives identical outputs", "[runtime]") {
   CHECK(std::equal(first[0].begin(), first[0].begin() + (in.seq + 9) * H, third[0].begin()));
 }
 
-// The executor runs each layer's attention scores, softmax and context as one step: the same
-// outputs, bit for bit, as the three kernels one after another (kept apart by making every
-// layer's probabilities a graph output), with padded and unpadded sequences, one sequence
-// (blocks of heads) and an odd number of sequences.
+// The executor runs each layer's attention scores, softmax and context as one step (kept apart
+// here by making every layer's probabilities a graph output), with padded and unpadded
+// sequences, one sequence (blocks of heads) and an odd number of sequences.
+//
+// How closely the two agree depends on oneDNN's products, not on bertlab. Its brgemm kernels
+// give each product of a block of heads the bits of the whole batch's product: there the
+// outputs must be bit-identical. Its gemm:jit (f32 below AVX-512, and tiny heads on any ISA)
+// sums a dot product in an order that depends on the batch shape: measured on these shapes
+// capped at AVX2, 22 of 1215 scores differ between one head and the whole batch. There the
+// first layer's context, which both compute from the same qkv, must agree within the bound of
+// two summation orders (derived below), and the final outputs within a relative 1e-4 of their
+// largest value (a gross-error check of the later layers, whose inputs already differ).
 TEST_CASE("Executor: the fused attention step gives the outputs of the three kernels", "[runtime]") {
   const BertConfig c = small_config();
   const Model m = init_model(c, Heads::pretraining, 11);
+  const int64_t heads = c.num_attention_heads, d = c.hidden_size / heads, H = c.hidden_size;
   for (int64_t batch : {1, 2, 5}) {
     BertInputs in;
     in.batch = batch;
@@ -262,6 +273,13 @@ TEST_CASE("Executor: the fused attention step gives the outputs of the three ker
     run.seq = in.seq;
     Graph fused = build_bert(c, run);
     apply_fusions(fused);
+    // The first layer's qkv and context, outputs of both graphs (the fused step still forms).
+    for (const char* t : {"encoder.0.attention.scores", "encoder.0.attention.context"}) {
+      const auto it = std::find_if(fused.nodes().begin(), fused.nodes().end(), [&](const Node& n) { return n.name == t; });
+      REQUIRE(it != fused.nodes().end());
+      if (it->kind == OpKind::attn_scores) fused.mark_output(it->inputs.at(0), "qkv0");
+      else fused.mark_output(it->outputs.at(0), "context0");
+    }
     Graph apart = fused;
     for (const auto& n : apart.nodes())
       if (n.kind == OpKind::softmax) apart.mark_output(n.outputs.at(0), n.name);
@@ -275,10 +293,61 @@ TEST_CASE("Executor: the fused attention step gives the outputs of the three ker
     set_inputs(three, in);
     one.run();
     three.run();
+    const float scale = 1.f / std::sqrt(float(d));
+    const bool brgemm = ops::AttentionScores::impls(batch, in.seq, heads, d, scale, false, false)[0].rfind("brg", 0) == 0 &&
+                        ops::AttentionContext::impl(batch, in.seq, heads, d, false, false, false).rfind("brg", 0) == 0;
+    INFO("oneDNN's products: " << (brgemm ? "brgemm (bit-identical)" : "not brgemm (within rounding)"));
+    if (brgemm || batch < threads) {
+      for (const char* name : {"last_hidden_state", "mlm_logits", "nsp_logits", "context0"}) {
+        INFO("batch " << batch << ", " << name);
+        const int64_t n = numel(one.output_shape(name));
+        CHECK(std::equal(one.output(name), one.output(name) + n, three.output(name)));
+      }
+      continue;
+    }
+    // Two orders of a sum of K products each differ by at most 2 gamma_K sum |a_i b_i|, with
+    // gamma_K = K u / (1 - K u), u = 2^-24 (Higham, Accuracy and Stability, 3.1). A score
+    // s_ij = scale q_i.k_j is off by E_ij <= 2 gamma_d scale sum_k |q_ik k_jk| (+ u |s_ij| for the
+    // scale); softmax turns that into |dp_ij| <= p_ij (E_ij + max_l E_il) <= 2 p_ij E_i; the
+    // context c = sum_j p_ij v_j then differs by at most (2 E_i + 2 gamma_S) sum_j p_ij |v_j|.
+    // First order; a factor 2 covers the second-order terms.
+    auto gamma = [](double k) { return k * 0x1p-24 / (1 - k * 0x1p-24); };
+    const float* qkv = three.output("qkv0");
+    const float* probs = three.output("encoder.0.attention.softmax");
+    const float *ctx_one = one.output("context0"), *ctx_three = three.output("context0");
+    const int64_t S = in.seq, row = 3 * H;
+    int64_t outside = 0, differing = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < S; ++i) {
+          const float* q = qkv + (b * S + i) * row + h * d;
+          double e_max = 0;
+          for (int64_t j = 0; j < S; ++j) {
+            const float* k = qkv + (b * S + j) * row + H + h * d;
+            double abs_dot = 0, dot = 0;
+            for (int64_t t = 0; t < d; ++t) abs_dot += std::abs(double(q[t]) * k[t]), dot += double(q[t]) * k[t];
+            e_max = std::max(e_max, 2 * gamma(double(d)) * scale * abs_dot + 0x1p-24 * std::abs(scale * dot));
+          }
+          const float* p = probs + ((b * heads + h) * S + i) * S;
+          for (int64_t t = 0; t < d; ++t) {
+            double pv = 0;
+            for (int64_t j = 0; j < S; ++j) pv += p[j] * std::abs(double(qkv[(b * S + j) * row + 2 * H + h * d + t]));
+            const double bound = 2 * (2 * e_max + 2 * gamma(double(S))) * pv;
+            const int64_t at = (b * S + i) * H + h * d + t;
+            const double diff = std::abs(double(ctx_one[at]) - ctx_three[at]);
+            differing += diff > 0;
+            outside += diff > bound;
+          }
+        }
+    INFO("batch " << batch << ": " << differing << " of " << batch * S * H << " first-layer context values differ");
+    CHECK(outside == 0);
     for (const char* name : {"last_hidden_state", "mlm_logits", "nsp_logits"}) {
       INFO("batch " << batch << ", " << name);
       const int64_t n = numel(one.output_shape(name));
-      CHECK(std::equal(one.output(name), one.output(name) + n, three.output(name)));
+      const float *a = one.output(name), *r = three.output(name);
+      double largest = 0, worst = 0;
+      for (int64_t i = 0; i < n; ++i) largest = std::max(largest, std::abs(double(r[i]))), worst = std::max(worst, std::abs(double(a[i]) - r[i]));
+      CHECK(worst <= 1e-4 * largest);
     }
   }
 }
