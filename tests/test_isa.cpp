@@ -21,6 +21,11 @@ using namespace bertlab::testing;
 using Catch::Contains;
 namespace fs = std::filesystem;
 
+// The emulator's command line and a space in a cross build (tests/CMakeLists.txt), else empty.
+#ifndef BERTLAB_RUN
+#define BERTLAB_RUN ""
+#endif
+
 namespace {
 
 const fs::path kTinyBert = fs::path(BERTLAB_SOURCE_DIR) / "tests/reference/tiny_bert";
@@ -48,7 +53,7 @@ std::optional<ops::Isa> level_above_cpu() {
 }
 
 std::string with_cap(const std::string& cap, const std::string& args) {
-  return fmt::format("env ONEDNN_MAX_CPU_ISA={} '{}' {}", cap, BERTLAB_BINARY, args);
+  return fmt::format("env ONEDNN_MAX_CPU_ISA={} {}'{}' {}", cap, BERTLAB_RUN, BERTLAB_BINARY, args);
 }
 
 }  // namespace
@@ -110,7 +115,8 @@ TEST_CASE("ISA cap: an unknown value or a level the CPU lacks is refused, naming
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.output, Contains("ONEDNN_MAX_CPU_ISA=AVX9000"));
   // The test runner refuses it too, instead of failing every test.
-  r = run_shell(fmt::format("env ONEDNN_MAX_CPU_ISA=AVX9000 '{}' --list-tests", (fs::path(BERTLAB_BINARY).parent_path() / "bertlab_tests").string()));
+  r = run_shell(fmt::format("env ONEDNN_MAX_CPU_ISA=AVX9000 {}'{}' --list-tests", BERTLAB_RUN,
+                            (fs::path(BERTLAB_BINARY).parent_path() / "bertlab_tests").string()));
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.output, Contains("unknown ISA level"));
   if (const auto above = level_above_cpu()) {
@@ -139,8 +145,8 @@ TEST_CASE("bf16 products refused below avx512_core_bf16 name the reason; auto sa
   TempDir dir("isa");
   std::ofstream(dir / "in.json") << input;
   auto infer = [&](const std::string& precision) {
-    return run_shell(fmt::format("{}'{}' infer --model {} --input {} --output {} --precision {}", prefix,
-                                 BERTLAB_BINARY, quote(kTinyBert), quote(dir / "in.json"),
+    return run_shell(fmt::format("{}{}'{}' infer --model {} --input {} --output {} --precision {}", prefix,
+                                 BERTLAB_RUN, BERTLAB_BINARY, quote(kTinyBert), quote(dir / "in.json"),
                                  quote(dir / "out.safetensors"), precision));
   };
   auto r = infer("bf16");
