@@ -32,6 +32,38 @@ bin=./build/bertlab
 [ -f "$out/brown-128-packed-m40/meta.json" ] ||
   $bin prepare --corpus brown --vocab "$out/vocab" --seq-len 128 --pack --masked-lm-prob 0.4 --max-predictions 52 \
     --out "$out/brown-128-packed-m40" 2>/dev/null
+# What this CPU will take, before the long work starts: the training shapes and the held-out
+# evaluation measured with `bench` (3 timed steps each, after one warm-up), times the sequences
+# each part runs. bf16 where the CPU multiplies it natively, else fp32 (an AVX2 laptop).
+estimate() {
+  local cfg="$out/.estimate-config.json" vocab eval_seqs pre_sps pre_inf pos_sps genre_sps total
+  vocab=$(wc -l < "$out/vocab/vocab.txt")
+  sed -E "s/\"vocab_size\": [0-9]+/\"vocab_size\": $vocab/" configs/bert-mini.json > "$cfg"
+  sps() {  # sequences/s of `bench` at batch $1, seq $2, mode $3
+    $bin bench --config "$cfg" --batch "$1" --seq "$2" --mode "$3" --no-nsp --precision auto --runs 3 --warmup 1 \
+      --no-peak 2>/dev/null | awk '/throughput:/ { print $2 }' | tr -d '\n'
+  }
+  pre_sps=$(sps 8 128 train)
+  pre_inf=$($bin bench --config "$cfg" --batch 8 --seq 128 --mode infer --heads pretraining --precision auto --runs 3 \
+    --warmup 1 --no-peak 2>/dev/null | awk '/throughput:/ { print $2 }')
+  pos_sps=$(sps 16 64 train)
+  genre_sps=$([ "${BERTLAB_GENRE:-1}" = 1 ] && sps 16 128 train || echo 0)
+  # meta.json's "eval": {..., "instances": N, ...} (written by prepare with one key per line)
+  eval_seqs=$(awk '/"eval": \{/ { e = 1 } e && /"instances":/ { gsub(/[^0-9]/, ""); print; exit }' \
+    "$out/brown-128-packed/meta.json")
+  local evals=$(( steps >= 4 ? 4 : 1 )) batches=$(( steps >= 400 ? 1000 : 4 ))
+  total=$(awk -v s="$steps" -v ft="$BERTLAB_FT_STEPS" -v g="$BERTLAB_GENRE_STEPS" -v p="$pre_sps" -v pi="$pre_inf" \
+    -v e="$eval_seqs" -v n="$evals" -v b="$batches" -v pos="$pos_sps" -v gs="$genre_sps" 'BEGIN {
+      ev = e < 8 * b ? e : 8 * b
+      t = s * 8 / p + n * ev / pi + 2 * ft * 16 / pos + (gs > 0 ? g * 16 / gs : 0)
+      printf "%d", t }')
+  echo "demo: on this CPU ($($bin isa | awk '/^active:/ { print $2 }'), $($bin isa | awk '/^bf16:/ { print ($2 == "native") ? "bf16" : "fp32" }')," \
+    "$(nproc) cores) expect about $(( (total + 59) / 60 )) min for pretraining and fine-tuning: pretraining" \
+    "$pre_sps seq/s ($steps steps of 8), POS $pos_sps seq/s (2 x $BERTLAB_FT_STEPS steps of 16)," \
+    "genre $genre_sps seq/s; the fine-tuned models' evaluation comes on top"
+  rm -f "$cfg"
+}
+estimate
 # Masked LM only at 40% masking, no dropout, batch 8, one-cycle schedule to a peak of 1e-3 (2e-3
 # made BERT-mini collapse past about 1.5e-3 on the AMX machine: docs/training.md, "Pretraining
 # recipe"), bf16 GEMMs when the CPU has them (the best of scripts/recipe_study.sh).
