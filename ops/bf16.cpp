@@ -3,7 +3,9 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <vector>
 
 #include "base/buffer.h"
@@ -86,7 +88,7 @@ uint16_t to_bf16(float f) {
 
 void cast_to_bf16(uint16_t* dst, const float* src, int64_t n) {
   int64_t i = 0;
-#ifdef __AVX512BF16__
+#if defined(__x86_64__) && defined(__AVX512BF16__)
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
                         reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
