@@ -412,7 +412,7 @@ TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", 
   CHECK(std::count(ok.output.begin(), ok.output.end(), '\n') == 3);
 }
 
-TEST_CASE("MPI ranks started with different settings refuse to start, naming the setting", "[reliability][distributed]") {
+TEST_CASE("MPI ranks started with different settings refuse to start, naming the setting", "[reliability][distributed][mpirun]") {
   TempDir dir("mpimismatch");
   auto rank = [&](int64_t steps) {
     return fmt::format("-np 1 '{}' {}", BERTLAB_BINARY, train_args(prepared() / "data", dir / "out", steps, "--overwrite"));
