@@ -59,3 +59,7 @@ set(MPI_mpi_LIBRARY "${_bertlab_overlay_lib}/openmpi/lib/libmpi.so" CACHE FILEPA
 # must find them to check the link, and they are not on its default search path.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${_bertlab_overlay_lib}")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "-Wl,-rpath-link,${_bertlab_overlay_lib}")
+
+# -march=native would tune for the build machine, an x86-64 one: a cross build is portable
+# ARMv8-A (the option's default when the toolchain sets none).
+set(BERTLAB_NATIVE OFF CACHE BOOL "Tune for the build machine (-march=native): never in a cross build")
