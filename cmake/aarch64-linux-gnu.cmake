@@ -42,7 +42,9 @@ list(PREPEND CMAKE_PREFIX_PATH "${BERTLAB_ARM64_OVERLAY}/usr")
 
 # Runs the arm64 programs: try_run, ctest, and catch_discover_tests (which lists the tests by
 # running the test binary through this emulator at build time).
-set(CMAKE_CROSSCOMPILING_EMULATOR /usr/bin/qemu-aarch64-static -L "${BERTLAB_ARM64_OVERLAY}")
+# Cached (and refreshed on every configure) so that scripts/check_arm64.sh can read it too.
+set(CMAKE_CROSSCOMPILING_EMULATOR /usr/bin/qemu-aarch64-static -L "${BERTLAB_ARM64_OVERLAY}"
+    CACHE STRING "Runs an arm64 program on this machine" FORCE)
 
 # pkg-config (libutf8proc): the arm64 .pc files, not the host's.
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
