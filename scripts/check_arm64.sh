@@ -75,7 +75,7 @@ if [ "$no_root" -eq 1 ]; then
   for tag in "${tags[@]}"; do
     case "$tag" in
       "[mpirun]") why="starts its ranks with mpirun: the host's amd64 mpirun would have to launch emulated arm64 ranks" ;;
-      "[html]") why="renders a page in headless Chromium, a host program that this check does not install (no arm64 code is tested there that other tests miss)" ;;
+      "[html]") why="renders a page in headless Chromium, a host program that this check does not install" ;;
       *) why="left out by BERTLAB_CROSS_TEST_SKIP" ;;
     esac
     # Catch's list commands exit with the number of tests listed, hence the || true.
