@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "ops/dnnl_context.h"
@@ -59,6 +60,17 @@ Softmax::Softmax(int64_t rows, int64_t L) {
 
 void Softmax::forward(float* y, const float* x) const {
   args_.execute(prim_, {{DNNL_ARG_SRC, pd_.src_desc(), x}, {DNNL_ARG_DST, pd_.dst_desc(), y}});
+#if defined(__aarch64__)
+  // oneDNN 2.6's aarch64 JIT exp clamps its argument at ln(FLT_MIN) and returns FLT_MIN below
+  // it, where its x86 JIT returns 0: a masked key (bias -FLT_MAX) would get FLT_MIN / sum, not
+  // the probability 0. Every true value below FLT_MIN is in the denormal range, which the x86
+  // kernels flush to 0 too; doing the same here gives masked keys exactly 0 on both ISAs.
+  constexpr float kMin = std::numeric_limits<float>::min();
+  const auto n = static_cast<int64_t>(pd_.dst_desc().get_size() / sizeof(float));
+#pragma omp parallel for simd schedule(static) if (n >= (int64_t{1} << 16))
+  for (int64_t i = 0; i < n; ++i)
+    if (y[i] < kMin) y[i] = 0.f;
+#endif
 }
 
 }  // namespace bertlab::ops

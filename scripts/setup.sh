@@ -15,8 +15,9 @@ fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
     browser|node|bench|check|reference|fuzz|emulate) groups+=("$extra") ;;  # chromium | npm | OpenBLAS for PyTorch, tc | mmdebstrap | valgrind | clang | qemu-user-static
+    arm64) groups+=("$extra") ;;  # the aarch64 cross build: cross compiler, qemu-user-static, arm64 libraries (multiarch)
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz, emulate)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz, emulate, arm64)" >&2; exit 2 ;;
   esac
 done
 
@@ -55,6 +56,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   log="$(mktemp)"
   trap 'rm -f "$log"' EXIT
+  # The arm64 group's PKG:arm64 rows are multiarch installs: dpkg must know the architecture
+  # before apt reads the package lists.
+  if [[ " ${groups[*]} " == *" arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "setup: adding the arm64 architecture to dpkg (dpkg --add-architecture arm64)"
+    $sudo dpkg --add-architecture arm64
+  fi
   $sudo apt-get update -qq --error-on=any >"$log" 2>&1 \
     || die "cannot read the Debian package sources (apt-get update failed: $(grep -m1 -E '^(E|W):' "$log" || tail -n1 "$log"))"
   install=()

@@ -13,7 +13,7 @@ using bertlab::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kBin = BERTLAB_BINARY;
+const std::string kBin = BERTLAB_RUN BERTLAB_BINARY;
 
 std::size_t entries(const fs::path& dir) {
   std::size_t n = 0;

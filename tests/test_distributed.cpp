@@ -291,7 +291,7 @@ TEST_CASE("Deferred embedding rows: the compact table's rows, added at the allre
 }
 
 TEST_CASE("Two MPI ranks with half the batch each train like one process with the whole batch",
-          "[distributed][train][cli]") {
+          "[distributed][train][cli][mpirun]") {
   REQUIRE(run_shell("command -v mpirun").exit_code == 0);  // scripts/setup.sh installs openmpi-bin
   TempDir dir("dist");
   const auto src = source_dir();

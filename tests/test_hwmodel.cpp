@@ -234,7 +234,7 @@ TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
 }
 
 TEST_CASE("bertlab estimate: bad input exits non-zero with a clear message", "[hwmodel]") {
-  const std::string bin = BERTLAB_BINARY, src = BERTLAB_SOURCE_DIR;
+  const std::string bin = BERTLAB_RUN BERTLAB_BINARY, src = BERTLAB_SOURCE_DIR;
   const std::string graph = "/tmp/bertlab_hw_test_graph.json";
   REQUIRE(std::system((bin + " graph --config " + src + "/configs/bert-tiny.json --batch 1 --seq 8 -o " + graph).c_str()) == 0);
   const std::string sys = " --system " + src + "/configs/systems/paper-ticsat.json";

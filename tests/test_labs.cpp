@@ -101,7 +101,7 @@ TEST_CASE("lab 3's grader draws its S and cores sweep, which renders in headless
   INFO("build the target lab_arrangement_solution");
   REQUIRE(fs::exists(grader));
   TempDir dir("lab_arrangement");
-  const auto r = run_shell(fmt::format("'{}' --quick --out '{}'", grader.string(), dir.path().string()));
+  const auto r = run_shell(fmt::format("{}'{}' --quick --out '{}'", BERTLAB_RUN, grader.string(), dir.path().string()));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[INFO] S and cores on one BERT-base encoder layer"));

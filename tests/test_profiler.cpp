@@ -61,7 +61,7 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(in);
 }
 
-const std::string kBinary = BERTLAB_BINARY;
+const std::string kBinary = BERTLAB_RUN BERTLAB_BINARY;
 const std::string kTinyConfig = std::string(BERTLAB_SOURCE_DIR) + "/configs/bert-tiny.json";
 
 }  // namespace

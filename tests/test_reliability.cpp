@@ -215,7 +215,7 @@ TEST_CASE("prepare with a vocabulary of special tokens only stops with an error"
   TempDir dir("special");
   fs::create_directories(dir / "vocab");
   spit(dir / "vocab/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n");
-  auto r = run_shell(fmt::format("timeout 20 '{}' prepare --corpus {} --vocab {} --seq-len 32 --out {}", BERTLAB_BINARY,
+  auto r = run_shell(fmt::format("timeout 20 {}'{}' prepare --corpus {} --vocab {} --seq-len 32 --out {}", BERTLAB_RUN, BERTLAB_BINARY,
                                  quote(source_dir() / "tests/data/corpus_small.txt"), quote(dir / "vocab"),
                                  quote(dir / "data")));
   CHECK(r.exit_code == 1);
@@ -236,8 +236,8 @@ TEST_CASE("Outputs to a device are written in place and write errors are reporte
   CHECK(null.exit_code == 0);
   REQUIRE(::stat("/dev/null", &st) == 0);
   CHECK(S_ISCHR(st.st_mode));
-  auto zero = run_shell(fmt::format("timeout 20 '{}' vocab --corpus /dev/zero --vocab-size 100 --out {}",
-                                    BERTLAB_BINARY, quote(dir / "v")));
+  auto zero = run_shell(fmt::format("timeout 20 {}'{}' vocab --corpus /dev/zero --vocab-size 100 --out {}",
+                                    BERTLAB_RUN, BERTLAB_BINARY, quote(dir / "v")));
   CHECK(zero.exit_code == 1);
   CHECK_THAT(zero.output, Contains("/dev/zero") && Contains("not a regular file"));
 }
@@ -403,19 +403,19 @@ TEST_CASE("metrics.jsonl holds every step once after a resume over a longer log"
 
 TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", "[reliability][tokenizer]") {
   const auto vocab = quote(source_dir() / "tests/data/vocab_small");
-  auto zeros = run_shell(fmt::format("head -c 20000000 /dev/zero | timeout 20 '{}' tokenize --vocab {}",
-                                     BERTLAB_BINARY, vocab));
+  auto zeros = run_shell(fmt::format("head -c 20000000 /dev/zero | timeout 20 {}'{}' tokenize --vocab {}",
+                                     BERTLAB_RUN, BERTLAB_BINARY, vocab));
   CHECK(zeros.exit_code == 1);
   CHECK_THAT(zeros.output, Contains("standard input:1") && Contains("MiB"));
-  auto ok = run_shell(fmt::format("printf 'hello world\\n\\nthe fox' | '{}' tokenize --vocab {}", BERTLAB_BINARY, vocab));
+  auto ok = run_shell(fmt::format("printf 'hello world\\n\\nthe fox' | {}'{}' tokenize --vocab {}", BERTLAB_RUN, BERTLAB_BINARY, vocab));
   CHECK(ok.exit_code == 0);
   CHECK(std::count(ok.output.begin(), ok.output.end(), '\n') == 3);
 }
 
-TEST_CASE("MPI ranks started with different settings refuse to start, naming the setting", "[reliability][distributed]") {
+TEST_CASE("MPI ranks started with different settings refuse to start, naming the setting", "[reliability][distributed][mpirun]") {
   TempDir dir("mpimismatch");
   auto rank = [&](int64_t steps) {
-    return fmt::format("-np 1 '{}' {}", BERTLAB_BINARY, train_args(prepared() / "data", dir / "out", steps, "--overwrite"));
+    return fmt::format("-np 1 {}'{}' {}", BERTLAB_RUN, BERTLAB_BINARY, train_args(prepared() / "data", dir / "out", steps, "--overwrite"));
   };
   // Before: the rank with fewer steps left, the other waited in its allreduce forever.
   auto r = run_shell(fmt::format("timeout 60 mpirun --allow-run-as-root --oversubscribe {} : {}", rank(3), rank(4)));

@@ -60,15 +60,16 @@ inline RunResult run_shell(const std::string& command) {
   return r;
 }
 
-// Runs `bertlab ARGS`.
+// Runs `bertlab ARGS`. BERTLAB_RUN is empty, or the emulator's command line and a space in a
+// cross build (tests/CMakeLists.txt): the tests then start bertlab through qemu-user too.
 inline RunResult run_bertlab(const std::string& args) {
-  return run_shell(fmt::format("'{}' {}", BERTLAB_BINARY, args));
+  return run_shell(fmt::format("{}'{}' {}", BERTLAB_RUN, BERTLAB_BINARY, args));
 }
 
 // Runs `bertlab ARGS` as `ranks` MPI processes (OpenMPI's mpirun; root allowed, as in CI).
 inline RunResult run_bertlab_mpi(int ranks, const std::string& args) {
-  return run_shell(fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} '{}' {}", ranks,
-                               BERTLAB_BINARY, args));
+  return run_shell(fmt::format("mpirun --allow-run-as-root --oversubscribe -np {} {}'{}' {}", ranks,
+                               BERTLAB_RUN, BERTLAB_BINARY, args));
 }
 
 inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }

@@ -223,10 +223,10 @@ Outcome traffic(int ranks, size_t n, const PlotPage* plots) {
 std::string training_scaling(const std::string& data, int64_t steps, const PlotPage& plots) {
   auto seq_per_s = [&](int ranks) {
     const std::string cmd = fmt::format(
-        "timeout 600 mpirun --allow-run-as-root --oversubscribe -np {} '{}' train --config '{}/configs/bert-mini.json' "
+        "timeout 600 mpirun --allow-run-as-root --oversubscribe -np {} {} train --config '{}/configs/bert-mini.json' "
         "--data '{}' --out out/labs/allreduce-np{} --overwrite --max-steps {} --batch-size 8 --lr 1e-3 --log-steps {} "
         "--threads {} 2>&1",
-        ranks, bertlab_binary(), source_dir(), data, ranks, steps, steps, 2 / ranks);
+        ranks, bertlab_command(), source_dir(), data, ranks, steps, steps, 2 / ranks);
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[4096];

@@ -1,7 +1,8 @@
 # A grader run on the shipped stubs must fail cleanly: exit status 1 and its summary line
 # ("... checks failed"), not a crash of the grader. Run by ctest (labs/CMakeLists.txt).
 string(REPLACE "|" ";" args "${ARGS}")
-execute_process(COMMAND ${GRADER} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(REPLACE "|" ";" emulator "${EMULATOR}")  # a cross build's CMAKE_CROSSCOMPILING_EMULATOR
+execute_process(COMMAND ${emulator} ${GRADER} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}${err}")
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "expected the grader on the stubs to exit 1, got: ${rc}")

@@ -179,4 +179,6 @@ std::string bertlab_binary() {
   return labs_dir.substr(0, labs_dir.rfind('/')) + "/bertlab";
 }
 
+std::string bertlab_command() { return std::string(BERTLAB_RUN) + "'" + bertlab_binary() + "'"; }
+
 }  // namespace bertlab::lab

@@ -75,5 +75,8 @@ void add_training_lab_options(CLI::App& app, TrainingLabOptions& o, const std::s
 // anywhere; paths given on its command line win.
 std::string source_dir();  // the checkout (compiled in)
 std::string bertlab_binary();  // the bertlab CLI built beside the grader
+// The shell words that start it: its quoted path, after the emulator's command line in a cross
+// build (CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-user).
+std::string bertlab_command();
 
 }  // namespace bertlab::lab

@@ -219,10 +219,10 @@ Outcome training(const TrainSetup& t, const PlotPage& plots) {
 // --quick (the test suite): BERT-tiny-sized model on the fixture corpus, prepared here.
 TrainSetup quick_setup(const fs::path& dir) {
   fs::create_directories(dir);
-  const std::string bin = bertlab_binary(), corpus = source_dir() + "/tests/data/corpus_small.txt";
+  const std::string bin = bertlab_command(), corpus = source_dir() + "/tests/data/corpus_small.txt";
   const std::string cmd = fmt::format(
-      "'{0}' vocab --corpus '{1}' --vocab-size 200 --out '{2}/vocab' > '{2}/prep.log' 2>&1 && "
-      "'{0}' prepare --corpus '{1}' --vocab '{2}/vocab' --seq-len 32 --dupe-factor 4 --force --out '{2}/data' "
+      "{0} vocab --corpus '{1}' --vocab-size 200 --out '{2}/vocab' > '{2}/prep.log' 2>&1 && "
+      "{0} prepare --corpus '{1}' --vocab '{2}/vocab' --seq-len 32 --dupe-factor 4 --force --out '{2}/data' "
       ">> '{2}/prep.log' 2>&1",
       bin, corpus, dir.string());
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("preparing the fixture data failed: see " + (dir / "prep.log").string());

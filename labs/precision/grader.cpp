@@ -130,9 +130,9 @@ Outcome loss_scaling() {
 
 // A short run of `bertlab bench`; returns (sequences/s, planned activation MB).
 std::pair<double, double> bench(const std::string& config, int batch, int seq, const char* precision) {
-  const std::string cmd = fmt::format("'{}' bench --config '{}' --mode train --batch {} --seq {} --precision {} "
+  const std::string cmd = fmt::format("{} bench --config '{}' --mode train --batch {} --seq {} --precision {} "
                                       "--runs 3 --warmup 1 --no-peak 2>&1",
-                                      bertlab_binary(), config, batch, seq, precision);
+                                      bertlab_command(), config, batch, seq, precision);
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
