@@ -88,9 +88,13 @@ TEST_CASE("K micro-batches give the update of one K-times larger batch", "[train
              to_string(precision), large_decoder ? ", unpacked decoder" : "", steps, worst, s1.back().loss(),
              s4.back().loss());
   // bf16: the same rounded inputs, the f32 sums of the GEMMs in another order; Adam magnifies
-  // such differences for the many decoder rows whose gradients are nearly zero. Weights kept
-  // one step too long differ by about the learning rate, 1e-3.
-  const double tol = (precision == Precision::fp32 ? 1e-6 : 1e-5) * (large_decoder ? 10 : 1);
+  // such differences for the many decoder rows whose gradients are nearly zero (its first
+  // update is lr * g / (|g| + eps): a gradient near zero whose last bits change moves the
+  // weight by up to 2 lr), so no rounding bound holds there. Weights kept one step too long
+  // differ by about the learning rate, 1e-3: the large decoder is held to a tenth of it (fp32
+  // measured 4.7e-7 on x86-64 and 1.04e-5 on aarch64 under qemu, where oneDNN sums in another
+  // order).
+  const double tol = large_decoder ? 1e-4 : (precision == Precision::fp32 ? 1e-6 : 1e-5);
   for (size_t i = 0; i < s1.size(); ++i) {
     CHECK(s1[i].masked == s4[i].masked);
     CHECK(s4[i].loss() == Approx(s1[i].loss()).epsilon(tol));
