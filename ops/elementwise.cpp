@@ -8,6 +8,7 @@
 
 #include "ops/bf16.h"
 #include "ops/dnnl_context.h"
+#include "ops/isa.h"
 #include "ops/normalization.h"
 #include "base/error.h"
 
@@ -115,14 +116,48 @@ bool dropout_keeps(int64_t i, float p, uint64_t salt, DropoutKey key) {
   return kept(stream_key(salt, key), uint64_t(i), keep_threshold(p));
 }
 
+namespace {
+// The mask's hash multiplies 64-bit integers: AVX-512 DQ has a vector instruction for that, AVX2
+// has none, so the loops vectorise only with it. Each loop is compiled twice, for the build's
+// baseline and with AVX-512 (a target attribute: the OpenMP body inherits it), and chosen by the
+// ISA level in force (ops/isa.h), so the cap reaches it. Same source, same bits.
+#define BERTLAB_DROPOUT_LOOPS(SUFFIX, ATTR)                                                                \
+  ATTR void dropout_loop_##SUFFIX(float* y, const float* x, int64_t n, uint64_t base, uint32_t threshold,  \
+                                  float scale) {                                                           \
+    _Pragma("omp parallel for simd schedule(static)") for (int64_t i = 0; i < n; ++i) y[i] =               \
+        kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;                                           \
+  }                                                                                                        \
+  ATTR void dropout_add_loop_##SUFFIX(float* y, const float* x, const float* r, int64_t n, uint64_t base,  \
+                                      uint32_t threshold, float scale) {                                   \
+    _Pragma("omp parallel for simd schedule(static)") for (int64_t i = 0; i < n; ++i) {                    \
+      const float dropped = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;                       \
+      y[i] = dropped + r[i];                                                                               \
+    }                                                                                                      \
+  }
+BERTLAB_DROPOUT_LOOPS(portable, )
+#if defined(__x86_64__)
+BERTLAB_DROPOUT_LOOPS(avx512, __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw"))))
+#endif
+#undef BERTLAB_DROPOUT_LOOPS
+
+bool use_avx512() {
+#if defined(__x86_64__)
+  static const bool yes = active_isa() >= Isa::avx512_core;  // the level is fixed for the process
+  return yes;
+#else
+  return false;
+#endif
+}
+}  // namespace
+
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
   const uint64_t base = stream_key(salt, key);
   const uint32_t threshold = keep_threshold(p);
   const float scale = 1.f / (1.f - p);
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    y[i] = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;
-  }
+#if defined(__x86_64__)
+  if (use_avx512()) return dropout_loop_avx512(y, x, n, base, threshold, scale);
+#endif
+  dropout_loop_portable(y, x, n, base, threshold, scale);
 }
 
 void dropout_forward_bf16(uint16_t* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
@@ -148,11 +183,10 @@ void dropout_add_forward(float* y, const float* x, const float* r, int64_t n, fl
   const uint64_t base = stream_key(salt, key);
   const uint32_t threshold = keep_threshold(p);
   const float scale = 1.f / (1.f - p);
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float dropped = kept(base, uint64_t(i), threshold) ? x[i] * scale : 0.f;
-    y[i] = dropped + r[i];
-  }
+#if defined(__x86_64__)
+  if (use_avx512()) return dropout_add_loop_avx512(y, x, r, n, base, threshold, scale);
+#endif
+  dropout_add_loop_portable(y, x, r, n, base, threshold, scale);
 }
 
 void dropout_softmax_backward(float* dx, const float* dy, const float* y, int64_t rows, int64_t L, float p,
