@@ -140,14 +140,12 @@ BERTLAB_DROPOUT_LOOPS(avx512, __attribute__((target("avx512f,avx512dq,avx512vl,a
 #endif
 #undef BERTLAB_DROPOUT_LOOPS
 
-bool use_avx512() {
 #if defined(__x86_64__)
+bool use_avx512() {
   static const bool yes = active_isa() >= Isa::avx512_core;  // the level is fixed for the process
   return yes;
-#else
-  return false;
-#endif
 }
+#endif
 }  // namespace
 
 void dropout_forward(float* y, const float* x, int64_t n, float p, uint64_t salt, DropoutKey key) {
