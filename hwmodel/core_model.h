@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hwmodel/core_walk.h"
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/system.h"
 #include "hwmodel/work.h"
@@ -36,28 +37,20 @@ struct CoreCoefficients {
 };
 CoreCoefficients load_coefficients(const std::string& path);
 
-// The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
-// instruction stand-in's state): one private line per entry, in L1 set `l1_set` (set = line
-// address mod the L1's sets), warm and dirty at the start and touched (read-modify-write)
-// `per_step` times per schedule step on average, so that the frequently touched ones stay
-// resident and take one way of their set from the operands. A rate of at most 1 is spread
-// over the steps (a touch after the steps where its running sum passes a whole number); a
-// rate above 1 is spread over the step's line accesses (a touch after an access where the
-// running sum of per_step / accesses passes a whole number), at most one touch after each
-// access, since a second touch with no operand access in between changes nothing. A
-// property of the compiled binary (its frames, where its stack lies, how often each line is
-// touched): scripts/hwmodel_reference.sh
-// measures it from memory traces of the reference kernel. The default (none) is the
-// paper-system default: the paper's AArch64 kernels are not available to measure; with 31
-// general registers TiC-SAT's loop nests can keep their state in registers, and its array
-// instruction keeps its state in the array (docs/hwmodel.md, "The independent reference").
-struct StackLine {
-  int64_t l1_set = 0;
-  double per_step = 1;
-};
-struct CoreStack {
-  std::vector<StackLine> lines;
-};
+// The compiled kernel's own stack lines (CoreStack, core_walk.h): one private line per entry,
+// in L1 set `l1_set`, warm and dirty at the start and touched (read-modify-write) `per_step`
+// times per schedule step on average, so that the frequently touched ones stay resident and
+// take one way of their set from the operands. A rate of at most 1 is spread over the steps
+// (a touch after the steps where its running sum passes a whole number); a rate above 1 is
+// spread over the step's line accesses (a touch after an access where the running sum of
+// per_step / accesses passes a whole number), at most one touch after each access, since a
+// second touch with no operand access in between changes nothing. A property of the compiled
+// binary (its frames, where its stack lies, how often each line is touched):
+// scripts/hwmodel_reference.sh measures it from memory traces of the reference kernel. The
+// default (none) is the paper-system default: the paper's AArch64 kernels are not available
+// to measure; with 31 general registers TiC-SAT's loop nests can keep their state in
+// registers, and its array instruction keeps its state in the array (docs/hwmodel.md, "The
+// independent reference").
 
 struct OpModel {
   std::vector<int64_t> units, groups;     // per core, the instruction model's events

@@ -1,0 +1,119 @@
+#pragma once
+// The in-order core model's walk: TiC-SAT's schedules (hwmodel/reference/kernels.h holds the
+// same loop nests as code) over operands placed in memory (layout.h's MatrixView), one share
+// per core, the cores interleaved step by step into the exact simulator (tracesim.h). Both
+// users of the core model walk through here: one encoder-layer op at the reference's
+// placement (core_model.cpp, `bertlab_hwref model`) and every node of a graph
+// (estimate_core.cpp, `bertlab estimate` on an in_order_core system), so the two give the
+// same counts for the same operands.
+//
+// A share counts the instruction model's events of its core: units, the innermost work items
+// the schedule walks (GEMM: words streamed through the array; row ops: elements per pass;
+// transposes: words read; element-wise lines: words or bytes), groups, the loop bodies around
+// them (GEMM: tiles; row ops: rows; transposes: blocks or tiles), and the array's issues.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hwmodel/layout.h"
+#include "hwmodel/system.h"
+#include "hwmodel/tracesim.h"
+#include "hwmodel/work.h"
+
+namespace bertlab::hw {
+
+// One access of a schedule step: `bytes` at `addr` of operand `op`; write = read-modify-write
+// (the kernels add into their outputs and rewrite in-place operands).
+struct CoreSeg {
+  int op;
+  uint64_t addr;
+  int64_t bytes;
+  bool write;
+};
+// A core's schedule: each call appends one step's accesses (a weight-tile row, a streamed
+// row with the output words it completes, a row pass, a line); false when it is done.
+using CoreSteps = std::function<bool(std::vector<CoreSeg>&)>;
+
+struct CoreShare {
+  int64_t units = 0, groups = 0, issues = 0;
+  CoreSteps steps;
+};
+
+// TiC-SAT's GEMM schedules, core `core` of s.cores. BWMA: per product, the core's contiguous
+// range of output panels; per panel, per k-tile: the S x S weight tile, the input panel row
+// by row, the output panel. RWMA: sequence blocks of s.rwma_block_rows rows, up to 512 rows
+// of blocks per L2 group split over the cores; K in chunks of 256, then N chunks of 256, the
+// core's blocks, then L1 groups of 64 K-rows x 32 N-columns, tile by tile. Per tile: S weight
+// rows, the rows streamed S x elem / bytes_per_issue words each, 2S - 1 rows of fill and
+// drain, and each output word added into memory as it leaves the array. w.k, w.n: multiples
+// of w.S. a, b, y: the operand ids of the simulator.
+CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a, int b, int y);
+
+// A transpose of src (rows x cols) into dst (cols x rows), as TiC-SAT's K transpose: row-major
+// views in blocks of 4 x 4 bytes (4 words read, 4 written per block), the blocks' rows split
+// over the cores; S x S-panel views tile by tile (a contiguous S x S tile read, written whole
+// into dst's tile), the tile rows split over the cores. Pairs one after another (heads).
+struct TransposePair {
+  MatrixView src, dst;
+};
+CoreShare transpose_share(const std::vector<TransposePair>& pairs, int64_t S, int64_t P, int64_t core, int src, int dst);
+
+// A row op over matrices of `rows` rows of `len` elements: per matrix, per row of the core's
+// chunk, `passes` passes over the row. inputs[0] is the row the op works on; further inputs
+// are read on every pass. every_pass_writes (softmax: exp and sum, then divide): the output
+// row is written on every pass (the first pass reads inputs[0] and writes the output, or
+// rewrites it in place); otherwise (layernorm: sum, variance, normalise) only the last pass
+// writes. Rows of a panel view (BWMA) are S-element pieces in each panel; the core chunks
+// keep rows that share a line on one core.
+struct RowMats {
+  std::vector<MatrixView> inputs;
+  MatrixView output;
+};
+CoreShare row_share(const std::vector<RowMats>& mats, int64_t rows, int64_t len, int passes, bool every_pass_writes,
+                    int64_t line, int64_t P, int64_t core, const std::vector<int>& input_ids, int output_id);
+
+// Element-wise kernels in storage order (residual add, GELU's lookup, every stream of a
+// graph): line by line, each stream's lines split over the cores in contiguous chunks; a
+// step reads (or read-modify-writes) one line of every stream. units: the bytes of the first
+// stream on this core / unit_bytes (residual add: 4-byte words; GELU: bytes). One group.
+struct LineStream {
+  int op;
+  uint64_t base;
+  int64_t bytes;
+  bool write;
+};
+CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, int64_t line, int64_t P, int64_t core);
+
+// The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
+// instruction stand-in's state): one private line per entry, in L1 set `l1_set`, warm and
+// dirty at the start and touched (read-modify-write) `per_step` times per schedule step on
+// average (core_model.h says how the touches are spread).
+struct StackLine {
+  int64_t l1_set = 0;
+  double per_step = 1;
+};
+struct CoreStack {
+  std::vector<StackLine> lines;
+};
+
+// The exact simulator driven by shares: run() walks one kernel's shares (share c on core c),
+// one step of each core per round, touching the stack lines at their rates.
+class CoreSim {
+ public:
+  CoreSim(const SystemDesc& s, const CoreStack& stack = {});
+  int operand(const std::string& name) { return sim_.operand(name); }
+  // Returns the steps each core walked.
+  std::vector<int64_t> run(std::vector<CoreShare>& shares);
+  Traffic finish() { return sim_.finish(); }
+
+ private:
+  void touch_stack(int64_t core, size_t i);
+  const SystemDesc& sys_;
+  CoreStack stack_;
+  TraceSim sim_;
+  int stack_id_ = -1;
+  std::vector<double> due_;  // per core and stack line: touches owed
+};
+
+}  // namespace bertlab::hw
