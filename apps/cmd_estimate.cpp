@@ -115,6 +115,46 @@ std::vector<hw::Arrangement> arrangements(const std::string& a) {
 
 // The summary table: time and DRAM bytes under every arrangement, then the speedup and
 // DRAM traffic reduction of each arrangement after the first (the RWMA baseline) over it.
+// in_order_core systems: per region and arrangement, the busiest cores' cycles by component
+// summed over the region's nodes, and the BWMA-over-RWMA speedup split into what each
+// component saves (speedup - 1 = sum over components of (RWMA - BWMA) / BWMA time, the DRAM
+// floor included as the cycles by which it exceeds a node's core time).
+std::string region_breakdown(const hw::GraphEstimate& r, const hw::GraphEstimate& b) {
+  struct Sum {
+    double instr = 0, array = 0, l1 = 0, llc = 0, floor = 0, time = 0;
+    int64_t l1_misses = 0, llc_misses = 0, bytes = 0;
+  };
+  auto sums = [](const hw::GraphEstimate& e, const std::string& region) {
+    Sum x;
+    for (const auto& n : e.nodes) {
+      if (n.region != region) continue;
+      x.instr += n.core.issue_cycles, x.array += n.core.array_cycles, x.l1 += n.core.l1_cycles, x.llc += n.core.llc_cycles;
+      x.floor += n.cycles - n.core.total();
+      x.time += n.cycles;
+      x.l1_misses += n.core.l1_misses, x.llc_misses += n.core.llc_misses, x.bytes += n.traffic.dram_bytes();
+    }
+    return x;
+  };
+  std::string out =
+      "  region     arr   instr Mcyc  array Mcyc  L1 misses  L1 Mcyc  LLC misses  LLC Mcyc  DRAM floor+ Mcyc  DRAM MB   "
+      "time Mcyc\n";
+  std::string split;
+  for (const char* region : {"attention", "ffn", "other"}) {
+    const Sum x = sums(r, region), y = sums(b, region);
+    if (x.time == 0 && y.time == 0) continue;
+    for (const auto& [name, v] : {std::pair{"rwma", x}, std::pair{"bwma", y}})
+      out += fmt::format("  {:<10} {:<4} {:>11.2f} {:>11.2f} {:>10} {:>8.2f} {:>11} {:>9.2f} {:>17.2f} {:>8.2f} {:>11.2f}\n",
+                         region, name, v.instr / 1e6, v.array / 1e6, v.l1_misses, v.l1 / 1e6, v.llc_misses, v.llc / 1e6,
+                         v.floor / 1e6, v.bytes / 1e6, v.time / 1e6);
+    if (y.time > 0)
+      split += fmt::format("  {:<10} {:.2f}x = 1 + instructions {:+.3f} + array {:+.3f} + L1 {:+.3f} + LLC {:+.3f} + DRAM "
+                           "floor {:+.3f}\n",
+                           region, x.time / y.time, (x.instr - y.instr) / y.time, (x.array - y.array) / y.time,
+                           (x.l1 - y.l1) / y.time, (x.llc - y.llc) / y.time, (x.floor - y.floor) / y.time);
+  }
+  return out + "  speedup BWMA over RWMA, split by what each component saves:\n" + split;
+}
+
 std::string summary_header() {
   const auto all = hw::arrangements();
   std::string h = fmt::format("{:>6} {:>5}", "kernel", "cores");
@@ -150,10 +190,11 @@ using MeasuredSeconds = std::map<std::string, double>;
 std::string csv_rows(const hw::GraphEstimate& e, const MeasuredSeconds* measured) {
   std::string s;
   for (const auto& n : e.nodes) {
-    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{}", e.system.array.kernel,
-                     e.system.cores, to_string(e.arrangement), n.name, n.op, n.model, n.region, n.seconds,
-                     n.cycles, n.compute_cycles, n.memory_cycles, n.dram_cycles, n.traffic.dram_bytes(),
-                     n.traffic.bursts(), n.traffic.row_hits(), n.traffic.row_misses(), n.tiles);
+    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{},{:.0f},{:.0f},{},{:.0f},{},{:.0f}",
+                     e.system.array.kernel, e.system.cores, to_string(e.arrangement), n.name, n.op, n.model, n.region,
+                     n.seconds, n.cycles, n.compute_cycles, n.memory_cycles, n.dram_cycles, n.traffic.dram_bytes(),
+                     n.traffic.bursts(), n.traffic.row_hits(), n.traffic.row_misses(), n.tiles, n.core.instructions,
+                     n.core.array_cycles, n.core.l1_misses, n.core.l1_cycles, n.core.llc_misses, n.core.llc_cycles);
     if (measured) s += fmt::format(",{:.6g}", measured->at(n.name));
     s += "\n";
   }
@@ -174,6 +215,11 @@ nlohmann::json to_json(const hw::GraphEstimate& e, const MeasuredSeconds* measur
                      {"bursts", n.traffic.bursts()}, {"row_hits", n.traffic.row_hits()},
                      {"row_misses", n.traffic.row_misses()}, {"tiles", n.tiles}, {"operands", ops},
                      {"terms", n.terms}});
+    if (e.system.kind == hw::SystemKind::accelerator && e.system.array.compute_model == hw::ComputeModel::in_order_core)
+      nodes.back()["core"] = {{"instructions", n.core.instructions}, {"issue_cycles", n.core.issue_cycles},
+                              {"array_cycles", n.core.array_cycles}, {"l1_misses", n.core.l1_misses},
+                              {"l1_cycles", n.core.l1_cycles},       {"llc_misses", n.core.llc_misses},
+                              {"llc_cycles", n.core.llc_cycles},     {"issues", n.issues}};
     if (measured) nodes.back()["measured_seconds"] = measured->at(n.name);
   }
   return {{"kernel", e.system.array.kernel}, {"cores", e.system.cores},
@@ -336,7 +382,8 @@ void run(const EstimateOptions& o) {
 
   const hw::NodeClasses classes = hw::classify_nodes(g);
   std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
-                    "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles";
+                    "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles,instructions,array_cycles,l1_misses,l1_cycles,"
+                    "llc_misses,llc_cycles";
   csv += profile ? ",measured_seconds\n" : "\n";
   std::optional<hw::ProfileComparison> comparison;
   MeasuredSeconds measured;
@@ -374,6 +421,9 @@ void run(const EstimateOptions& o) {
         }
       }
       fmt::print("{}", summary_row(S, P, est));
+      if (!o.explain.empty() && s.array.compute_model == hw::ComputeModel::in_order_core &&
+          est.count(hw::Arrangement::rwma) && est.count(hw::Arrangement::bwma))
+        fmt::print("{}", region_breakdown(est[hw::Arrangement::rwma], est[hw::Arrangement::bwma]));
       // The paper's comparison (docs/hwmodel-paper-table.md): BWMA over RWMA per region.
       if (est.count(hw::Arrangement::rwma) && est.count(hw::Arrangement::bwma)) {
         const auto& r = est[hw::Arrangement::rwma];

@@ -93,8 +93,9 @@ double dram_latency_cycles(const Traffic& t, const SystemDesc& s) {
 
 }  // namespace
 
-CoreCoefficients load_coefficients(const std::string& path) {
-  const auto j = read_json_file(path);
+CoreCoefficients load_coefficients(const std::string& path) { return coefficients_from_json(read_json_file(path), path); }
+
+CoreCoefficients coefficients_from_json(const nlohmann::json& j, const std::string& path) {
   // A json default: a "format" of another JSON type compares unequal (as machine.json's reader).
   check(j.is_object() && j.value("format", nlohmann::json()) == "bertlab-core-coefficients",
         "{}: expected format 'bertlab-core-coefficients'", path);

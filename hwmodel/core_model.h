@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -36,6 +37,11 @@ struct CoreCoefficients {
   std::map<std::tuple<LayerOp, Arrangement, int64_t>, std::array<double, 2>> entries;
 };
 CoreCoefficients load_coefficients(const std::string& path);
+// `origin` names the document in error messages.
+CoreCoefficients coefficients_from_json(const nlohmann::json& j, const std::string& origin);
+// The instruction basis built into bertlab (hwmodel/reference/x86_64_coefficients.json,
+// embedded at build time): the x86-64 reference kernels' counts.
+const CoreCoefficients& builtin_coefficients();
 
 // The compiled kernel's own stack lines (CoreStack, core_walk.h): one private line per entry,
 // in L1 set `l1_set`, warm and dirty at the start and touched (read-modify-write) `per_step`

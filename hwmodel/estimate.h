@@ -12,6 +12,17 @@
 
 namespace bertlab::hw {
 
+// in_order_core systems: the busiest core's time by component (core_model.h) and its events.
+struct CoreBreakdown {
+  double instructions = 0;   // the kernels' instructions (the array's excluded)
+  double issue_cycles = 0;   // instructions / issue width
+  double array_cycles = 0;   // array instructions x cycles_per_issue
+  int64_t l1_misses = 0, llc_misses = 0;
+  double l1_cycles = 0;      // L1 misses x the L1-miss path
+  double llc_cycles = 0;     // LLC misses x DRAM latency / memory parallelism
+  double total() const { return issue_cycles + array_cycles + l1_cycles + llc_cycles; }
+};
+
 struct NodeEstimate {
   std::string name, op, model;  // model: gemm | rows | stream | convert | fallback-stream | cpu-roofline | cpu-calibrated
   std::string phase, region;    // region: attention | ffn | other
@@ -25,6 +36,7 @@ struct NodeEstimate {
   // the step's micro-batches, StepContext::weights_version).
   double per_step_seconds = 0;
   int64_t tiles = 0, issues = 0;
+  CoreBreakdown core;           // in_order_core systems only
   Traffic traffic;
   std::vector<std::string> terms;  // the estimate in words, for --explain
 };

@@ -6,11 +6,14 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "hwmodel/arrangement.h"
+#include "hwmodel/core_walk.h"
+#include "hwmodel/encoder_layer.h"
 #include "hwmodel/estimate.h"
 #include "hwmodel/estimate_alloc.h"
 #include "runtime/step_rules.h"  // the rules the executor runs a graph by, which the cpu model follows (CpuGraphFacts)
@@ -58,7 +61,8 @@ void cpu_optimizer_runs(const Graph& g, const SystemDesc& s, std::vector<NodeEst
 // row ops and streams (estimate_stream.cpp), the dispatch (estimate.cpp).
 class NodeModel {
  public:
-  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a) : g_(g), s_(s), a_(a), low_(g, s, a) {}
+  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a)
+      : g_(g), s_(s), a_(a), low_(g, s, a), core_(s.array.compute_model == ComputeModel::in_order_core) {}
 
   // `terms`: also write the estimate in words (slow: formatting); off in sweeps.
   std::vector<NodeEstimate> run(const Node& node, bool terms);
@@ -129,7 +133,32 @@ class NodeModel {
   int64_t S_() const { return s_.array.kernel; }
   const ArrangementDesc& arr() const { return arrangement_desc(a_); }
 
+  // in_order_core systems (estimate_core.cpp): the lowered work walked by the core model.
+  // A GEMM node (and its conversion node, when `converted`); the transposes of the
+  // conversion are conv_pairs_ (else extra_conv_'s streams).
+  void core_gemm(const Node& node, const GemmShape& gm, const GemmWork& w, const StreamWork& extra, bool converted,
+                 const std::string& lowering, std::vector<NodeEstimate>& out);
+  // A row op: TiC-SAT's passes (every_pass_writes: softmax; else layernorm), its instructions
+  // by `kernel` (none: FLOPs), `vectors` streamed.
+  NodeEstimate core_rows(const Node& node, const RowWork& w, bool every_pass_writes, std::optional<LayerOp> kernel,
+                         const StreamWork& vectors, const std::string& what);
+  // Streams line by line, instructions by `kernel` per unit_bytes (none: FLOPs).
+  NodeEstimate core_stream(const Node& node, const StreamWork& w, std::optional<LayerOp> kernel, int64_t unit_bytes,
+                           const std::string& what, const char* model = "stream");
+
+  // Whether the graph has a backward pass (computed once).
+  bool training() {
+    if (training_ < 0) {
+      training_ = 0;
+      for (const auto& node : g_.nodes()) training_ |= node.phase == Phase::backward ? 1 : 0;
+    }
+    return training_ == 1;
+  }
+
   StreamWork extra_conv_, extra_stream_;
+  std::vector<TransposePair> conv_pairs_;
+  int training_ = -1;
+  bool core_ = false;
   bool terms_ = false;
 };
 

@@ -55,10 +55,11 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
       extra_conv_.accesses.push_back({"k_transposed", low_.whole(kt, B * heads * view_bytes(a_, d, L, s_.elem_bytes, S)), true});
       converted = true;
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < heads; ++h)
-          w.instances.push_back({sub_view(qkv_m, b * L, L, h * d, d),
-                                 low_.fresh(kt, d, L, b * heads + h, B * heads),
-                                 low_.matrix(node.outputs[0], b * heads + h)});
+        for (int64_t h = 0; h < heads; ++h) {
+          const MatrixView kt_h = low_.fresh(kt, d, L, b * heads + h, B * heads);
+          conv_pairs_.push_back({sub_view(qkv_m, b * L, L, H + h * d, d), kt_h});
+          w.instances.push_back({sub_view(qkv_m, b * L, L, h * d, d), kt_h, low_.matrix(node.outputs[0], b * heads + h)});
+        }
       extra.accesses.push_back({"mask_bias", low_.whole(g_.tensor(node.inputs[1]).name, B * L * s_.elem_bytes), false});
       lowering = fmt::format("{} products Q(L,d) K^T(d,L), L={}, d={}: Q read in place from qkv (head split "
                              "{}), K^T from the converted copy",
@@ -91,6 +92,14 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
     }
     lowering = "generic GEMM from node_gemm(): operands as fresh matrices in the arrangement";
   }
+  if (core_) {
+    for (auto& acc : extra_stream_.accesses) extra.accesses.push_back(acc);
+    extra_stream_.accesses.clear();
+    if (!converted) conv_pairs_.clear();
+    core_gemm(node, gm, w, extra, converted, lowering, out);
+    return;
+  }
+  conv_pairs_.clear();
   if (converted) {
     conv.name = node.name + ".convert";
     conv.op = "convert";
@@ -165,6 +174,7 @@ MatrixView NodeModel::transposed_a(const Node& node, const GemmShape& gm, const 
   }
   for (const auto& sw : block_sweeps(src, 0, src.rows, 0, src.cols)) extra_conv_.accesses.push_back({"a_src", sw, false});
   const MatrixView t = low_.fresh(node.name + "#a_t", gm.m, gm.k, i, gm.batch, true);
+  conv_pairs_.push_back({src, t});
   extra_conv_.accesses.push_back({"a_transposed", Sweep{t.base, 1, gm.m * gm.k * s_.elem_bytes, gm.m * gm.k * s_.elem_bytes}, true});
   return t;
 }
@@ -207,9 +217,11 @@ bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w
         extra_conv_.accesses.push_back({"v_transposed", low_.whole(node.name + "#v_t", B * heads * view_bytes(a_, d, L, s_.elem_bytes, S_())), true});
         const MatrixView dctx = low_.matrix(node.inputs[0], 0);
         for (int64_t b = 0; b < B; ++b)
-          for (int64_t h = 0; h < heads; ++h)
-            w.instances.push_back({sub_view(dctx, b * L, L, h * d, d), low_.fresh(node.name + "#v_t", d, L, b * heads + h, B * heads),
-                                   low_.matrix(node.outputs[0], b * heads + h)});
+          for (int64_t h = 0; h < heads; ++h) {
+            const MatrixView vt = low_.fresh(node.name + "#v_t", d, L, b * heads + h, B * heads);
+            conv_pairs_.push_back({sub_view(qkv, b * L, L, 2 * H + h * d, d), vt});
+            w.instances.push_back({sub_view(dctx, b * L, L, h * d, d), vt, low_.matrix(node.outputs[0], b * heads + h)});
+          }
         lowering = "dP = dctx V^T per head: dctx read in place, V^T from a converted copy";
         return true;
       }

@@ -22,10 +22,30 @@ NodeEstimate NodeModel::rows(const Node& node, std::vector<int> ins, int passes,
     rm.output = low_.matrix(node.outputs[0], b);
     w.matrices.push_back(rm);
   }
-  n.traffic = analytic_traffic(w, s_, s_.cores);
   StreamWork v;
   for (int t : vectors) v.accesses.push_back({g_.tensor(t).name, low_.whole(g_.tensor(t).name, g_.tensor(t).numel() * s_.elem_bytes), false});
   for (int t : vector_outputs) v.accesses.push_back({g_.tensor(t).name, low_.whole(g_.tensor(t).name, g_.tensor(t).numel() * s_.elem_bytes), true});
+  if (core_) {
+    // TiC-SAT's row kernels: softmax in two passes that both write (exp and row sum, then
+    // divide), layernorm in three that write in the last (sum, variance, normalise); their
+    // gradients walk their passes the same way, priced by the forward kernel's counts.
+    bool every = false;
+    std::optional<LayerOp> kernel;
+    switch (op_info(node.kind).family) {
+      case HwFamily::softmax: w.passes = 2, every = true, kernel = LayerOp::softmax; break;
+      case HwFamily::softmax_grad: kernel = LayerOp::softmax; break;
+      case HwFamily::layernorm: w.passes = 3, kernel = LayerOp::layernorm; break;
+      case HwFamily::layernorm_grad: kernel = LayerOp::layernorm; break;
+      case HwFamily::gemm:
+      case HwFamily::stream:
+      case HwFamily::embedding:
+      case HwFamily::embedding_grad:
+      case HwFamily::update:
+      case HwFamily::generic: break;
+    }
+    return core_rows(node, w, every, kernel, v, "row op");
+  }
+  n.traffic = analytic_traffic(w, s_, s_.cores);
   n.traffic.add(analytic_traffic(v, s_, s_.cores));
   term(n, "row op over {} matrix(es) of {} rows x {} ({} pass(es) over each row): {}",
                                 m.batch, m.rows, m.cols, passes,
@@ -43,6 +63,13 @@ NodeEstimate NodeModel::elementwise(const Node& node) {
     w.accesses.push_back({fmt::format("in{}", i), low_.whole(g_.tensor(t).name, low_.tensor_bytes(t)), false});
   }
   w.accesses.push_back({"out", low_.whole(g_.tensor(node.outputs[0]).name, low_.tensor_bytes(node.outputs[0])), true});
+  if (core_) {  // TiC-SAT's element-wise kernels: a lookup per element (activations), else an add per word
+    const bool lookup = node.kind == OpKind::activation;
+    return core_stream(node, w, lookup ? LayerOp::gelu : LayerOp::residual_add,
+                       lookup ? s_.elem_bytes : s_.array.bytes_per_issue,
+                       lookup ? "element-wise lookup in storage order (TiC-SAT's GELU kernel)"
+                              : "element-wise in storage order, priced as TiC-SAT's residual add per word");
+  }
   n.traffic = analytic_traffic(w, s_, s_.cores);
   term(n, "{}", "elementwise: layout-independent, every operand streamed once in storage order");
   describe_traffic(n, s_, terms_);
@@ -62,7 +89,6 @@ NodeEstimate NodeModel::embedding_grad(const Node& node) {
   rm.inputs.push_back(low_.matrix(node.inputs[0], 0));
   rm.output = low_.fresh(node.name + "#word_rows", m.rows, m.cols, 0, 1, true);
   w.matrices.push_back(rm);
-  n.traffic = analytic_traffic(w, s_, s_.cores);
   StreamWork other;
   const int64_t rows_bytes = m.rows * m.cols * s_.elem_bytes;
   for (const char* t : {"position_rows", "type_rows"}) {
@@ -71,6 +97,8 @@ NodeEstimate NodeModel::embedding_grad(const Node& node) {
   }
   for (int i = 1; i < 3; ++i)
     other.accesses.push_back({fmt::format("ids{}", i), low_.whole(g_.tensor(node.inputs[i]).name, g_.tensor(node.inputs[i]).numel() * 4), false});
+  if (core_) return core_rows(node, w, false, std::nullopt, other, "embedding backward: gradient rows added into the tables");
+  n.traffic = analytic_traffic(w, s_, s_.cores);
   n.traffic.add(analytic_traffic(other, s_, s_.cores));
   term(n, "embedding backward: {} gradient rows {} added into a row of each row-major table", m.rows,
        arr().rows_gathered);
@@ -94,6 +122,7 @@ NodeEstimate NodeModel::optimizer(const Node& node) {
       const TensorDesc& t = g_.tensor(node.outputs[i]);
       w.accesses.push_back({fmt::format("out{}", i), low_.whole(t.name, t.bytes()), true});
     }
+  if (core_) return core_stream(node, w, std::nullopt, 1, fmt::format("{}: every operand streamed once at its graph dtype", n.op));
   n.traffic = analytic_traffic(w, s_, s_.cores);
   term(n, "{}: every operand streamed once in storage order at its graph dtype (fp32 state), updated tensors read-modify-written{}", n.op,
        node.kind == OpKind::allreduce ? "; local traffic only, the interconnect is not modelled" : "");
@@ -115,10 +144,11 @@ NodeEstimate NodeModel::embedding(const Node& node) {
   for (const auto& nm : w.input_names) rm.inputs.push_back(low_.fresh(node.name + "#" + nm, m.rows, m.cols, 0, 1, true));
   rm.output = low_.matrix(node.outputs[0], 0);
   w.matrices.push_back(rm);
-  n.traffic = analytic_traffic(w, s_, s_.cores);
   StreamWork ids;
   for (int i = 0; i < 2; ++i)
     ids.accesses.push_back({fmt::format("ids{}", i), low_.whole(g_.tensor(node.inputs[i]).name, g_.tensor(node.inputs[i]).numel() * 4), false});
+  if (core_) return core_rows(node, w, false, std::nullopt, ids, "embedding: a row of each table gathered and summed");
+  n.traffic = analytic_traffic(w, s_, s_.cores);
   n.traffic.add(analytic_traffic(ids, s_, s_.cores));
   term(n, "embedding: {} tokens gather a row of each table (row-major) and write the sum {}",
                                 m.rows, arr().rows_scattered);
@@ -142,6 +172,7 @@ NodeEstimate NodeModel::fallback(const Node& node) {
   StreamWork w;
   if (total - write > 0) w.accesses.push_back({"reads", low_.whole(node.name + "#reads", total - write), false});
   if (write > 0) w.accesses.push_back({"writes", low_.whole(node.name + "#writes", write), true});
+  if (core_) return core_stream(node, w, std::nullopt, 1, fmt::format("fallback: no model for op '{}', its minimal bytes streamed", n.op), "fallback-stream");
   n.traffic = analytic_traffic(w, s_, s_.cores);
   term(n, 
       "fallback: no specific model for op '{}', generic streaming model: node_min_bytes {} x element size "

@@ -72,8 +72,8 @@ void describe_traffic(NodeEstimate& n, const SystemDesc& s, bool terms) {
   const Traffic& t = n.traffic;
   for (const auto& [name, o] : t.operands)
     term_if(terms, n, 
-        "operand {}: {} DRAM line reads, {} line writes, {} row-buffer misses; fetched {}x: {}", name,
-        o.read_lines, o.write_lines, o.row_misses, o.refetch, o.why);
+        "operand {}: {} DRAM line reads, {} line writes, {} row-buffer misses{}", name, o.read_lines, o.write_lines,
+        o.row_misses, o.why.empty() ? std::string() : fmt::format("; fetched {}x: {}", o.refetch, o.why));
   term_if(terms, n, 
       "off-chip: {} bytes = {} lines of {} B = {} bursts of {} B; row buffer: {} hits, {} misses "
       "(rows of {} B)",

@@ -33,7 +33,8 @@ const char* to_string(SystemKind k) {
 }
 const char* to_string(ComputeModel m) {
   switch (m) {
-    case ComputeModel::tightly_coupled: return "tightly_coupled";
+    case ComputeModel::in_order_core: return "in_order_core";
+    case ComputeModel::loosely_coupled: return "loosely_coupled";
     case ComputeModel::scalesim: return "scalesim";
   }
   return "?";
@@ -57,9 +58,15 @@ SystemKind kind_from(const std::string& s, const std::string& origin) {
 }
 
 ComputeModel compute_model_from(const std::string& s, const std::string& origin) {
-  if (s == "tightly_coupled") return ComputeModel::tightly_coupled;
+  if (s == "in_order_core") return ComputeModel::in_order_core;
+  if (s == "loosely_coupled") return ComputeModel::loosely_coupled;
   if (s == "scalesim") return ComputeModel::scalesim;
-  fail("{}: field 'array.compute_model' must be tightly_coupled or scalesim, got '{}'", origin, s);
+  check(s != "tightly_coupled",
+        "{}: field 'array.compute_model': 'tightly_coupled' is no longer a model; the paper's tightly coupled "
+        "cores are 'in_order_core' (instructions, array issues and cache misses of TiC-SAT's schedules), the "
+        "array-issue-only model is 'loosely_coupled'",
+        origin);
+  fail("{}: field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got '{}'", origin, s);
 }
 
 CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
@@ -210,7 +217,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
     s.array.dataflow = dataflow_from(field_or<std::string>(a, "dataflow", "ws", "array", origin), origin);
     s.array.compute_model =
-        compute_model_from(field_or<std::string>(a, "compute_model", "tightly_coupled", "array", origin), origin);
+        compute_model_from(field_or<std::string>(a, "compute_model", "in_order_core", "array", origin), origin);
     s.array.bytes_per_issue = field_or<int64_t>(a, "bytes_per_issue", 4, "array", origin);
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
@@ -275,10 +282,19 @@ void validate(const SystemDesc& s, const std::string& origin) {
   const auto& a = s.array;
   check(a.kernel >= 1 && a.kernel <= 4096, "{}: field 'array.kernel' must be in 1..4096, got {}",
         origin, a.kernel);
-  check(a.compute_model != ComputeModel::tightly_coupled || a.dataflow == Dataflow::ws,
-        "{}: 'array.compute_model' tightly_coupled models the weight-stationary array of the "
+  check(a.compute_model == ComputeModel::scalesim || a.dataflow == Dataflow::ws,
+        "{}: 'array.compute_model' {} models the weight-stationary array of the "
         "paper; dataflow '{}' needs compute_model scalesim",
-        origin, to_string(a.dataflow));
+        origin, to_string(a.compute_model), to_string(a.dataflow));
+  check(a.compute_model != ComputeModel::in_order_core || a.kernel == 4 || a.kernel == 8 || a.kernel == 16 ||
+            a.kernel == 32,
+        "{}: field 'array.kernel' is {}: the in_order_core model has instruction counts of TiC-SAT's kernels for "
+        "S = 4, 8, 16 and 32 only (use one of them, or compute_model loosely_coupled)",
+        origin, a.kernel);
+  check(a.compute_model != ComputeModel::in_order_core || s.elem_bytes <= a.bytes_per_issue,
+        "{}: field 'elem_bytes' is {}: the in_order_core model streams words of 'array.bytes_per_issue' ({}) "
+        "bytes holding whole elements",
+        origin, s.elem_bytes, a.bytes_per_issue);
   check(a.bytes_per_issue >= 1, "{}: field 'array.bytes_per_issue' must be >= 1", origin);
   check((a.kernel * s.elem_bytes) % a.bytes_per_issue == 0 || a.compute_model == ComputeModel::scalesim,
         "{}: a kernel row of {} x {} bytes does not divide into issues of {} bytes "

@@ -20,8 +20,14 @@ const char* to_string(Dataflow d);
 // CPU described by measured peaks.
 enum class SystemKind : uint8_t { accelerator, cpu };
 const char* to_string(SystemKind k);
-// The array's cycle model: the paper's array fed through the core, or SCALE-Sim's closed forms.
-enum class ComputeModel : uint8_t { tightly_coupled, scalesim };
+// How a node's time is modelled:
+// - in_order_core: the paper's tightly coupled system, an in-order core that executes the
+//   kernel's instructions and issues the array's (core_model.h, core_walk.h): instructions,
+//   array issues, L1 and LLC misses of TiC-SAT's schedules, walked through the exact simulator;
+// - loosely_coupled: an array fed from memory at its issue rate, the core not modelled (the
+//   array's issues and the closed-form traffic of analytic.h);
+// - scalesim: SCALE-Sim's closed forms (compute.h) and, optionally, its memory system.
+enum class ComputeModel : uint8_t { in_order_core, loosely_coupled, scalesim };
 const char* to_string(ComputeModel m);
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
 enum class CpuModel : uint8_t { calibrated, roofline };
@@ -104,7 +110,7 @@ struct ScaleSimMemoryDesc {
 struct ArrayDesc {
   int64_t kernel = 8;               // S: the array is S x S
   Dataflow dataflow = Dataflow::ws;
-  ComputeModel compute_model = ComputeModel::tightly_coupled;
+  ComputeModel compute_model = ComputeModel::loosely_coupled;
   int64_t bytes_per_issue = 4;      // bytes moved into/out of the array per issued instruction
   double cycles_per_issue = 1;      // core cycles per issued array instruction
   double output_cycles_per_issue = 1;  // extra cycles to accumulate one popped output word

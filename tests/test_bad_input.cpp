@@ -656,8 +656,15 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
              Contains("cores25.json") && Contains("field 'cores' must be a whole number, got 2.5"));
   CHECK_THAT(with("ways.json", [](auto& j) { j["llc"]["ways"] = 8.5; }),
              Contains("field 'llc.ways' must be a whole number"));
-  CHECK_THAT(with("kernel.json", [](auto& j) { j["array"]["kernel"] = 4096; }),
+  CHECK_THAT(with("kernel.json",
+                  [](auto& j) {
+                    j["array"]["kernel"] = 4096;
+                    j["array"]["compute_model"] = "loosely_coupled";
+                  }),
              Contains("kernel.json: field 'array.kernel' is 4096") && Contains("largest K: 512"));
+  // The in-order core model has instruction counts of TiC-SAT's kernels at S = 4, 8, 16, 32.
+  CHECK_THAT(with("kernel64.json", [](auto& j) { j["array"]["kernel"] = 64; }),
+             Contains("kernel64.json: field 'array.kernel' is 64") && Contains("S = 4, 8, 16 and 32 only"));
   CHECK_THAT(with("out.json", [](auto& j) { j["array"]["output_cycles_per_issue"] = -3; }),
              Contains("out.json") && Contains("'array.output_cycles_per_issue' must be positive, got -3"));
   CHECK_THAT(with("issue.json", [](auto& j) { j["array"]["cycles_per_issue"] = 0; }),
@@ -668,12 +675,15 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   CHECK_THAT(with("kind.json", [](auto& j) { j["kind"] = "gpu"; }),
              Contains("field 'kind' must be accelerator or cpu, got 'gpu'"));
   CHECK_THAT(with("model.json", [](auto& j) { j["array"]["compute_model"] = "rtl"; }),
-             Contains("field 'array.compute_model' must be tightly_coupled or scalesim, got 'rtl'"));
+             Contains("field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got 'rtl'"));
+  CHECK_THAT(with("tc.json", [](auto& j) { j["array"]["compute_model"] = "tightly_coupled"; }),
+             Contains("tc.json") && Contains("'tightly_coupled' is no longer a model") && Contains("in_order_core") &&
+                 Contains("loosely_coupled"));
   // SCALE-Sim's memory system: only in SCALE-Sim mode, every field a positive whole number
   // (or a bool), no unknown fields.
   CHECK_THAT(with("ssmem_tc.json", [](auto& j) { j["array"]["scalesim_memory"] = nlohmann::json::object(); }),
              Contains("ssmem_tc.json") && Contains("field 'array.scalesim_memory'") &&
-                 Contains("needs 'array.compute_model' scalesim, got tightly_coupled"));
+                 Contains("needs 'array.compute_model' scalesim, got in_order_core"));
   const auto scalesim_memory = [&](const std::string& name, const std::string& key, nlohmann::json value) {
     return with(name, [&](auto& j) {
       j["array"]["compute_model"] = "scalesim";
@@ -722,9 +732,17 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
                                                  Contains("got '0'") && !Contains("1.79e308"));
   CHECK_THAT(estimate(base + " --kernel 8,2.5"), Contains("--kernel") && Contains("got '2.5'"));
   CHECK_THAT(estimate(base + " --kernel 1024"), Contains("--kernel is 1024") && Contains("largest K: 512"));
+  CHECK_THAT(estimate(base + " --kernel 64"), Contains("field 'array.kernel' is 64") && Contains("S = 4, 8, 16 and 32"));
   CHECK_THAT(estimate(base + " --cores 1000"), Contains("--cores 1000") && Contains("1..64"));
-  // The limits are not off by one: the largest kernel and core count accepted.
-  CHECK(run_bertlab("estimate " + base + " --kernel 512 --cores 64 > /dev/null").exit_code == 0);
+  // The limits are not off by one: the largest kernel and core count accepted (the in-order
+  // core model's largest S; any S up to the largest K for the array-only model).
+  CHECK(run_bertlab("estimate " + base + " --kernel 32 --cores 64 > /dev/null").exit_code == 0);
+  auto loose = nlohmann::json::parse(read_text(paper));
+  loose["array"]["compute_model"] = "loosely_coupled";
+  write_text(dir / "loose.json", loose.dump());
+  CHECK(run_bertlab(fmt::format("estimate --graph {} --system {} --kernel 512 --cores 64 > /dev/null", quote(graph),
+                                quote(dir / "loose.json")))
+            .exit_code == 0);
 }
 
 TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full double range", "[errors][cli]") {

@@ -259,6 +259,9 @@ TEST_CASE("BWMA attention products with fewer panels than cores use every core",
   run.heads = Heads::none;
   const Graph g = build_bert(c, run);
   SystemDesc s = paper_system();
+  // The array-only model's schedule; the in-order core model runs TiC-SAT's, which splits
+  // each product's panels over the cores (core_walk.h).
+  s.array.compute_model = ComputeModel::loosely_coupled;
   s.array.kernel = 32;
   auto context = [&](int64_t cores) {
     s.cores = cores;

@@ -142,6 +142,9 @@ int main(int argc, char** argv) {
       j["units"] = m.units;
       j["groups"] = m.groups;
       j["steps"] = m.steps;
+      const OpTime t = op_time(m, sys);  // the busiest core's cycles by component, and the op's
+      j["time"] = {{"instructions", t.instructions}, {"array", t.array}, {"l1_stall", t.l1_stall},
+                   {"llc_stall", t.llc_stall}, {"dram_floor", t.dram}, {"cycles", t.total()}};
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
