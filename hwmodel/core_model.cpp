@@ -150,7 +150,7 @@ OpTime op_time(const OpModel& m, const SystemDesc& sys) {
   const double dram = dram_latency_cycles(m.traffic, sys) / sys.memory_parallelism;
   for (size_t c = 0; c < m.instructions.size(); ++c) {
     OpTime t;
-    t.instructions = static_cast<double>(m.instructions[c]);                  // in-order: one cycle each
+    t.instructions = m.instructions[c] / sys.issue_width;                     // in-order, issue_width per cycle
     t.array = m.issues[c] * sys.array.cycles_per_issue;                       // the array instructions
     t.l1_stall = m.traffic.l1_misses[c] * sys.llc.hit_cycles;                 // L1 miss served by the LLC
     t.llc_stall = m.traffic.llc_misses[c] * dram;                             // LLC miss served by DRAM

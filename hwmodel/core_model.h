@@ -13,7 +13,7 @@
 // kernel's per-iteration instruction counts, fitted by scripts/hwmodel_reference.sh from
 // cachegrind runs at two calibration sequence lengths (32 and 64) and checked at 128 and 512.
 //
-// Time per core: instructions (one cycle each, in-order) + array issues x cycles_per_issue
+// Time per core: instructions / core.issue_width (in-order) + array issues x cycles_per_issue
 // + L1 misses x LLC hit latency + LLC misses x DRAM latency (the row-hit/miss mix of the
 // op's DRAM lines) / memory_parallelism; an op takes the busiest core's time or its DRAM
 // bytes at the peak bandwidth, whichever is longer.
@@ -39,9 +39,9 @@ struct CoreCoefficients {
 CoreCoefficients load_coefficients(const std::string& path);
 // `origin` names the document in error messages.
 CoreCoefficients coefficients_from_json(const nlohmann::json& j, const std::string& origin);
-// The instruction basis built into bertlab (hwmodel/reference/x86_64_coefficients.json,
-// embedded at build time): the x86-64 reference kernels' counts.
-const CoreCoefficients& builtin_coefficients();
+// The instruction bases built into bertlab (hwmodel/reference/{aarch64,x86_64}_coefficients.json,
+// embedded at build time): TiC-SAT's kernels for AArch64, the reference kernels for x86-64.
+const CoreCoefficients& builtin_coefficients(CoreIsa isa);
 
 // The compiled kernel's own stack lines (CoreStack, core_walk.h): one private line per entry,
 // in L1 set `l1_set`, warm and dirty at the start and touched (read-modify-write) `per_step`

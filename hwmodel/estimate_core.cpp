@@ -29,10 +29,10 @@ class CorePricer {
     sim_.run(shares);
     std::array<double, 2> k{0, 0};
     if (kernel) {
-      const auto& e = builtin_coefficients().entries;
+      const auto& e = builtin_coefficients(s_.core_isa).entries;
       const auto it = e.find({*kernel, a_, s_.array.kernel});
-      check(it != e.end(), "core model: no instruction counts of '{}' {} at S = {}", info(*kernel).name,
-            to_string(a_), s_.array.kernel);
+      check(it != e.end(), "core model: no {} instruction counts of '{}' {} at S = {}", to_string(s_.core_isa),
+            info(*kernel).name, to_string(a_), s_.array.kernel);
       k = it->second;
     }
     int64_t units = 0, groups = 0, issues = 0;
@@ -44,8 +44,8 @@ class CorePricer {
     }
     n.issues += issues;
     if (kernel)
-      term_if(terms, n, "kernel {} ({}, S = {}): {} units x {} + {} groups x {} = {:.0f} instructions{}",
-              info(*kernel).name, to_string(a_), s_.array.kernel, units, k[0], groups, k[1],
+      term_if(terms, n, "kernel {} ({}, S = {}, {} counts): {} units x {} + {} groups x {} = {:.0f} instructions{}",
+              info(*kernel).name, to_string(a_), s_.array.kernel, to_string(s_.core_isa), units, k[0], groups, k[1],
               k[0] * units + k[1] * groups, issues > 0 ? fmt::format(", {} array instructions", issues) : "");
   }
   // Instructions of work no TiC-SAT kernel does: its FLOPs at core.flops_per_cycle, split evenly.
@@ -68,7 +68,7 @@ class CorePricer {
     for (int64_t c = 0; c < s_.cores; ++c) {
       CoreBreakdown b;
       b.instructions = instr_[c];
-      b.issue_cycles = instr_[c];  // one instruction per cycle: the in-order core
+      b.issue_cycles = instr_[c] / s_.issue_width;  // the in-order core issues issue_width per cycle
       b.array_cycles = issues_[c] * s_.array.cycles_per_issue;
       b.l1_misses = n.traffic.l1_misses[c];
       b.llc_misses = n.traffic.llc_misses[c];

@@ -1,7 +1,9 @@
 #include "hwmodel/system.h"
+
 #include "hwmodel/json_fields.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -36,6 +38,13 @@ const char* to_string(ComputeModel m) {
     case ComputeModel::in_order_core: return "in_order_core";
     case ComputeModel::loosely_coupled: return "loosely_coupled";
     case ComputeModel::scalesim: return "scalesim";
+  }
+  return "?";
+}
+const char* to_string(CoreIsa i) {
+  switch (i) {
+    case CoreIsa::aarch64: return "aarch64";
+    case CoreIsa::x86_64: return "x86_64";
   }
   return "?";
 }
@@ -201,6 +210,13 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
+  const std::string isa = field_or<std::string>(core, "isa", "aarch64", "core", origin);
+  check(isa == "aarch64" || isa == "x86_64", "{}: field 'core.isa' must be aarch64 or x86_64, got '{}'", origin, isa);
+  s.core_isa = isa == "aarch64" ? CoreIsa::aarch64 : CoreIsa::x86_64;
+  s.issue_width = field_or<double>(core, "issue_width", 1, "core", origin);
+  check(std::isfinite(s.issue_width) && s.issue_width >= 1 && s.issue_width <= 16,
+        "{}: field 'core.issue_width' must be a number of instructions per cycle in 1..16, got {}", origin,
+        s.issue_width);
   if (s.kind == SystemKind::cpu) {
     s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
     s.precision = precision_from_string(field_or<std::string>(j, "precision", "f32", "", origin),
@@ -354,7 +370,9 @@ json system_to_json(const SystemDesc& s) {
          {"core",
           {{"flops_per_cycle", s.core_flops_per_cycle},
            {"overlap", s.overlap},
-           {"memory_parallelism", s.memory_parallelism}}},
+           {"memory_parallelism", s.memory_parallelism},
+           {"isa", to_string(s.core_isa)},
+           {"issue_width", s.issue_width}}},
          {"l1", cache_to(s.l1)},
          {"llc", cache_to(s.llc)},
          {"dram",

@@ -28,6 +28,12 @@ const char* to_string(SystemKind k);
 //   array's issues and the closed-form traffic of analytic.h);
 // - scalesim: SCALE-Sim's closed forms (compute.h) and, optionally, its memory system.
 enum class ComputeModel : uint8_t { in_order_core, loosely_coupled, scalesim };
+// The instruction basis of the in_order_core model (core_model.h builtin_coefficients): the
+// kernels' instructions per unit and per group as compiled for this ISA.
+// aarch64: TiC-SAT's kernels at its own flags (the paper system's, docs/hwmodel-aarch64.md);
+// x86_64: bertlab's reference kernels, the ones measured under valgrind (docs/hwmodel.md).
+enum class CoreIsa : uint8_t { aarch64, x86_64 };
+const char* to_string(CoreIsa i);
 const char* to_string(ComputeModel m);
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
 enum class CpuModel : uint8_t { calibrated, roofline };
@@ -130,6 +136,8 @@ struct SystemDesc {
   double core_flops_per_cycle = 1;   // scalar work of non-GEMM ops on the core
   double overlap = 0;                // fraction of the smaller of compute/memory time hidden
   double memory_parallelism = 1;     // outstanding misses per core (1: blocking in-order core)
+  CoreIsa core_isa = CoreIsa::aarch64;  // in_order_core: whose instruction counts
+  double issue_width = 1;            // in_order_core: instructions issued per cycle (gem5-X's MinorCPU: 2)
   ArrayDesc array;
   CacheDesc l1;                      // per core
   CacheDesc llc;                     // shared

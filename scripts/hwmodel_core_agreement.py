@@ -4,7 +4,10 @@
 BERT-base inference at SEQ, the estimate's cycles against the sum of the ops it runs, for
 every S, core count and arrangement given. Exits 1 when a node differs by more than TOL.
 
-  scripts/hwmodel_core_agreement.py [--seq 512] [--kernels 4,8,16,32] [--cores 1,2,4] [--tol 0.05]
+  scripts/hwmodel_core_agreement.py [--seq 512] [--kernels 4,8,16,32] [--cores 1,2,4] [--tol 0.05] [--isa aarch64]
+
+Both sides use the same instruction basis (--isa: the paper system's core.isa is replaced by it,
+and bertlab_hwref gets hwmodel/reference/ISA_coefficients.json).
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -29,11 +32,17 @@ def main():
     ap.add_argument("--cores", default="1,2,4")
     ap.add_argument("--tol", type=float, default=0.05)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--isa", default="aarch64", choices=["aarch64", "x86_64"])
     a = ap.parse_args()
-    system = "configs/systems/paper-ticsat.json"
-    coeffs = "hwmodel/reference/x86_64_coefficients.json"
+    coeffs = f"hwmodel/reference/{a.isa}_coefficients.json"
     worst = 0.0
-    with tempfile.TemporaryDirectory() as tmp:
+    tmpdir = tempfile.TemporaryDirectory()
+    if True:
+        tmp = tmpdir.name
+        j = json.load(open("configs/systems/paper-ticsat.json"))
+        j["core"]["isa"] = a.isa
+        system = os.path.join(tmp, "system.json")
+        json.dump(j, open(system, "w"))
         out = os.path.join(tmp, "e.json")
         subprocess.run([f"{a.build}/bertlab", "estimate", "--config", "configs/bert-base.json", "--batch", "1",
                         "--seq", str(a.seq), "--heads", "none", "--system", system, "--kernel", a.kernels,

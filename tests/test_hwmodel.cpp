@@ -229,6 +229,7 @@ TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
     CHECK(fallback);  // mask_bias, first_token: generic streaming model
   }
   s.pad_to_kernel = false;
+  s.array.compute_model = ComputeModel::loosely_coupled;  // in_order_core has S = 4, 8, 16, 32 only
   s.array.kernel = 24;
   CHECK_THROWS_WITH(estimate_graph(g, s, Arrangement::bwma), Catch::Contains("pad_to_kernel"));
 }
