@@ -2,7 +2,10 @@
 // Typed fields of the JSON descriptions hwmodel reads (systems, clusters): errors name the file,
 // the field's path and what was expected.
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <vector>
 #include <type_traits>
 
 #include "base/error.h"
@@ -32,6 +35,41 @@ T field_or(const nlohmann::json& j, const std::string& key, T dflt, const std::s
            const std::string& origin) {
   if (!j.is_object() || !j.contains(key)) return dflt;
   return field<T>(j, key, path, origin);
+}
+
+// The known field nearest to `key` by edit distance (a misspelling's likely intent).
+inline std::string nearest_field(const std::string& key, std::initializer_list<const char*> known) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const char* k : known) {
+    const std::string b = k;
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= key.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (key[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    if (row[b.size()] < best_d) best_d = row[b.size()], best = b;
+  }
+  return best;
+}
+
+// Refuses a field of object `j` (at `path` inside `origin`) that is not in `known`, naming it
+// and the nearest known one: a misspelt field would otherwise be ignored and its default used.
+inline void check_known_fields(const nlohmann::json& j, std::initializer_list<const char*> known,
+                               const std::string& path, const std::string& origin) {
+  if (!j.is_object()) return;
+  for (const auto& [key, value] : j.items()) {
+    bool ok = false;
+    for (const char* k : known) ok |= key == k;
+    check(ok, "{}: unknown field '{}{}' (did you mean '{}{}'?)", origin, path.empty() ? "" : path + ".", key,
+          path.empty() ? "" : path + ".", nearest_field(key, known));
+  }
 }
 
 }  // namespace bertlab::hw

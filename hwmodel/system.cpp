@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -110,6 +111,7 @@ ScaleSimMemoryDesc scalesim_memory_from(const json& j, const std::string& origin
 }
 
 CacheDesc cache_from(const json& j, const std::string& path, const std::string& origin) {
+  check_known_fields(j, {"size_bytes", "ways", "line_bytes", "hit_cycles", "hashed_index", "exact_sets"}, path, origin);
   CacheDesc c;
   c.size_bytes = field<int64_t>(j, "size_bytes", path, origin);
   c.ways = field<int64_t>(j, "ways", path, origin);
@@ -201,12 +203,31 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   SystemDesc s;
   s.name = field_or<std::string>(j, "name", origin, "", origin);
   s.kind = kind_from(field_or<std::string>(j, "kind", "accelerator", "", origin), origin);
+  // A field of the other kind's descriptions is named as such; any other unknown field with the
+  // nearest known one.
+  static constexpr const char* kCpuOnly[] = {"machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
+                                             "parallel_region_us", "elementwise_gelem_per_s"};
+  static constexpr const char* kAcceleratorOnly[] = {"array"};
+  for (const char* k : s.kind == SystemKind::cpu ? std::span<const char* const>(kAcceleratorOnly)
+                                                 : std::span<const char* const>(kCpuOnly))
+    check(!j.contains(k), "{}: field '{}' belongs to {} descriptions, and this one is kind '{}'", origin, k,
+          s.kind == SystemKind::cpu ? "accelerator" : "cpu", to_string(s.kind));
+  if (s.kind == SystemKind::cpu)
+    check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
+                           "rwma_block_rows", "core", "l1", "llc", "dram", "machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
+                           "parallel_region_us", "elementwise_gelem_per_s"},
+                       "", origin);
+  else
+    check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
+                           "rwma_block_rows", "core", "array", "l1", "llc", "dram"},
+                       "", origin);
   s.cores = field<int64_t>(j, "cores", "", origin);
   s.clock_ghz = field<double>(j, "clock_ghz", "", origin);
   s.elem_bytes = field_or<int64_t>(j, "elem_bytes", 1, "", origin);
   s.pad_to_kernel = field_or<bool>(j, "pad_to_kernel", true, "", origin);
   s.rwma_block_rows = field_or<int64_t>(j, "rwma_block_rows", 128, "", origin);
   const json core = field_or<json>(j, "core", json::object(), "", origin);
+  check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width"}, "core", origin);
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
@@ -230,6 +251,9 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
           field_or<double>(rates, ops::to_string(ops::kElementwiseKernels[i]), 0, "elementwise_gelem_per_s", origin);
   } else {
     const json a = field<json>(j, "array", "", origin);
+    check_known_fields(a, {"kernel", "dataflow", "compute_model", "bytes_per_issue", "cycles_per_issue",
+                           "output_cycles_per_issue", "scalesim_memory"},
+                       "array", origin);
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
     s.array.dataflow = dataflow_from(field_or<std::string>(a, "dataflow", "ws", "array", origin), origin);
     s.array.compute_model =
@@ -242,6 +266,8 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
   const json d = field<json>(j, "dram", "", origin);
+  check_known_fields(d, {"channels", "peak_gbps", "burst_bytes", "row_bytes", "banks", "row_hit_ns", "row_miss_ns"},
+                     "dram", origin);
   s.dram.channels = field_or<int64_t>(d, "channels", 1, "dram", origin);
   s.dram.peak_gbps = field<double>(d, "peak_gbps", "dram", origin);
   s.dram.burst_bytes = field_or<int64_t>(d, "burst_bytes", 64, "dram", origin);
@@ -276,6 +302,23 @@ void validate(const SystemDesc& s, const std::string& origin) {
   check(s.core_flops_per_cycle > 0, "{}: field 'core.flops_per_cycle' must be positive", origin);
   validate_cache(s.l1, "l1", origin);
   validate_cache(s.llc, "llc", origin);
+  // Beyond these ranges a value describes no system, and products of it overflow (a 1e308-cycle
+  // hit made an inf time and a nan speedup; a 1e-300 GHz clock a 1e296 ms node).
+  const std::pair<const char*, std::pair<double, std::pair<double, double>>> ranges[] = {
+      {"clock_ghz", {s.clock_ghz, {1e-3, 1e3}}},
+      {"dram.peak_gbps", {s.dram.peak_gbps, {1e-3, 1e6}}},
+      {"dram.row_hit_ns", {s.dram.row_hit_ns, {0, 1e6}}},
+      {"dram.row_miss_ns", {s.dram.row_miss_ns, {0, 1e6}}},
+      {"l1.hit_cycles", {s.l1.hit_cycles, {0, 1e6}}},
+      {"llc.hit_cycles", {s.llc.hit_cycles, {0, 1e6}}},
+      {"core.flops_per_cycle", {s.core_flops_per_cycle, {1e-6, 1e6}}},
+      {"core.memory_parallelism", {s.memory_parallelism, {1, 1e6}}},
+      {"array.cycles_per_issue", {s.array.cycles_per_issue, {1e-6, 1e6}}},
+      {"array.output_cycles_per_issue", {s.array.output_cycles_per_issue, {1e-6, 1e6}}},
+      {"resident_gbps", {s.resident_gbps, {0, 1e6}}}};
+  for (const auto& [name, v] : ranges)
+    check(std::isfinite(v.first) && v.first >= v.second.first && v.first <= v.second.second,
+          "{}: field '{}' must be in {:g}..{:g}, got {}", origin, name, v.second.first, v.second.second, v.first);
   check(s.l1.line_bytes == s.llc.line_bytes,
         "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,
         s.l1.line_bytes, s.llc.line_bytes);

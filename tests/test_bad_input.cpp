@@ -666,9 +666,9 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   CHECK_THAT(with("kernel64.json", [](auto& j) { j["array"]["kernel"] = 64; }),
              Contains("kernel64.json: field 'array.kernel' is 64") && Contains("S = 4, 8, 16 and 32 only"));
   CHECK_THAT(with("out.json", [](auto& j) { j["array"]["output_cycles_per_issue"] = -3; }),
-             Contains("out.json") && Contains("'array.output_cycles_per_issue' must be positive, got -3"));
+             Contains("out.json") && Contains("'array.output_cycles_per_issue' must be in 1e-06..1e+06, got -3"));
   CHECK_THAT(with("issue.json", [](auto& j) { j["array"]["cycles_per_issue"] = 0; }),
-             Contains("'array.cycles_per_issue' must be positive"));
+             Contains("'array.cycles_per_issue' must be in 1e-06..1e+06, got 0"));
   CHECK_THAT(with("hit.json", [](auto& j) { j["llc"]["hit_cycles"] = -1; }),
              Contains("'llc.hit_cycles' must not be negative"));
   CHECK_THAT(with("row.json", [](auto& j) { j["dram"]["row_bytes"] = 0; }), Contains("'dram.row_bytes'"));
@@ -676,6 +676,22 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
              Contains("field 'kind' must be accelerator or cpu, got 'gpu'"));
   CHECK_THAT(with("model.json", [](auto& j) { j["array"]["compute_model"] = "rtl"; }),
              Contains("field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got 'rtl'"));
+  // Misspelt or misplaced fields are refused with the nearest known one, not silently defaulted.
+  CHECK_THAT(with("core_count.json", [](auto& j) { j["core_count"] = 4; }),
+             Contains("core_count.json: unknown field 'core_count' (did you mean 'cores'?)"));
+  CHECK_THAT(with("hashed_idx.json", [](auto& j) { j["llc"]["hashed_idx"] = true; }),
+             Contains("unknown field 'llc.hashed_idx' (did you mean 'llc.hashed_index'?)"));
+  CHECK_THAT(with("issue_widht.json", [](auto& j) { j["core"]["issue_widht"] = 2; }),
+             Contains("unknown field 'core.issue_widht' (did you mean 'core.issue_width'?)"));
+  CHECK_THAT(with("precision.json", [](auto& j) { j["precision"] = "bf16"; }),
+             Contains("precision.json: field 'precision' belongs to cpu descriptions, and this one is kind 'accelerator'"));
+  // Non-finite and absurd values: the field's valid range (products of them overflowed before).
+  CHECK_THAT(with("hit308.json", [](auto& j) { j["llc"]["hit_cycles"] = 1e308; }),
+             Contains("field 'llc.hit_cycles' must be in 0..1e+06, got 1e+308"));
+  CHECK_THAT(with("clock.json", [](auto& j) { j["clock_ghz"] = 1e-300; }),
+             Contains("field 'clock_ghz' must be in 0.001..1000, got 1e-300"));
+  CHECK_THAT(with("peak.json", [](auto& j) { j["dram"]["peak_gbps"] = 1e-300; }),
+             Contains("field 'dram.peak_gbps' must be in 0.001..1e+06, got 1e-300"));
   CHECK_THAT(with("tc.json", [](auto& j) { j["array"]["compute_model"] = "tightly_coupled"; }),
              Contains("tc.json") && Contains("'tightly_coupled' is no longer a model") && Contains("in_order_core") &&
                  Contains("loosely_coupled"));
@@ -717,6 +733,11 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   write_text(dir / "empty.json", empty.dump());
   CHECK_THAT(estimate(fmt::format("--graph {} --system {}", quote(dir / "empty.json"), quote(paper))),
              Contains("empty.json: field 'nodes' is empty") && !Contains("nan"));
+  auto run_int4 = g;
+  run_int4["meta"]["run"]["precision"] = "int4";
+  write_text(dir / "run_int4.json", run_int4.dump());
+  CHECK_THAT(estimate(fmt::format("--graph {} --system {}", quote(dir / "run_int4.json"), quote(paper))),
+             Contains("run_int4.json") && Contains("field 'meta.run.precision' must be \"fp32\" or \"bf16\", got \"int4\""));
   auto int4 = g;
   for (auto& n : int4["nodes"])
     if (n["op"] == "linear") {
