@@ -127,14 +127,15 @@ std::vector<hw::Arrangement> arrangements(const std::string& a) {
 // floor included as the cycles by which it exceeds a node's core time).
 std::string region_breakdown(const hw::GraphEstimate& r, const hw::GraphEstimate& b) {
   struct Sum {
-    double instr = 0, array = 0, l1 = 0, llc = 0, floor = 0, time = 0;
-    int64_t l1_misses = 0, llc_misses = 0, bytes = 0;
+    double instr = 0, array = 0, l1 = 0, llc = 0, tlb = 0, floor = 0, time = 0;
+    int64_t l1_misses = 0, llc_misses = 0, tlb_misses = 0, bytes = 0;
   };
   auto sums = [](const hw::GraphEstimate& e, const std::string& region) {
     Sum x;
     for (const auto& n : e.nodes) {
       if (n.region != region) continue;
       x.instr += n.core.issue_cycles, x.array += n.core.array_cycles, x.l1 += n.core.l1_cycles, x.llc += n.core.llc_cycles;
+      x.tlb += n.core.tlb_cycles, x.tlb_misses += n.core.tlb_misses;
       x.floor += n.cycles - n.core.total();
       x.time += n.cycles;
       x.l1_misses += n.core.l1_misses, x.llc_misses += n.core.llc_misses, x.bytes += n.traffic.dram_bytes();
@@ -142,21 +143,23 @@ std::string region_breakdown(const hw::GraphEstimate& r, const hw::GraphEstimate
     return x;
   };
   std::string out =
-      "  region     arr   instr Mcyc  array Mcyc  L1 misses  L1 Mcyc  LLC misses  LLC Mcyc  DRAM floor+ Mcyc  DRAM MB   "
-      "time Mcyc\n";
+      "  region     arr   instr Mcyc  array Mcyc  L1 misses  L1 Mcyc  LLC misses  LLC Mcyc  TLB misses  TLB Mcyc  "
+      "DRAM floor+ Mcyc  DRAM MB   time Mcyc\n";
   std::string split;
   for (const char* region : {"attention", "ffn", "other"}) {
     const Sum x = sums(r, region), y = sums(b, region);
     if (x.time == 0 && y.time == 0) continue;
     for (const auto& [name, v] : {std::pair{"rwma", x}, std::pair{"bwma", y}})
-      out += fmt::format("  {:<10} {:<4} {:>11.2f} {:>11.2f} {:>10} {:>8.2f} {:>11} {:>9.2f} {:>17.2f} {:>8.2f} {:>11.2f}\n",
-                         region, name, v.instr / 1e6, v.array / 1e6, v.l1_misses, v.l1 / 1e6, v.llc_misses, v.llc / 1e6,
-                         v.floor / 1e6, v.bytes / 1e6, v.time / 1e6);
+      out += fmt::format(
+          "  {:<10} {:<4} {:>11.2f} {:>11.2f} {:>10} {:>8.2f} {:>11} {:>9.2f} {:>11} {:>9.2f} {:>17.2f} {:>8.2f} {:>11.2f}\n",
+          region, name, v.instr / 1e6, v.array / 1e6, v.l1_misses, v.l1 / 1e6, v.llc_misses, v.llc / 1e6, v.tlb_misses,
+          v.tlb / 1e6, v.floor / 1e6, v.bytes / 1e6, v.time / 1e6);
     if (y.time > 0)
-      split += fmt::format("  {:<10} {:.2f}x = 1 + instructions {:+.3f} + array {:+.3f} + L1 {:+.3f} + LLC {:+.3f} + DRAM "
-                           "floor {:+.3f}\n",
+      split += fmt::format("  {:<10} {:.2f}x = 1 + instructions {:+.3f} + array {:+.3f} + L1 {:+.3f} + LLC {:+.3f} + TLB "
+                           "{:+.3f} + DRAM floor {:+.3f}\n",
                            region, x.time / y.time, (x.instr - y.instr) / y.time, (x.array - y.array) / y.time,
-                           (x.l1 - y.l1) / y.time, (x.llc - y.llc) / y.time, (x.floor - y.floor) / y.time);
+                           (x.l1 - y.l1) / y.time, (x.llc - y.llc) / y.time, (x.tlb - y.tlb) / y.time,
+                           (x.floor - y.floor) / y.time);
   }
   return out + "  speedup BWMA over RWMA, split by what each component saves:\n" + split;
 }
@@ -196,11 +199,12 @@ using MeasuredSeconds = std::map<std::string, double>;
 std::string csv_rows(const hw::GraphEstimate& e, const MeasuredSeconds* measured) {
   std::string s;
   for (const auto& n : e.nodes) {
-    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{},{:.0f},{:.0f},{},{:.0f},{},{:.0f}",
+    s += fmt::format("{},{},{},{},{},{},{},{:.6g},{:.0f},{:.0f},{:.0f},{:.0f},{},{},{},{},{},{:.0f},{:.0f},{},{:.0f},{},{:.0f},{},{:.0f}",
                      e.system.array.kernel, e.system.cores, to_string(e.arrangement), n.name, n.op, n.model, n.region,
                      n.seconds, n.cycles, n.compute_cycles, n.memory_cycles, n.dram_cycles, n.traffic.dram_bytes(),
                      n.traffic.bursts(), n.traffic.row_hits(), n.traffic.row_misses(), n.tiles, n.core.instructions,
-                     n.core.array_cycles, n.core.l1_misses, n.core.l1_cycles, n.core.llc_misses, n.core.llc_cycles);
+                     n.core.array_cycles, n.core.l1_misses, n.core.l1_cycles, n.core.llc_misses, n.core.llc_cycles,
+                     n.core.tlb_misses, n.core.tlb_cycles);
     if (measured) s += fmt::format(",{:.6g}", measured->at(n.name));
     s += "\n";
   }
@@ -225,7 +229,8 @@ nlohmann::json to_json(const hw::GraphEstimate& e, const MeasuredSeconds* measur
       nodes.back()["core"] = {{"instructions", n.core.instructions}, {"issue_cycles", n.core.issue_cycles},
                               {"array_cycles", n.core.array_cycles}, {"l1_misses", n.core.l1_misses},
                               {"l1_cycles", n.core.l1_cycles},       {"llc_misses", n.core.llc_misses},
-                              {"llc_cycles", n.core.llc_cycles},     {"issues", n.issues}};
+                              {"llc_cycles", n.core.llc_cycles},     {"tlb_misses", n.core.tlb_misses},
+                              {"tlb_cycles", n.core.tlb_cycles},     {"issues", n.issues}};
     if (measured) nodes.back()["measured_seconds"] = measured->at(n.name);
   }
   return {{"kernel", e.system.array.kernel}, {"cores", e.system.cores},
@@ -389,7 +394,7 @@ void run(const EstimateOptions& o) {
   const hw::NodeClasses classes = hw::classify_nodes(g);
   std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
                     "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles,instructions,array_cycles,l1_misses,l1_cycles,"
-                    "llc_misses,llc_cycles";
+                    "llc_misses,llc_cycles,tlb_misses,tlb_cycles";
   csv += profile ? ",measured_seconds\n" : "\n";
   std::optional<hw::ProfileComparison> comparison;
   MeasuredSeconds measured;

@@ -140,6 +140,7 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
     m.groups.push_back(w.groups);
     m.issues.push_back(w.issues);
     m.steps.push_back(steps[core]);
+    m.tlb_misses.push_back(sim.tlb_misses()[core]);
     m.instructions.push_back(static_cast<int64_t>(k[0] * w.units + k[1] * w.groups + 0.5));
   }
   return m;
@@ -154,6 +155,7 @@ OpTime op_time(const OpModel& m, const SystemDesc& sys) {
     t.array = m.issues[c] * sys.array.cycles_per_issue;                       // the array instructions
     t.l1_stall = m.traffic.l1_misses[c] * sys.llc.hit_cycles;                 // L1 miss served by the LLC
     t.llc_stall = m.traffic.llc_misses[c] * dram;                             // LLC miss served by DRAM
+    t.tlb_stall = m.tlb_misses[c] * sys.tlb.walk_levels * sys.llc.hit_cycles;  // page walk: a level per LLC access
     if (t.core() > best.core()) best = t;
   }
   best.dram = m.traffic.dram_bytes() / sys.dram_bytes_per_cycle();  // shared DRAM bandwidth floor

@@ -63,6 +63,7 @@ struct OpModel {
   std::vector<int64_t> instructions;      // per core
   std::vector<int64_t> issues;            // per core: array instructions (weights, stream, drain)
   std::vector<int64_t> steps;             // per core: schedule steps (rows, lines), the stack's touches
+  std::vector<int64_t> tlb_misses;        // per core: page walks (sys.tlb)
   Traffic traffic;                        // per core L1 / LLC misses, DRAM lines per operand
 };
 // sys.cores cores, sys.array.kernel = S.
@@ -71,9 +72,9 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
 
 // The cycles of an op, per component, on its busiest core (by total), and the DRAM floor.
 struct OpTime {
-  double instructions = 0, array = 0, l1_stall = 0, llc_stall = 0;  // busiest core
-  double dram = 0;                                                    // bytes / peak bandwidth
-  double core() const { return instructions + array + l1_stall + llc_stall; }
+  double instructions = 0, array = 0, l1_stall = 0, llc_stall = 0, tlb_stall = 0;  // busiest core
+  double dram = 0;                                                                   // bytes / peak bandwidth
+  double core() const { return instructions + array + l1_stall + llc_stall + tlb_stall; }
   double total() const { return core() > dram ? core() : dram; }
 };
 OpTime op_time(const OpModel& m, const SystemDesc& sys);

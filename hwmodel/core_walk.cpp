@@ -245,7 +245,20 @@ CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes,
   return c;
 }
 
-CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack) : sys_(s), stack_(stack), sim_(s, s.cores) {
+namespace {
+// The TLB as a cache of pages: entries pages of page_bytes, ways-way (0: fully associative).
+CacheDesc tlb_as_cache(const TlbDesc& t) {
+  CacheDesc c;
+  c.line_bytes = t.page_bytes;
+  c.ways = t.ways == 0 ? std::max<int64_t>(1, t.entries) : t.ways;
+  c.size_bytes = std::max<int64_t>(1, t.entries) * t.page_bytes;
+  return c;
+}
+}  // namespace
+
+CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack)
+    : sys_(s), stack_(stack), sim_(s, s.cores), tlb_misses_(static_cast<size_t>(s.cores), 0) {
+  if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), LruCache(tlb_as_cache(s.tlb)));
   for (const StackLine& l : stack_.lines) {
     check(l.l1_set >= 0 && l.l1_set < s.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
           l.l1_set, s.l1.sets() - 1);
@@ -259,6 +272,14 @@ void CoreSim::touch_stack(int64_t core, size_t i) {
   // replay maps each process's non-operand addresses), one in each given L1 set.
   sim_.access(core, stack_id_, (static_cast<uint64_t>(core + 1) << 44) + stack_.lines[i].l1_set * sys_.l1.line_bytes,
               sys_.l1.line_bytes, true);
+}
+
+// Every page the access touches is looked up in the core's TLB; a miss is a page walk.
+void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes) {
+  if (tlb_.empty() || bytes <= 0) return;
+  const uint64_t page = static_cast<uint64_t>(sys_.tlb.page_bytes);
+  for (uint64_t p = addr / page; p <= (addr + bytes - 1) / page; ++p)
+    if (!tlb_[core].access(p, false, 0).hit) ++tlb_misses_[core];
 }
 
 std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
@@ -310,6 +331,7 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
       if (!live[core]) continue;
       buf.clear();
       live[core] = shares[core].steps(buf);
+      for (const auto& g : buf) translate(core, g.addr, g.bytes);
       if (!within) {
         for (const auto& g : buf) sim_.access(core, g.op, g.addr, g.bytes, g.write);
       } else {  // line by line, the locals of rates above one touch per step between them

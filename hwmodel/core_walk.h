@@ -106,12 +106,18 @@ class CoreSim {
   // Returns the steps each core walked.
   std::vector<int64_t> run(std::vector<CoreShare>& shares);
   Traffic finish() { return sim_.finish(); }
+  // Per core: data TLB misses (page walks) of the operand accesses so far (sys.tlb; none when
+  // it has no entries).
+  const std::vector<int64_t>& tlb_misses() const { return tlb_misses_; }
 
  private:
   void touch_stack(int64_t core, size_t i);
+  void translate(int64_t core, uint64_t addr, int64_t bytes);
   const SystemDesc& sys_;
   CoreStack stack_;
   TraceSim sim_;
+  std::vector<LruCache> tlb_;  // per core, pages as lines
+  std::vector<int64_t> tlb_misses_;
   int stack_id_ = -1;
   std::vector<double> due_;  // per core and stack line: touches owed
 };

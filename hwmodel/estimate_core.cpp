@@ -74,20 +74,23 @@ class CorePricer {
       b.llc_misses = n.traffic.llc_misses[c];
       b.l1_cycles = b.l1_misses * s_.llc.hit_cycles / s_.memory_parallelism;
       b.llc_cycles = b.llc_misses * lat / s_.memory_parallelism;
+      b.tlb_misses = sim_.tlb_misses()[c];
+      b.tlb_cycles = b.tlb_misses * s_.tlb.walk_levels * s_.llc.hit_cycles;  // a walk blocks the in-order core
       if (c == 0 || b.total() > best.total()) best = b;
     }
     n.core = best;
     n.compute_cycles = best.issue_cycles + best.array_cycles;
-    n.memory_cycles = best.l1_cycles + best.llc_cycles;
+    n.memory_cycles = best.l1_cycles + best.llc_cycles + best.tlb_cycles;
     n.dram_cycles = n.traffic.dram_bytes() / s_.dram_bytes_per_cycle();
     n.cycles = std::max(best.total(), n.dram_cycles);
     n.seconds = n.cycles / (s_.clock_ghz * 1e9);
     term_if(terms, n,
-            "time (busiest core of {}): instructions {:.0f} cycles + array {:.0f} + L1 misses {} x {} = {:.0f} + LLC "
-            "misses {} x {:.1f} = {:.0f} = {:.0f} cycles; DRAM floor {:.0f} cycles ({} bytes at {} GB/s); node {:.0f} "
-            "cycles = {:.3f} us",
-            s_.cores, best.issue_cycles, best.array_cycles, best.l1_misses, s_.llc.hit_cycles, best.l1_cycles,
-            best.llc_misses, lat / s_.memory_parallelism, best.llc_cycles, best.total(), n.dram_cycles,
+            "time (busiest core of {}): instructions {:.0f} / issue width {} = {:.0f} cycles + array {:.0f} + L1 misses "
+            "{} x {} = {:.0f} + LLC misses {} x {:.1f} = {:.0f} + TLB misses {} x {} = {:.0f} = {:.0f} cycles; DRAM floor "
+            "{:.0f} cycles ({} bytes at {} GB/s); node {:.0f} cycles = {:.3f} us",
+            s_.cores, best.instructions, s_.issue_width, best.issue_cycles, best.array_cycles, best.l1_misses,
+            s_.llc.hit_cycles, best.l1_cycles, best.llc_misses, lat / s_.memory_parallelism, best.llc_cycles,
+            best.tlb_misses, s_.tlb.walk_levels * s_.llc.hit_cycles, best.tlb_cycles, best.total(), n.dram_cycles,
             n.traffic.dram_bytes(), s_.dram.peak_gbps, n.cycles, n.seconds * 1e6);
   }
 

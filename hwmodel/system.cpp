@@ -214,12 +214,12 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
           s.kind == SystemKind::cpu ? "accelerator" : "cpu", to_string(s.kind));
   if (s.kind == SystemKind::cpu)
     check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
-                           "rwma_block_rows", "core", "l1", "llc", "dram", "machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
+                           "rwma_block_rows", "core", "tlb", "l1", "llc", "dram", "machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
                            "parallel_region_us", "elementwise_gelem_per_s"},
                        "", origin);
   else
     check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
-                           "rwma_block_rows", "core", "array", "l1", "llc", "dram"},
+                           "rwma_block_rows", "core", "array", "tlb", "l1", "llc", "dram"},
                        "", origin);
   s.cores = field<int64_t>(j, "cores", "", origin);
   s.clock_ghz = field<double>(j, "clock_ghz", "", origin);
@@ -265,6 +265,14 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   }
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
+  if (j.contains("tlb")) {
+    const json t = field<json>(j, "tlb", "", origin);
+    check_known_fields(t, {"entries", "ways", "page_bytes", "walk_levels"}, "tlb", origin);
+    s.tlb.entries = field<int64_t>(t, "entries", "tlb", origin);
+    s.tlb.ways = field_or<int64_t>(t, "ways", 0, "tlb", origin);
+    s.tlb.page_bytes = field_or<int64_t>(t, "page_bytes", 4096, "tlb", origin);
+    s.tlb.walk_levels = field_or<int64_t>(t, "walk_levels", 4, "tlb", origin);
+  }
   const json d = field<json>(j, "dram", "", origin);
   check_known_fields(d, {"channels", "peak_gbps", "burst_bytes", "row_bytes", "banks", "row_hit_ns", "row_miss_ns"},
                      "dram", origin);
@@ -319,6 +327,18 @@ void validate(const SystemDesc& s, const std::string& origin) {
   for (const auto& [name, v] : ranges)
     check(std::isfinite(v.first) && v.first >= v.second.first && v.first <= v.second.second,
           "{}: field '{}' must be in {:g}..{:g}, got {}", origin, name, v.second.first, v.second.second, v.first);
+  const TlbDesc& t = s.tlb;
+  check(t.entries >= 0 && t.entries <= 65536, "{}: field 'tlb.entries' must be in 0..65536, got {}", origin, t.entries);
+  check(t.ways >= 0 && (t.ways == 0 || t.entries % t.ways == 0),
+        "{}: field 'tlb.ways' must be 0 (fully associative) or divide tlb.entries ({}), got {}", origin, t.entries,
+        t.ways);
+  check(pow2(t.page_bytes) && t.page_bytes >= s.l1.line_bytes && t.page_bytes <= (int64_t{1} << 30),
+        "{}: field 'tlb.page_bytes' must be a power of two from a line ({}) to 1 GB, got {}", origin, s.l1.line_bytes,
+        t.page_bytes);
+  check(t.walk_levels >= 1 && t.walk_levels <= 5, "{}: field 'tlb.walk_levels' must be in 1..5, got {}", origin,
+        t.walk_levels);
+  check(t.entries == 0 || (t.ways == 0 || pow2(t.entries / t.ways)),
+        "{}: 'tlb.entries' / 'tlb.ways' must be a power-of-two number of sets, got {} / {}", origin, t.entries, t.ways);
   check(s.l1.line_bytes == s.llc.line_bytes,
         "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,
         s.l1.line_bytes, s.llc.line_bytes);
@@ -416,6 +436,11 @@ json system_to_json(const SystemDesc& s) {
            {"memory_parallelism", s.memory_parallelism},
            {"isa", to_string(s.core_isa)},
            {"issue_width", s.issue_width}}},
+         {"tlb",
+          {{"entries", s.tlb.entries},
+           {"ways", s.tlb.ways},
+           {"page_bytes", s.tlb.page_bytes},
+           {"walk_levels", s.tlb.walk_levels}}},
          {"l1", cache_to(s.l1)},
          {"llc", cache_to(s.llc)},
          {"dram",

@@ -91,6 +91,17 @@ struct SetIndex {
 
 inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(line); }
 
+// A per-core data TLB (in_order_core systems): `entries` translations of `page_bytes` pages,
+// `ways`-way set associative (0: fully associative), LRU. A miss walks `walk_levels` levels of
+// the page table, each one access served by the LLC (gem5-X's table walker has no walk cache
+// and sits below the L1): walk_levels x llc.hit_cycles per miss. entries 0: no TLB modelled.
+struct TlbDesc {
+  int64_t entries = 0;
+  int64_t ways = 0;
+  int64_t page_bytes = 4096;
+  int64_t walk_levels = 4;
+};
+
 struct DramDesc {
   int64_t channels = 1;
   double peak_gbps = 0;      // GB/s over all channels
@@ -141,6 +152,7 @@ struct SystemDesc {
   ArrayDesc array;
   CacheDesc l1;                      // per core
   CacheDesc llc;                     // shared
+  TlbDesc tlb;                       // per core (in_order_core)
   DramDesc dram;
   // cpu kind: measured GEMM peak per precision (GFLOP/s, all cores) and memory bandwidth.
   nlohmann::json gemm_peak_gflops = nlohmann::json::object();

@@ -127,3 +127,53 @@ TEST_CASE("in_order_core: core.isa and core.issue_width are validated", "[hwmode
                                                          Catch::Contains("1..16"));
   }
 }
+
+// The data TLB on hand-computed access patterns (64 entries of 4 KB pages, LRU; a walk is
+// walk_levels accesses served by the LLC).
+TEST_CASE("in_order_core: the data TLB counts page walks as an LRU TLB does", "[hwmodel][core][tlb]") {
+  SystemDesc s = paper(CoreIsa::aarch64, 8, 1);
+  s.tlb = {64, 0, 4096, 4};
+  // One core walks `rounds` times over `pages` pages, one 4-byte access per page (a stride of
+  // one page plus one line, so that consecutive accesses fall in different L1 sets).
+  auto walk = [&](const SystemDesc& sys, int64_t pages, int64_t rounds, int64_t stride_pages = 1) {
+    CoreSim sim(sys);
+    const int op = sim.operand("x");
+    int64_t k = 0;
+    CoreShare share;
+    share.steps = [=](std::vector<CoreSeg>& out) mutable {
+      if (k >= pages * rounds) return false;
+      out.push_back({op, uint64_t{1} << 30 | static_cast<uint64_t>((k % pages) * stride_pages * 4096 + 64 * (k % 64)), 4,
+                     false});
+      ++k;
+      return true;
+    };
+    std::vector<CoreShare> shares{share};
+    sim.run(shares);
+    return sim.tlb_misses()[0];
+  };
+  CHECK(walk(s, 64, 10) == 64);       // 64 pages fit: the first touch of each misses
+  CHECK(walk(s, 65, 10) == 650);      // one page more than entries, cycled: LRU misses every time
+  CHECK(walk(s, 1, 1000) == 1);       // one page
+  s.tlb.ways = 4;                     // 16 sets of 4: pages 16 apart share a set
+  CHECK(walk(s, 4, 10, 16) == 4);     // 4 pages in one set fit
+  CHECK(walk(s, 5, 10, 16) == 50);    // 5 do not
+  CHECK(walk(s, 64, 10, 1) == 64);    // 64 consecutive pages spread over the sets
+  s.tlb.entries = 0;                  // no TLB modelled
+  CHECK(walk(s, 65, 10) == 0);
+  // A streamed operand misses once per page it spans: 10 pages of a line share.
+  s.tlb = {64, 0, 4096, 4};
+  {
+    CoreSim sim(s);
+    std::vector<CoreShare> shares{line_share({{sim.operand("x"), uint64_t{1} << 30, 10 * 4096, false}}, 4, 64, 1, 0)};
+    sim.run(shares);
+    CHECK(sim.tlb_misses()[0] == 10);
+  }
+  // The walk's cost in the core model's time: misses x walk_levels x llc.hit_cycles.
+  OpModel m;
+  m.instructions = {0};
+  m.issues = {0};
+  m.tlb_misses = {1000};
+  m.traffic.l1_misses = {0};
+  m.traffic.llc_misses = {0};
+  CHECK(op_time(m, s).tlb_stall == Approx(1000 * 4 * s.llc.hit_cycles));
+}

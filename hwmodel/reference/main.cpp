@@ -142,9 +142,10 @@ int main(int argc, char** argv) {
       j["units"] = m.units;
       j["groups"] = m.groups;
       j["steps"] = m.steps;
+      j["tlb_misses"] = m.tlb_misses;
       const OpTime t = op_time(m, sys);  // the busiest core's cycles by component, and the op's
       j["time"] = {{"instructions", t.instructions}, {"array", t.array}, {"l1_stall", t.l1_stall},
-                   {"llc_stall", t.llc_stall}, {"dram_floor", t.dram}, {"cycles", t.total()}};
+                   {"llc_stall", t.llc_stall}, {"tlb_stall", t.tlb_stall}, {"dram_floor", t.dram}, {"cycles", t.total()}};
       std::printf("%s\n", j.dump().c_str());
       return 0;
     }
