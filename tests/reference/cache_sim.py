@@ -235,7 +235,7 @@ class FastSim:
         if len(acc) == 0:
             return
         c = self.c
-        c.accesses += len(acc)
+        c.accesses += int(np.count_nonzero(acc["bytes"]))
         core = acc["core"].astype(np.int64)
         if core.max() >= self.cores:
             raise ValueError(f"access of core {core.max()} in a dump of {self.cores} cores")
