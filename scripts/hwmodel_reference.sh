@@ -41,7 +41,10 @@
 #                                                  OUT/cachecheck.md, non-zero exit when an LLC
 #                                                  miss or DRAM line count differs by more than
 #                                                  5% (docs/hwmodel-cache-check.md;
-#                                                  CACHE_INDEX=modulo: the LLC modulo-indexed)
+#                                                  CACHE_INDEX=modulo: the LLC modulo-indexed;
+#                                                  CACHE_FILTERED=1: also the other hierarchy,
+#                                                  the LLC seeing only L1 misses and
+#                                                  write-backs, what the policy is worth)
 #
 # Configurations whose kernel does not depend on S (residual add and GELU in both
 # arrangements, K transpose, softmax and layernorm in RWMA: no S in their loop nests, see
@@ -137,8 +140,9 @@ check_tracer() {
 
 # cc_one OP ARR SEQ S CORES INDEX ROWFILE: one configuration's traces replayed with the access
 # dump, the dump through the independent simulator; one row (tab-separated: the configuration,
-# the replay's JSON, the simulator's JSON, the CPU seconds of tracers + replay and of the
-# simulator and its wall seconds) into ROWFILE.
+# the replay's JSON, the simulator's JSON, the CPU seconds of tracers + replay, the simulator's
+# CPU and wall seconds and the dump's bytes; with CACHE_FILTERED=1 also the simulator's JSON for
+# the filtered hierarchy and its CPU and wall seconds) into ROWFILE.
 cc_one() {
   local op=$1 arr=$2 seq=$3 S=$4 P=$5 index=$6 row=$7 tmpd c fifos=() writers=() mod=() ts py t
   [ "$index" = modulo ] && mod=(--modulo)
@@ -165,7 +169,17 @@ cc_one() {
   fi
   t=$(awk '{ s += $1 + $2 } END { printf "%.2f", s }' "$tmpd/cpu")
   t="$t $(awk '{ printf "%.2f %.2f", $1 + $2, $3 }' "$tmpd/pytime") $(stat -c %s "$tmpd/dump")"
-  printf '%s\t%s\t%s\t%s\n' "$op $arr $seq $S $P $index" "$ts" "$py" "$t" > "$row"
+  local fl=""
+  if [ "${CACHE_FILTERED:-0}" = 1 ]; then  # what TraceSim's policy is worth: the other hierarchy
+    if ! fl=$(/usr/bin/time -f "%U %S %e" -o "$tmpd/fltime" /usr/bin/python3 "$here/../tests/reference/cache_sim.py" \
+      "$tmpd/dump" --system "$SYSTEM" "${mod[@]}" --hierarchy filtered); then
+      echo "cachecheck: cache_sim.py --hierarchy filtered on the dump of $op $arr $seq $S $P failed" >&2
+      rm -rf "$tmpd"
+      return 255
+    fi
+    fl=$(printf '\t%s\t%s' "$fl" "$(awk '{ printf "%.2f %.2f", $1 + $2, $3 }' "$tmpd/fltime")")
+  fi
+  printf '%s\t%s\t%s\t%s%s\n' "$op $arr $seq $S $P $index" "$ts" "$py" "$t" "$fl" > "$row"
   rm -rf "$tmpd"
 }
 export -f cc_one trace_core

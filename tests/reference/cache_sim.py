@@ -37,6 +37,15 @@ already the most recent); all it can change is the dirty bit. So a run of access
 is simulated as its first access, writing if any of them writes (a write after a read of a
 resident line only sets the dirty bit, which the merged access sets as well). tests/reference/
 test_cache_sim.py checks that both give the same counts on random streams.
+
+`--hierarchy filtered` simulates the other common policy, to measure what TraceSim's choice is
+worth (not to check it): the LLC sees only the L1s' misses (a read of the line) and their
+write-backs (a dirty line evicted from an L1 is written into the LLC, taking a line there
+without a DRAM read if the LLC does not hold it; at the end the L1s' dirty lines go into the
+LLC, core by core, then the LLC's to DRAM); a write-back goes to the LLC before the fill that
+evicted it. Still non-inclusive (an LLC eviction leaves the L1s alone), one line size for both
+levels. The fast path runs the L1s set by set, then their misses and write-backs, put back in
+the order of the accesses that caused them, through the LLC one at a time.
 """
 import argparse
 import json
@@ -99,22 +108,22 @@ class LruCache:
         self.sets = [dict() for _ in range(g.sets)]
 
     def access(self, line, write, operand=0):
-        """Returns (hit, victim): victim is the evicted line's dirty state (None: clean or no
-        eviction)."""
+        """Returns (hit, victim line, its dirty state): (hit, None, None) without an eviction."""
         s = self.sets[self.g.set_of(line)]
         if line in s:
             state = s.pop(line)
             s[line] = operand if write else state
-            return True, None
-        victim = None
+            return True, None, None
+        victim = state = None
         if len(s) >= self.g.ways:
-            victim = s.pop(next(iter(s)))
+            victim = next(iter(s))
+            state = s.pop(victim)
         s[line] = operand if write else None
-        return False, victim
+        return False, victim, state
 
     def dirty(self):
-        """The dirty state of every dirty line."""
-        return [v for s in self.sets for v in s.values() if v is not None]
+        """(line, dirty state) of every dirty line, set by set, oldest first."""
+        return [(ln, v) for s in self.sets for ln, v in s.items() if v is not None]
 
 
 class Counts:
@@ -223,12 +232,25 @@ def key_dtype(n):
     return np.uint16 if n <= 1 << 16 else np.int64
 
 
-class FastSim:
-    """The simulation of the module docstring, one chunk of accesses at a time."""
+def run_summary(acc, idx, order, starts):
+    """Per run (of runs()): the operand of its first access and the operand of its last write
+    (-1: no write)."""
+    write = (acc["flags"][idx][order] & WRITE).astype(bool)
+    operand = acc["operand"][idx][order].astype(np.int64)
+    pos = np.where(write, np.arange(len(order)), -1)
+    last_write = np.maximum.reduceat(pos, starts)
+    return operand[starts], np.where(last_write >= 0, operand[np.maximum(last_write, 0)], -1)
 
-    def __init__(self, l1, llc, cores, counts):
-        self.l1g, self.llcg, self.cores, self.c = l1, llc, cores, counts
-        self.l1 = [dict() for _ in range(cores * l1.sets)]  # core * sets + set -> {line: None}
+
+class FastSim:
+    """The simulation of the module docstring, one chunk of accesses at a time. `filtered`: the
+    other hierarchy (module docstring), the LLC seeing only L1 misses and write-backs."""
+
+    def __init__(self, l1, llc, cores, counts, filtered=False):
+        self.l1g, self.llcg, self.cores, self.c, self.filtered = l1, llc, cores, counts, filtered
+        if filtered:
+            check_filtered(l1, llc)
+        self.l1 = [dict() for _ in range(cores * l1.sets)]  # core * sets + set -> {line: dirty state}
         self.llc = [dict() for _ in range(llc.sets)]  # set -> {line: dirty state}
 
     def run(self, acc):
@@ -239,13 +261,16 @@ class FastSim:
         core = acc["core"].astype(np.int64)
         if core.max() >= self.cores:
             raise ValueError(f"access of core {core.max()} in a dump of {self.cores} cores")
-        # L1s: reads and writes alike (an L1 miss is counted either way; nothing is written back).
         idx, lines = lines_of(acc, self.l1g.line)
         if len(lines) == 0:
             return
         keys = (core[idx] * self.l1g.sets + self.l1g.sets_of(lines).astype(np.int64))
         order, starts = runs(keys.astype(key_dtype(self.cores * self.l1g.sets)), lines)
         first = order[starts]
+        if self.filtered:
+            self.l1_filtered(acc, core, idx, lines, keys, order, starts)
+            return
+        # L1s: reads and writes alike (an L1 miss is counted either way; nothing is written back).
         sets, ways, miss = self.l1, self.l1g.ways, c.l1_misses
         per_set = self.l1g.sets
         for k, ln in zip(keys[first].tolist(), lines[first].tolist()):
@@ -262,16 +287,12 @@ class FastSim:
         c.line_accesses += len(lines)
         sets_of = self.llcg.sets_of(lines)
         order, starts = runs(sets_of.astype(key_dtype(self.llcg.sets)), lines)
-        write = (acc["flags"][idx][order] & WRITE).astype(bool)
-        operand = acc["operand"][idx][order].astype(np.int64)
-        pos = np.where(write, np.arange(len(order)), -1)
-        last_write = np.maximum.reduceat(pos, starts)  # the run's last write (-1: none)
-        writer = np.where(last_write >= 0, operand[np.maximum(last_write, 0)], -1)
+        first_op, writer = run_summary(acc, idx, order, starts)
         first = order[starts]
         sets, ways = self.llc, self.llcg.ways
         llc_miss, reads, writes = c.llc_misses, c.reads, c.writes
         for st, ln, cr, op, w in zip(sets_of[first].tolist(), lines[first].tolist(), core[idx[first]].tolist(),
-                                     operand[starts].tolist(), writer.tolist()):
+                                     first_op.tolist(), writer.tolist()):
             s = sets[st]
             if ln in s:
                 state = s.pop(ln)
@@ -285,18 +306,83 @@ class FastSim:
                     writes[victim] += 1
             s[ln] = None if w < 0 else w
 
+    def l1_filtered(self, acc, core, idx, lines, keys, order, starts):
+        """The L1s set by set (their dirty lines too); then their misses and write-backs, put back
+        in the order of the accesses that caused them, into the LLC."""
+        c = self.c
+        first_op, writer = run_summary(acc, idx, order, starts)
+        first = order[starts]  # a run's first line access: its place in the chunk's order
+        sets, ways, miss = self.l1, self.l1g.ways, c.l1_misses
+        per_set = self.l1g.sets
+        ev_pos, ev_kind, ev_line, ev_core, ev_op = [], [], [], [], []  # kind 0: write-back, 1: fill
+        for k, ln, p, op, w in zip(keys[first].tolist(), lines[first].tolist(), first.tolist(), first_op.tolist(),
+                                   writer.tolist()):
+            s = sets[k]
+            if ln in s:
+                state = s.pop(ln)
+                s[ln] = state if w < 0 else w
+                continue
+            cr = k // per_set
+            miss[cr] += 1
+            if len(s) >= ways:
+                victim = next(iter(s))
+                state = s.pop(victim)
+                if state is not None:
+                    ev_pos.append(p), ev_kind.append(0), ev_line.append(victim), ev_core.append(cr)
+                    ev_op.append(state)
+            ev_pos.append(p), ev_kind.append(1), ev_line.append(ln), ev_core.append(cr), ev_op.append(op)
+            s[ln] = None if w < 0 else w
+        if not ev_pos:
+            return
+        o = np.lexsort((np.array(ev_kind), np.array(ev_pos)))  # by place, a write-back before its fill
+        line_ = np.array(ev_line, dtype=np.uint64)[o]
+        set_ = self.llcg.sets_of(line_).tolist()
+        kind, core_, op_ = (np.array(a)[o].tolist() for a in (ev_kind, ev_core, ev_op))
+        c.line_accesses += sum(kind)
+        sets, ways = self.llc, self.llcg.ways
+        llc_miss, reads, writes = c.llc_misses, c.reads, c.writes
+        for st, kd, ln, cr, op in zip(set_, kind, line_.tolist(), core_, op_):
+            s = sets[st]
+            if ln in s:
+                state = s.pop(ln)
+                s[ln] = state if kd else op  # a fill keeps the state, a write-back makes it dirty
+                continue
+            if kd:
+                llc_miss[cr] += 1
+                reads[op] += 1
+            if len(s) >= ways:
+                victim = s.pop(next(iter(s)))
+                if victim is not None:
+                    writes[victim] += 1
+            s[ln] = None if kd else op  # a write-back takes a line without a DRAM read
+
+    def llc_write_back(self, ln, op):
+        s = self.llc[self.llcg.set_of(ln)]
+        if ln in s:
+            del s[ln]
+        elif len(s) >= self.llcg.ways:
+            victim = s.pop(next(iter(s)))
+            if victim is not None:
+                self.c.writes[victim] += 1
+        s[ln] = op
+
     def finish(self):
+        if self.filtered:  # the L1s' dirty lines into the LLC, core by core, set by set
+            for s in self.l1:
+                for ln, v in s.items():
+                    if v is not None:
+                        self.llc_write_back(ln, v)
         for s in self.llc:
             for v in s.values():
                 if v is not None:
                     self.c.writes[v] += 1
 
 
-def simulate(path, l1, llc, chunk_records=1 << 23):
+def simulate(path, l1, llc, chunk_records=1 << 23, filtered=False):
     """Counts of an access dump (module docstring), fast."""
     header, chunks = read_dump(path, chunk_records)
     counts = Counts(header["cores"], header["operands"])
-    sim = FastSim(l1, llc, header["cores"], counts)
+    sim = FastSim(l1, llc, header["cores"], counts, filtered)
     for records in chunks:
         for acc, restart in segments(records):
             sim.run(acc)
@@ -306,13 +392,29 @@ def simulate(path, l1, llc, chunk_records=1 << 23):
     return counts
 
 
-def simulate_direct(path, l1, llc):
+def simulate_direct(path, l1, llc, filtered=False):
     """The same counts, one access at a time in the dump's order (for tests and small dumps)."""
     header, chunks = read_dump(path)
     cores = header["cores"]
     counts = Counts(cores, header["operands"])
     l1s = [LruCache(l1) for _ in range(cores)]
     shared = LruCache(llc)
+    if filtered:
+        check_filtered(l1, llc)
+
+    def llc_read(core, ln, operand):  # a fill (TraceSim's hierarchy: any access)
+        hit, _, victim = shared.access(ln, False, operand)
+        if victim is not None:
+            counts.writes[victim] += 1
+        if not hit:
+            counts.llc_misses[core] += 1
+            counts.reads[operand] += 1
+
+    def llc_write_back(ln, operand):  # filtered: a whole dirty line from an L1, no DRAM read
+        _, _, victim = shared.access(ln, True, operand)
+        if victim is not None:
+            counts.writes[victim] += 1
+
     for records in chunks:
         for r in records.tolist():
             addr, size, core, flags, operand = r
@@ -324,19 +426,37 @@ def simulate_direct(path, l1, llc):
             counts.accesses += 1
             write = bool(flags & WRITE)
             for ln in range(addr // l1.line, (addr + size - 1) // l1.line + 1):
-                if not l1s[core].access(ln, write)[0]:
+                hit, victim, state = l1s[core].access(ln, write, operand)
+                if not hit:
                     counts.l1_misses[core] += 1
+                if filtered:
+                    if state is not None:
+                        llc_write_back(victim, state)
+                    if not hit:
+                        counts.line_accesses += 1
+                        llc_read(core, ln, operand)
+            if filtered:
+                continue
             for ln in range(addr // llc.line, (addr + size - 1) // llc.line + 1):
                 counts.line_accesses += 1
-                hit, victim = shared.access(ln, write, operand)
+                hit, _, victim = shared.access(ln, write, operand)
                 if victim is not None:
                     counts.writes[victim] += 1
                 if not hit:
                     counts.llc_misses[core] += 1
                     counts.reads[operand] += 1
-    for v in shared.dirty():
+    if filtered:
+        for c in l1s:
+            for ln, v in c.dirty():
+                llc_write_back(ln, v)
+    for _, v in shared.dirty():
         counts.writes[v] += 1
     return counts
+
+
+def check_filtered(l1, llc):
+    if l1.line != llc.line:
+        raise ValueError("the filtered hierarchy needs one line size for the L1 and the LLC")
 
 
 def write_dump(path, cores, operands, records):
@@ -354,9 +474,13 @@ def main():
     ap.add_argument("--system", required=True, help="system file (its l1 and llc)")
     ap.add_argument("--modulo", action="store_true", help="modulo-indexed LLC (as the replay's --modulo)")
     ap.add_argument("--direct", action="store_true", help="one access at a time (slow; the same counts)")
+    ap.add_argument("--hierarchy", choices=["tracesim", "filtered"], default="tracesim",
+                    help="tracesim: the LLC sees every access (the policy checked); filtered: only L1 misses "
+                         "and L1 write-backs (what that policy is worth)")
     a = ap.parse_args()
     l1, llc = load_system(a.system, a.modulo)
-    counts = simulate_direct(a.dump, l1, llc) if a.direct else simulate(a.dump, l1, llc)
+    filtered = a.hierarchy == "filtered"
+    counts = (simulate_direct(a.dump, l1, llc, filtered) if a.direct else simulate(a.dump, l1, llc, filtered=filtered))
     print(json.dumps(counts.json()))
 
 

@@ -16,14 +16,14 @@ from cache_sim import END, MODIFY, RESTART, WRITE, Geometry, LruCache  # noqa: E
 LINE = 64
 
 
-def run(tmp_path, l1, llc, records, cores=1, operands=("a", "other"), both=True):
+def run(tmp_path, l1, llc, records, cores=1, operands=("a", "other"), filtered=False):
     """Counts of `records` (addr, bytes, core, flags, operand) by the fast path, checked equal to
     the direct path."""
     path = str(tmp_path / "dump.bin")
     cache_sim.write_dump(path, cores, operands, records)
-    fast = cache_sim.simulate(path, l1, llc, chunk_records=7).json()  # small chunks: state across chunks
-    if both:
-        assert cache_sim.simulate_direct(path, l1, llc).json() == fast
+    # small chunks: the state carries over from chunk to chunk
+    fast = cache_sim.simulate(path, l1, llc, chunk_records=7, filtered=filtered).json()
+    assert cache_sim.simulate_direct(path, l1, llc, filtered).json() == fast
     return fast
 
 
@@ -120,6 +120,30 @@ def test_llc_sees_l1_hits(tmp_path):
     assert r["write_lines"] == 1 and r["l1_misses"] == [3]
 
 
+def test_filtered_hierarchy(tmp_path):
+    # The other policy: the LLC sees L1 misses (fills) and L1 write-backs only.
+    l1, llc = Geometry(2 * LINE, 1, LINE), Geometry(2 * LINE, 2, LINE)
+    # As in test_llc_sees_l1_hits, but the L1 hit on 0 leaves the LLC's order alone: 2 evicts 0
+    # from the LLC too, and the last 0 misses there.
+    r = run(tmp_path, l1, llc, [rd(0), rd(1), rd(0), rd(2), rd(0)], filtered=True)
+    assert r["l1_misses"] == [4] and r["llc_misses"] == [4]
+    # write 0 (L1 and LLC: a clean fill; the L1 line dirty), 2 evicts it from the L1 (set 0):
+    # written back into the LLC (a hit: dirty there now), 4 evicts it from the L1's set 0 and,
+    # as the LRU line, from the LLC: one DRAM write
+    r = run(tmp_path, l1, llc, [wr(0), rd(2), rd(4)], filtered=True)
+    assert (r["read_lines"], r["write_lines"]) == (3, 1)
+    # a dirty line still in an L1 at the end goes through the LLC to DRAM
+    r = run(tmp_path, l1, llc, [wr(0)], filtered=True)
+    assert (r["read_lines"], r["write_lines"]) == (1, 1)
+    # a write-back that misses the LLC takes a line without reading DRAM: core 1's lines 2 and 4
+    # evict 0 from the LLC while core 0 holds it dirty; core 0's 2 writes it back (no read)
+    r = run(tmp_path, l1, llc, [wr(0, core=0), rd(2, core=1), rd(4, core=1), rd(2, core=0)], cores=2,
+            filtered=True)
+    assert r["llc_misses"] == [2, 2] and r["write_lines"] == 1  # 0 written back, then flushed dirty at the end
+    with pytest.raises(ValueError):
+        FastSimCheck = cache_sim.FastSim(Geometry(4 * 32, 1, 32), llc, 1, None, filtered=True)  # noqa: F841
+
+
 def test_shared_llc_private_l1s(tmp_path):
     l1, llc = Geometry(2 * LINE, 1, LINE), Geometry(4 * LINE, 2, LINE)
     # core 0 brings line 0 in; core 1 misses in its own L1 but hits the shared LLC
@@ -165,6 +189,7 @@ def test_fast_equals_direct_on_random_streams(tmp_path):
             recs.append((line * LINE + off, rnd.choice([1, 4, 8]), rnd.randrange(cores),
                          (WRITE if w else 0) | (MODIFY if w and rnd.random() < 0.5 else 0), rnd.randrange(2)))
         run(tmp_path, l1, llc, recs, cores=cores)  # asserts fast == direct
+        run(tmp_path, l1, llc, recs, cores=cores, filtered=True)
 
 
 def test_malformed_dumps(tmp_path):
