@@ -781,8 +781,8 @@ def cachecheck(path, tolerance=5.0):
         exact["DRAM lines per operand"], n))
     for m in worst:
         e, r = worst[m]
-        where = "" if r is None else " (%s)" % at(r)
-        print("- %s: %d of %d equal; worst err %+.3f%%%s" % (m, exact[m], n, e, where))
+        worst_s = "no difference" if e == 0 or r is None else "worst err %+.3f%% (%s)" % (e, at(r))
+        print("- %s: %d of %d equal; %s" % (m, exact[m], n, worst_s))
     print("- CPU seconds: tracers + replays %.1f, Python simulator %.1f (wall %.1f); dumps %.2f GB in all" % (
         sum(r["cpu_trace"] for r in rows), sum(r["cpu_py"] for r in rows), sum(r["wall_py"] for r in rows),
         sum(r["dump_bytes"] for r in rows) / 1e9))
