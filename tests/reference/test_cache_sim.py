@@ -215,3 +215,68 @@ def test_paper_system_file():
     _, llc = cache_sim.load_system(os.path.join(root, "configs/systems/paper-ticsat.json"), modulo=True)
     assert not llc.hashed
     assert END == 8
+
+
+def hwref_binary():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.environ.get("BERTLAB_HWREF", os.path.join(root, "build", "bertlab_hwref"))
+    return root, path if os.access(path, os.X_OK) else None
+
+
+def test_replay_dump_against_the_replay(tmp_path):
+    """End to end without valgrind: a random two-core lackey trace (markers, warm-up, accesses
+    over two lines, loads, stores, modifies, region and stack addresses) replayed by
+    `bertlab_hwref replay --dump-accesses` on small caches; cache_sim.py on the dump gives the
+    replay's own counts (hashed and modulo LLC)."""
+    import json
+    import subprocess
+    root, tool = hwref_binary()
+    if tool is None:
+        pytest.skip("bertlab_hwref is not built (or set BERTLAB_HWREF)")
+    with open(os.path.join(root, "configs/systems/paper-ticsat.json")) as f:
+        system = json.load(f)
+    system["l1"].update(size_bytes=4 * 2 * LINE, ways=2)  # 4 sets of 2 ways per core
+    system["llc"].update(size_bytes=16 * 4 * LINE, ways=4, hashed_index=True)  # 16 sets of 4 ways
+    sys_path = tmp_path / "system.json"
+    sys_path.write_text(json.dumps(system))
+    rnd = random.Random(7)
+    region, marker, warm, stack = 0x100000, 0x9000, 0xa000, 0x7ff000000
+    traces = []
+    for core in range(2):
+        lines = ["#hwref region=%#x bytes=%d marker=%#x warm=%#x" % (region, 1 << 24, marker, warm),
+                 " L %x,4" % (stack + 64 * 3), " S %x,8" % warm]
+        lines += [" L %x,8" % (stack + 64 * rnd.randrange(8)) for _ in range(20)]  # warm-up
+        lines.append(" S %x,8" % marker)
+        for _ in range(3000):
+            lines += ["I  %07x,4" % (0x400000 + 4 * rnd.randrange(100))] * rnd.randrange(1, 4)
+            base = region if rnd.random() < 0.8 else stack
+            addr = base + rnd.randrange(200 * LINE) + rnd.choice([0, 0, 0, 60])
+            lines.append(" %s %x,%d" % (rnd.choice("LLSM"), addr, rnd.choice([1, 4, 8])))
+        lines.append(" S %x,8" % marker)
+        path = tmp_path / ("core%d.txt" % core)
+        path.write_text("\n".join(lines) + "\n")
+        traces.append(str(path))
+    for modulo in (False, True):
+        dump = str(tmp_path / "dump.bin")
+        out = subprocess.run([tool, "replay", "--format", "lackey", "--op", "residual_add", "--seq", "32",
+                              "--system", str(sys_path), "--dump-accesses", dump] + (["--modulo"] if modulo else [])
+                             + traces, check=True, capture_output=True, text=True).stdout
+        replay = json.loads(out)
+        l1, llc = cache_sim.load_system(str(sys_path), modulo)
+        assert llc.hashed == (not modulo)
+        for counts in (cache_sim.simulate(dump, l1, llc).json(), cache_sim.simulate_direct(dump, l1, llc).json()):
+            assert counts["l1_misses"] == replay["l1_misses"]
+            assert counts["llc_misses"] == replay["llc_misses"]
+            assert (counts["read_lines"], counts["write_lines"]) == (replay["read_lines"], replay["write_lines"])
+            assert counts["operand_lines"] == {k: v for k, v in replay["operand_lines"].items()}
+        assert sum(replay["llc_misses"]) > 100 and replay["write_lines"] > 100  # the small caches evict
+        header, chunks = cache_sim.read_dump(dump)
+        rec = np.concatenate(list(chunks))
+        assert header["cores"] == 2 and header["operands"][-1] == "other"
+        assert np.count_nonzero(rec["flags"] & RESTART) == 1 and rec["flags"][-1] == END
+        acc = rec[(rec["flags"] & (RESTART | END)) == 0]
+        # region addresses at kRegionBase (1 << 40), the others private per core ((core + 1) << 44)
+        in_region = acc["addr"] < (np.uint64(1) << np.uint64(44))
+        assert ((acc["addr"][in_region] >> np.uint64(40)) == 1).all()
+        assert ((acc["addr"][~in_region] >> np.uint64(44)) == acc["core"][~in_region].astype(np.uint64) + 1).all()
+        assert ((acc["flags"] & MODIFY) == 0).sum() < len(acc) and ((acc["flags"] & MODIFY) != 0).any()
