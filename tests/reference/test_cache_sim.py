@@ -141,7 +141,7 @@ def test_filtered_hierarchy(tmp_path):
             filtered=True)
     assert r["llc_misses"] == [2, 2] and r["write_lines"] == 1  # 0 written back, then flushed dirty at the end
     with pytest.raises(ValueError):
-        FastSimCheck = cache_sim.FastSim(Geometry(4 * 32, 1, 32), llc, 1, None, filtered=True)  # noqa: F841
+        cache_sim.FastSim(Geometry(4 * 32, 1, 32), llc, 1, None, filtered=True)  # two line sizes
 
 
 def test_shared_llc_private_l1s(tmp_path):
