@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -244,14 +245,72 @@ uint64_t field(const std::string& line, const char* key, bool required = true) {
   return at == std::string::npos ? 0 : std::strtoull(line.c_str() + at + std::char_traits<char>::length(key), nullptr, 0);
 }
 
+// The accesses handed to the simulator, written to a file (format: lackey_replay.h).
+class AccessDump {
+ public:
+  AccessDump(const std::string& path, int64_t cores, const std::vector<std::string>& names) : path_(path) {
+    if (path.empty()) return;
+    check(cores <= 255, "replay: the access dump holds at most 255 cores, got {}", cores);
+    f_ = std::fopen(path.c_str(), "wb");
+    check(f_ != nullptr, "replay: cannot write the access dump '{}': {}", path, std::strerror(errno));
+    std::setvbuf(f_, nullptr, _IOFBF, size_t{1} << 20);
+    std::string json = fmt::format(R"({{"cores": {}, "record_bytes": 16, "operands": [)", cores);
+    for (size_t i = 0; i < names.size(); ++i) json += fmt::format(R"({}"{}")", i ? ", " : "", names[i]);
+    json += "]}";
+    json.resize((json.size() + 15) / 16 * 16, ' ');
+    const uint64_t n = json.size();
+    put(kAccessDumpMagic, 8), put(&n, 8), put(json.data(), json.size());
+  }
+  ~AccessDump() {
+    if (f_) std::fclose(f_);
+  }
+  AccessDump(const AccessDump&) = delete;
+  AccessDump& operator=(const AccessDump&) = delete;
+  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, bool modify) {
+    if (f_) record(addr, static_cast<uint32_t>(bytes), static_cast<uint8_t>(core), (write ? 1 : 0) | (modify ? 2 : 0),
+                   static_cast<uint16_t>(operand));
+  }
+  void restart() {
+    if (f_) record(0, 0, 0, 4, 0);
+  }
+  void end() {
+    if (!f_) return;
+    record(0, 0, 0, 8, 0);
+    const bool ok = std::fclose(f_) == 0;
+    f_ = nullptr;
+    check(ok, "replay: cannot write the access dump '{}': {}", path_, std::strerror(errno));
+  }
+
+ private:
+  void put(const void* p, size_t n) {
+    check(std::fwrite(p, 1, n, f_) == n, "replay: cannot write the access dump '{}': {}", path_, std::strerror(errno));
+  }
+  void record(uint64_t addr, uint32_t bytes, uint8_t core, int flags, uint16_t operand) {
+    unsigned char r[16];
+    const auto f = static_cast<uint8_t>(flags);
+    std::memcpy(r, &addr, 8), std::memcpy(r + 8, &bytes, 4), std::memcpy(r + 12, &core, 1);
+    std::memcpy(r + 13, &f, 1), std::memcpy(r + 14, &operand, 2);
+    put(r, 16);
+  }
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
 template <class Reader>
 ReplayResult replay(std::vector<Reader>& readers, const SystemDesc& s, const std::vector<Operand>& operands,
-                    bool operands_only) {
+                    bool operands_only, const std::string& dump_path) {
   const int64_t P = static_cast<int64_t>(readers.size());
   TraceSim sim(s, P);
   std::vector<int> ids;
+  std::vector<std::string> names;
   for (const auto& o : operands) ids.push_back(sim.operand(o.name));
   const int other = sim.operand("other");
+  // Operand ids are given in order from 0 (TraceSim::operand): the names by id.
+  for (const auto& o : operands)
+    if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
+  names.push_back("other");
+  check(static_cast<int>(names.size()) == other + 1, "replay: unexpected operand ids");
+  AccessDump dump(dump_path, P, names);
   std::vector<CoreTrace> cores(P);
   // One data access of core c: map the address, find its operand, simulate.
   auto data = [&](int64_t c, CoreTrace& t, char kind, uint64_t addr, int64_t size) {
@@ -279,6 +338,7 @@ ReplayResult replay(std::vector<Reader>& readers, const SystemDesc& s, const std
     if (op == other && t.counting) ++t.other_lines[addr / static_cast<uint64_t>(s.l1.line_bytes)];
     if (op == other && operands_only) return;
     sim.access(c, op, a, size, kind != 'L');  // 'S' store, 'M' modify (load and store)
+    dump.access(c, op, a, size, kind != 'L', kind == 'M');
   };
   // Advances core c by one instruction (or to the end of its trace).
   TraceEvent e;
@@ -334,6 +394,7 @@ ReplayResult replay(std::vector<Reader>& readers, const SystemDesc& s, const std
     // warm-up (from the store to `warm=` on) brought in stays, its counts are dropped.
     if (live > 0 && waiting == live) {
       sim.reset_counts();
+      dump.restart();
       for (auto& t : cores) t.waiting = false;
     }
   }
@@ -344,25 +405,26 @@ ReplayResult replay(std::vector<Reader>& readers, const SystemDesc& s, const std
     r.other_lines.emplace_back(t.other_lines.begin(), t.other_lines.end());
   }
   r.traffic = sim.finish();
+  dump.end();
   return r;
 }
 
 }  // namespace
 
 ReplayResult replay_traces(const std::vector<std::istream*>& traces, TraceFormat format, const SystemDesc& s,
-                           const std::vector<Operand>& operands, bool operands_only) {
+                           const std::vector<Operand>& operands, bool operands_only, const std::string& dump) {
   check(!traces.empty(), "trace replay: no traces");
   switch (format) {
     case TraceFormat::lackey: {
       std::vector<LackeyReader> readers;
       for (auto* in : traces) readers.emplace_back(*in);
-      return replay(readers, s, operands, operands_only);
+      return replay(readers, s, operands, operands_only, dump);
     }
     case TraceFormat::hwtrace: {
       std::vector<HwtraceReader> readers;
       readers.reserve(traces.size());
       for (size_t c = 0; c < traces.size(); ++c) readers.emplace_back(*traces[c], static_cast<int64_t>(c));
-      return replay(readers, s, operands, operands_only);
+      return replay(readers, s, operands, operands_only, dump);
     }
   }
   fail("trace replay: unknown trace format");

@@ -77,8 +77,20 @@ TraceFormat trace_format_from_string(const std::string& s);  // "lackey" | "hwtr
 // cores). `operands` names the region's buffers (their DRAM streams); accesses outside them
 // belong to the operand "other" (the stack: spilled locals), or are left out when
 // `operands_only` (what the schedule itself touches, as the core model sees it).
+//
+// `dump` (a file or FIFO path; empty: none): every access handed to the simulator, in the
+// order it gets them, for an independent cache simulator (tests/reference/cache_sim.py,
+// docs/hwmodel-cache-check.md). Format, little-endian: the 8 bytes "BLACCES1", a uint64 n,
+// n bytes of JSON {"cores": P, "operands": [names by id], "record_bytes": 16} padded with
+// spaces to a multiple of 16; then 16-byte records: uint64 address (as simulated: region
+// addresses moved to kRegionBase, others offset by (core + 1) << 44), uint32 bytes, uint8
+// core, uint8 flags (1: write, i.e. a store or modify; 2: modify; 4: the counts restart here,
+// the warm-up ends; 8: end of the trace), uint16 operand id. A restart or end record has no
+// access (address, bytes, core and operand 0).
+inline constexpr char kAccessDumpMagic[9] = "BLACCES1";
 ReplayResult replay_traces(const std::vector<std::istream*>& traces, TraceFormat format, const SystemDesc& s,
-                           const std::vector<Operand>& operands, bool operands_only = false);
+                           const std::vector<Operand>& operands, bool operands_only = false,
+                           const std::string& dump = {});
 inline ReplayResult replay_lackey(const std::vector<std::istream*>& traces, const SystemDesc& s,
                                   const std::vector<Operand>& operands, bool operands_only = false) {
   return replay_traces(traces, TraceFormat::lackey, s, operands, operands_only);

@@ -711,6 +711,115 @@ def breakdown(d, system, seq, model_md=None, ops=OPS):
           % (free["speedup_free_instructions"], at(free)))
 
 
+def cachecheck(path, tolerance=5.0):
+    """The table of `hwmodel_reference.sh cachecheck`: per configuration, the shared-LLC replay's
+    counts (TraceSim) against the independent simulator's (tests/reference/cache_sim.py) on the
+    same access stream. Returns the number of configurations whose LLC misses or DRAM lines
+    differ by more than `tolerance` percent."""
+    rows = []
+    for line in open(path):
+        # the configuration, the replay's JSON, the simulator's, times; with CACHE_FILTERED=1 also
+        # the filtered hierarchy's JSON and its CPU and wall seconds
+        f = line.rstrip("\n").split("\t")
+        cfg, ts, py, t = f[:4]
+        op, arr, seq, S, P, index = cfg.split()
+        ts, py = json.loads(ts), json.loads(py)
+        cpu_trace, cpu_py, wall_py, dump_bytes = (float(x) for x in t.split())
+        rows.append(dict(op=op, arr=arr, seq=int(seq), S=int(S), P=int(P), index=index, ts=ts, py=py,
+                         cpu_trace=cpu_trace, cpu_py=cpu_py, wall_py=wall_py, dump_bytes=dump_bytes,
+                         filtered=json.loads(f[4]) if len(f) > 5 else None,
+                         cpu_filtered=float(f[5].split()[0]) if len(f) > 5 else 0.0))
+    rows.sort(key=lambda r: (r["P"], OPS.index(r["op"]), r["arr"], r["S"]))
+
+    def s_label(r):  # 'all': the kernel has no S in its loop nests (hwmodel_reference.sh, canonical)
+        return r["S"] if r["op"] not in ("residual_add", "gelu") and not (
+            r["arr"] == "rwma" and r["op"] in ("k_transpose", "softmax", "layernorm")) else "all"
+
+    def at(r):
+        return "%s %s S=%s, %d core%s" % (r["op"], r["arr"], s_label(r), r["P"], "" if r["P"] == 1 else "s")
+
+    metrics = [  # name, value of a count JSON, gates the check
+        ("LLC misses", lambda j: sum(j["llc_misses"]), True),
+        ("DRAM lines", lambda j: j["read_lines"] + j["write_lines"], True),
+        ("DRAM writes", lambda j: j["write_lines"], True),
+        ("L1 misses", lambda j: sum(j["l1_misses"]), False),
+    ]
+    per_core = [("LLC misses per core", "llc_misses"), ("L1 misses per core", "l1_misses")]
+    print("| op | arr | S | cores | " + " | ".join("%s TraceSim | Python | err %%" % m for m, _, _ in metrics) +
+          " | trace + replay CPU s | Python CPU s | dump MB |")
+    print("|" + "---|" * (4 + 3 * len(metrics) + 3))
+    worst = {m: (0.0, None) for m, _, _ in metrics + [(m, None, False) for m, _ in per_core]}
+    exact = {m: 0 for m in worst}
+    exact["DRAM lines per operand"] = 0  # reads and writes of every operand equal
+    bad = 0
+    for r in rows:
+        cells, fail = [], False
+        for m, f, gate in metrics:
+            a, b = f(r["ts"]), f(r["py"])
+            e = err(b, a)
+            cells += [str(a), str(b), "%+.2f" % e]
+            exact[m] += a == b
+            if abs(e) > abs(worst[m][0]) or worst[m][1] is None:
+                worst[m] = (e, r)
+            fail |= gate and abs(e) > tolerance
+        for m, k in per_core:
+            es = [err(b, a) for a, b in zip(r["ts"][k], r["py"][k])] + [0.0]
+            e = max(es, key=abs)
+            exact[m] += r["ts"][k] == r["py"][k]
+            if abs(e) > abs(worst[m][0]) or worst[m][1] is None:
+                worst[m] = (e, r)
+        exact["DRAM lines per operand"] += r["ts"]["operand_lines"] == r["py"]["operand_lines"]
+        bad += fail
+        print("| %s | %s | %s | %d | %s | %.2f | %.2f | %.0f |" % (
+            r["op"], r["arr"], s_label(r), r["P"], " | ".join(cells), r["cpu_trace"], r["cpu_py"], r["dump_bytes"] / 1e6))
+    n = len(rows)
+    print()
+    print("%d configurations (seq %s, %s LLC); err = (Python - TraceSim) / TraceSim; 'all' in S: the kernel has no S "
+          "in its loop nests, one run stands for every S." % (n, ",".join(sorted({str(r["seq"]) for r in rows})),
+                                                             ",".join(sorted({r["index"] for r in rows}))))
+    print("- DRAM lines per operand (reads and writes): %d of %d configurations equal on every operand" % (
+        exact["DRAM lines per operand"], n))
+    for m in worst:
+        e, r = worst[m]
+        worst_s = "no difference" if e == 0 or r is None else "worst err %+.3f%% (%s)" % (e, at(r))
+        print("- %s: %d of %d equal; %s" % (m, exact[m], n, worst_s))
+    print("- CPU seconds: tracers + replays %.1f, Python simulator %.1f (wall %.1f); dumps %.2f GB in all" % (
+        sum(r["cpu_trace"] for r in rows), sum(r["cpu_py"] for r in rows), sum(r["wall_py"] for r in rows),
+        sum(r["dump_bytes"] for r in rows) / 1e9))
+    print("- %d of %d configurations beyond %g%% on LLC misses, DRAM lines or DRAM writes" % (bad, n, tolerance))
+    fr = [r for r in rows if r["filtered"]]
+    if fr:
+        print()
+        print("What TraceSim's policy is worth (not a check): the same access streams through cache_sim.py "
+              "--hierarchy filtered, an LLC that sees only the L1s' misses and write-backs; err = (filtered - "
+              "TraceSim) / TraceSim.")
+        print()
+        fm = metrics[:3]
+        print("| op | arr | S | cores | " + " | ".join("%s TraceSim | filtered | err %%" % m for m, _, _ in fm) + " |")
+        print("|" + "---|" * (4 + 3 * len(fm)))
+        fworst = {m: (0.0, None) for m, _, _ in fm}
+        fsum = {m: [0, 0] for m, _, _ in fm}
+        for r in fr:
+            cells = []
+            for m, f, _ in fm:
+                a, b = f(r["ts"]), f(r["filtered"])
+                e = err(b, a)
+                cells += [str(a), str(b), "%+.2f" % e]
+                fsum[m][0] += a
+                fsum[m][1] += b
+                if abs(e) > abs(fworst[m][0]) or fworst[m][1] is None:
+                    fworst[m] = (e, r)
+            print("| %s | %s | %s | %d | %s |" % (r["op"], r["arr"], s_label(r), r["P"], " | ".join(cells)))
+        print()
+        for m, _, _ in fm:
+            e, r = fworst[m]
+            a, b = fsum[m]
+            print("- %s: worst err %+.2f%% (%s); over all %d configurations %d against %d (%+.2f%%)"
+                  % (m, e, at(r), len(fr), b, a, err(b, a)))
+        print("- CPU seconds of the filtered runs: %.1f" % sum(r["cpu_filtered"] for r in fr))
+    return bad
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "cgsum":
@@ -749,5 +858,7 @@ if __name__ == "__main__":
             sys.exit("breakdown: %s" % e)
     elif cmd == "compare":
         compare(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif cmd == "cachecheck":
+        sys.exit(1 if cachecheck(sys.argv[2]) else 0)
     else:
         sys.exit("unknown command " + cmd)

@@ -32,6 +32,19 @@
 #                                                  core; default attn_out 32 32) under lackey and
 #                                                  hwtrace: kernel instructions per CPU second
 #   scripts/hwmodel_reference.sh compare OUT       model vs reference, per op (prints a table)
+#   scripts/hwmodel_reference.sh cachecheck OUT [SEQ [CORES..]]  the caches of the shared-LLC
+#                                                  replays checked by an independent simulator:
+#                                                  every op, arrangement and S in SIZES at 2 and
+#                                                  4 cores (default seq 128), the replay's access
+#                                                  stream (--dump-accesses) through
+#                                                  tests/reference/cache_sim.py; a table in
+#                                                  OUT/cachecheck.md, non-zero exit when an LLC
+#                                                  miss or DRAM line count differs by more than
+#                                                  5% (docs/hwmodel-cache-check.md;
+#                                                  CACHE_INDEX=modulo: the LLC modulo-indexed;
+#                                                  CACHE_FILTERED=1: also the other hierarchy,
+#                                                  the LLC seeing only L1 misses and
+#                                                  write-backs, what the policy is worth)
 #
 # Configurations whose kernel does not depend on S (residual add and GELU in both
 # arrangements, K transpose, softmax and layernorm in RWMA: no S in their loop nests, see
@@ -124,6 +137,53 @@ check_tracer() {
     exit 2
   fi
 }
+
+# cc_one OP ARR SEQ S CORES INDEX ROWFILE: one configuration's traces replayed with the access
+# dump, the dump through the independent simulator; one row (tab-separated: the configuration,
+# the replay's JSON, the simulator's JSON, the CPU seconds of tracers + replay, the simulator's
+# CPU and wall seconds and the dump's bytes; with CACHE_FILTERED=1 also the simulator's JSON for
+# the filtered hierarchy and its CPU and wall seconds) into ROWFILE.
+cc_one() {
+  local op=$1 arr=$2 seq=$3 S=$4 P=$5 index=$6 row=$7 tmpd c fifos=() writers=() mod=() ts py t
+  [ "$index" = modulo ] && mod=(--modulo)
+  tmpd=$(mktemp -d)
+  for ((c = 0; c < P; ++c)); do
+    mkfifo "$tmpd/core$c"
+    fifos+=("$tmpd/core$c")
+    trace_core "$tmpd/core$c" "$tmpd/cpu" "$op" "$arr" "$seq" "$S" "$P" "$c" &
+    writers+=(--writer-pid "$!")
+  done
+  if ! ts=$(/usr/bin/time -f "%U %S" -a -o "$tmpd/cpu" "$TOOL" replay --format "$TRACER" --op "$op" --seq "$seq" \
+    --system "$SYSTEM" "${mod[@]}" --dump-accesses "$tmpd/dump" "${writers[@]}" "${fifos[@]}"); then
+    echo "cachecheck: the replay of $op $arr $seq $S $P failed" >&2
+    cat "$tmpd"/*.log >&2 2>/dev/null
+    rm -rf "$tmpd"
+    return 255
+  fi
+  wait
+  if ! py=$(/usr/bin/time -f "%U %S %e" -o "$tmpd/pytime" /usr/bin/python3 "$here/../tests/reference/cache_sim.py" \
+    "$tmpd/dump" --system "$SYSTEM" "${mod[@]}"); then
+    echo "cachecheck: cache_sim.py on the dump of $op $arr $seq $S $P failed" >&2
+    rm -rf "$tmpd"
+    return 255
+  fi
+  t=$(awk '{ s += $1 + $2 } END { printf "%.2f", s }' "$tmpd/cpu")
+  t="$t $(awk '{ printf "%.2f %.2f", $1 + $2, $3 }' "$tmpd/pytime") $(stat -c %s "$tmpd/dump")"
+  local fl=""
+  if [ "${CACHE_FILTERED:-0}" = 1 ]; then  # what TraceSim's policy is worth: the other hierarchy
+    if ! fl=$(/usr/bin/time -f "%U %S %e" -o "$tmpd/fltime" /usr/bin/python3 "$here/../tests/reference/cache_sim.py" \
+      "$tmpd/dump" --system "$SYSTEM" "${mod[@]}" --hierarchy filtered); then
+      echo "cachecheck: cache_sim.py --hierarchy filtered on the dump of $op $arr $seq $S $P failed" >&2
+      rm -rf "$tmpd"
+      return 255
+    fi
+    fl=$(printf '\t%s\t%s' "$fl" "$(awk '{ printf "%.2f %.2f", $1 + $2, $3 }' "$tmpd/fltime")")
+  fi
+  printf '%s\t%s\t%s\t%s%s\n' "$op $arr $seq $S $P $index" "$ts" "$py" "$t" "$fl" > "$row"
+  rm -rf "$tmpd"
+}
+export -f cc_one trace_core
+export TRACER VGLIB KERNEL TOOL SYSTEM
 
 GEMMS="qkv ffn_in ffn_out attn_out scores context"
 ROWOPS="k_transpose softmax layernorm residual_add gelu"
@@ -287,6 +347,38 @@ print(f"{tracer}: {n} kernel instructions, {cpu:.2f} CPU s, {wall:.0f} s wall: {
 PY
       rm -rf "$tmp"
     done
+    ;;
+  cachecheck)
+    dir=$2 seq=${3:-128}
+    shift $(( $# < 3 ? $# : 3 ))
+    cores=${*:-2 4}
+    index=${CACHE_INDEX:-hashed}
+    case "$index" in hashed | modulo) ;; *) echo "CACHE_INDEX: expected hashed or modulo, got '$index'" >&2; exit 2 ;; esac
+    check_tracer
+    mkdir -p "$dir/cachecheck-rows"
+    start=$(date +%s)
+    cpu0=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
+    # Largest first (S from 4 up, GEMMs before row ops), so that JOBS runs end together.
+    declare -A seen=()
+    for P in $cores; do for S in $(echo $SIZES | tr ' ' '\n' | sort -n); do for op in $GEMMS $ROWOPS; do
+      for arr0 in rwma bwma; do
+        read -r arr cS < <(canonical "$op" "$arr0" "$S")
+        [ -z "${seen[$op $arr $cS $P]:-}" ] || continue
+        seen[$op $arr $cS $P]=1
+        row="$dir/cachecheck-rows/$op-$arr-$seq-$cS-$P-$index"
+        [ -s "$row" ] && continue  # already checked
+        echo "$op $arr $seq $cS $P $index $row"
+      done
+    done; done; done | xargs -P "$JOBS" -L 1 bash -c 'cc_one "$@"' _
+    cat "$dir"/cachecheck-rows/*-"$seq"-*-"$index" > "$dir/cachecheck-$seq-$index.txt"
+    cpu1=$(awk '{ print $14 + $15 + $16 + $17 }' /proc/$$/stat)
+    echo "cachecheck: $(( $(date +%s) - start )) s wall, $(( (cpu1 - cpu0) / $(getconf CLK_TCK) )) CPU s" \
+      "(tracers, replays, simulator), JOBS=$JOBS, seq $seq, SIZES=$SIZES, cores $cores, $index LLC" |
+      tee -a "$dir/timing.txt"
+    rc=0
+    /usr/bin/python3 "$here/hwmodel_reference.py" cachecheck "$dir/cachecheck-$seq-$index.txt" > "$dir/cachecheck-$seq-$index.md" || rc=$?
+    cat "$dir/cachecheck-$seq-$index.md"
+    exit $rc
     ;;
   compare)
     {

@@ -2,7 +2,8 @@
 // "Reference"; the kernels run under valgrind are bertlab_hwref_kernel, kernel_main.cpp).
 // Subcommands:
 //   replay  memory traces (lackey's text log or hwtrace's binary trace, one file or FIFO per
-//           core) into the exact cache/DRAM simulator
+//           core) into the exact cache/DRAM simulator (--dump-accesses: and the accesses it
+//           simulated into a file, for tests/reference/cache_sim.py)
 //   model   the in-order core model's counts for the same op (core_model.h)
 //   table   the paper table with the time broken down per region (core model, seq 512)
 #include <CLI/CLI.hpp>
@@ -34,7 +35,8 @@ nlohmann::json traffic_json(const Traffic& t) {
 }
 
 int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std::vector<std::string>& files,
-               TraceFormat format, bool operands_only, const std::vector<int64_t>& writers, double open_timeout) {
+               TraceFormat format, bool operands_only, const std::vector<int64_t>& writers, double open_timeout,
+               const std::string& dump) {
   check(writers.empty() || writers.size() == files.size(), "--writer-pid: expected one per trace ({}), got {}",
         files.size(), writers.size());
   for (const int64_t w : writers) check(w > 0, "--writer-pid: expected a process id (a positive integer), got {}", w);
@@ -47,8 +49,15 @@ int cmd_replay(LayerOp op, const LayerDims& d, const SystemDesc& sys, const std:
     in.push_back(std::make_unique<std::istream>(bufs.back().get()));
     ptrs.push_back(in.back().get());
   }
-  const auto r = replay_traces(ptrs, format, sys, op_operands(op, d), operands_only);
+  const auto r = replay_traces(ptrs, format, sys, op_operands(op, d), operands_only, dump);
   auto j = traffic_json(r.traffic);
+  if (!dump.empty()) {  // what the independent cache check compares (docs/hwmodel-cache-check.md)
+    j["read_lines"] = r.traffic.read_lines();
+    j["write_lines"] = r.traffic.write_lines();
+    nlohmann::json per = nlohmann::json::object();
+    for (const auto& [name, o] : r.traffic.operands) per[name] = {o.read_lines, o.write_lines};
+    j["operand_lines"] = per;
+  }
   j["instructions"] = r.instructions;
   // Per core, the non-operand lines touched between the markers: [L1 set, accesses], by set.
   const SetIndex l1_set(sys.l1);
@@ -93,6 +102,10 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   replay->add_option("--open-timeout", open_timeout,
                      "seconds to wait for a writer to open a trace FIFO before failing (default 120)");
+  std::string dump;
+  replay->add_option("--dump-accesses", dump,
+                     "write every simulated access to this file (format: hwmodel/lackey_replay.h), for the "
+                     "independent cache simulator tests/reference/cache_sim.py");
   replay->add_option("traces", traces)->required();
   auto* model = app.add_subcommand("model", "the in-order core model's counts of an op");
   common(model);
@@ -118,7 +131,7 @@ int main(int argc, char** argv) {
     if (modulo) sys.llc.hashed_index = false;
     if (*replay)
       return cmd_replay(layer_op_from_string(op_name), d, sys, traces, trace_format_from_string(format), operands_only,
-                        writers, open_timeout);
+                        writers, open_timeout, dump);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
       CoreStack stack;
