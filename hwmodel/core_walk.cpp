@@ -245,20 +245,29 @@ CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes,
   return c;
 }
 
-namespace {
-// The TLB as a cache of pages: entries pages of page_bytes, ways-way (0: fully associative).
-CacheDesc tlb_as_cache(const TlbDesc& t) {
-  CacheDesc c;
-  c.line_bytes = t.page_bytes;
-  c.ways = t.ways == 0 ? std::max<int64_t>(1, t.entries) : t.ways;
-  c.size_bytes = std::max<int64_t>(1, t.entries) * t.page_bytes;
-  return c;
+PageLru::PageLru(int64_t entries, int64_t ways)
+    : sets_(ways == 0 ? 1 : entries / ways), ways_(ways == 0 ? entries : ways), lru_(static_cast<size_t>(sets_)) {}
+
+bool PageLru::access(uint64_t page) {
+  if (page == last_) return true;
+  last_ = page;
+  auto& set = lru_[static_cast<size_t>(page % static_cast<uint64_t>(sets_))];  // modulo index (sets: a power of two)
+  if (const auto it = where_.find(page); it != where_.end()) {
+    set.splice(set.begin(), set, it->second);  // most recent first
+    return true;
+  }
+  if (static_cast<int64_t>(set.size()) == ways_) {
+    where_.erase(set.back());
+    set.pop_back();
+  }
+  set.push_front(page);
+  where_[page] = set.begin();
+  return false;
 }
-}  // namespace
 
 CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack)
     : sys_(s), stack_(stack), sim_(s, s.cores), tlb_misses_(static_cast<size_t>(s.cores), 0) {
-  if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), LruCache(tlb_as_cache(s.tlb)));
+  if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), PageLru(s.tlb.entries, s.tlb.ways));
   for (const StackLine& l : stack_.lines) {
     check(l.l1_set >= 0 && l.l1_set < s.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
           l.l1_set, s.l1.sets() - 1);
@@ -279,7 +288,7 @@ void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes) {
   if (tlb_.empty() || bytes <= 0) return;
   const uint64_t page = static_cast<uint64_t>(sys_.tlb.page_bytes);
   for (uint64_t p = addr / page; p <= (addr + bytes - 1) / page; ++p)
-    if (!tlb_[core].access(p, false, 0).hit) ++tlb_misses_[core];
+    if (!tlb_[core].access(p)) ++tlb_misses_[core];
 }
 
 std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {

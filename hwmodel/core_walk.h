@@ -13,6 +13,8 @@
 // them (GEMM: tiles; row ops: rows; transposes: blocks or tiles), and the array's issues.
 #include <cstdint>
 #include <functional>
+#include <list>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,20 @@ struct CoreStack {
   std::vector<StackLine> lines;
 };
 
+// A data TLB: LRU over page numbers in `sets` sets of `ways` entries, O(1) per lookup (a list
+// per set in recency order, and a map from page to its place).
+class PageLru {
+ public:
+  PageLru(int64_t entries, int64_t ways);
+  bool access(uint64_t page);  // true on a hit; a miss installs the page, evicting the set's LRU
+
+ private:
+  int64_t sets_, ways_;
+  uint64_t last_ = ~uint64_t{0};  // the most recent page: a hit that changes no order
+  std::vector<std::list<uint64_t>> lru_;  // per set, most recent first
+  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
+};
+
 // The exact simulator driven by shares: run() walks one kernel's shares (share c on core c),
 // one step of each core per round, touching the stack lines at their rates.
 class CoreSim {
@@ -116,7 +132,7 @@ class CoreSim {
   const SystemDesc& sys_;
   CoreStack stack_;
   TraceSim sim_;
-  std::vector<LruCache> tlb_;  // per core, pages as lines
+  std::vector<PageLru> tlb_;  // per core
   std::vector<int64_t> tlb_misses_;
   int stack_id_ = -1;
   std::vector<double> due_;  // per core and stack line: touches owed
