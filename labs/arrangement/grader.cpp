@@ -3,7 +3,7 @@
 // student's hand counts of cache lines against the exact trace simulator (hwmodel/tracesim.h)
 // and the analytic model that `bertlab estimate` runs for every GEMM node (hwmodel/analytic.h
 // analytic_traffic, whose counts `--explain` prints); and, unscored, the sweep of S and cores
-// over one BERT-base encoder layer on the paper's system (configs/systems/paper-ticsat.json),
+// over one BERT-base encoder layer on the paper's system under the array-only model (configs/systems/paper-ticsat-array.json),
 // drawn on the plots page.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -235,7 +235,7 @@ std::string op_of(const std::string& node) {
 std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores) {
   const Graph g = encoder_layer();
   const hw::NodeClasses classes = hw::classify_nodes(g);
-  const hw::SystemDesc base = hw::load_system(source_dir() + "/configs/systems/paper-ticsat.json");
+  const hw::SystemDesc base = hw::load_system(source_dir() + "/configs/systems/paper-ticsat-array.json");
   std::vector<std::string> ops;
   for (const auto& n : g.nodes())
     if (std::find(ops.begin(), ops.end(), op_of(n.name)) == ops.end()) ops.push_back(op_of(n.name));
@@ -306,7 +306,7 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
       table += fmt::format(" S={} {} {:.0f} / {:.0f};", S, hw::to_string(a), cm, mm);
     }
   plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p>The analytic model of <code>bertlab "
-            "estimate</code> on the paper's system (configs/systems/paper-ticsat.json: int8, in-order cores with an "
+            "estimate</code> on the paper's system under the array-only model (configs/systems/paper-ticsat-array.json: int8, in-order cores with an "
             "S x S weight-stationary array each), one encoder layer of BERT-base, inference, batch 1, sequence "
             "512 (the paper's workload).</p>\n" +
             line_chart_svg({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
