@@ -4,7 +4,7 @@
 #   BIN=/tmp/bertlab.base scripts/hwmodel_modulo_check.sh /tmp/before
 #   BIN=./build/bertlab   scripts/hwmodel_modulo_check.sh /tmp/after
 #   for f in /tmp/before/*; do cmp "$f" "/tmp/after/$(basename "$f")"; done
-# The paper system (configs/systems/paper-ticsat.json) with hashed_index false (8-way 1 MB
+# The paper system under the array-only model (configs/systems/paper-ticsat-array.json) with hashed_index false (8-way 1 MB
 # modulo-indexed LLC):
 # - `estimate --json` of bert-base encoder.0 (inference, seq 128 and 512) and of the bert-base
 #   training graph (seq 128), S = 4, 8, 16, 32, 1/2/4 cores, both arrangements;
@@ -21,7 +21,7 @@ out=${1:?usage: $0 OUT_DIR}
 mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 - configs/systems/paper-ticsat.json "$tmp/modulo.json" "$tmp/modulo2way.json" <<'PY'
+/usr/bin/python3 - configs/systems/paper-ticsat-array.json "$tmp/modulo.json" "$tmp/modulo2way.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 j["llc"]["hashed_index"] = False
