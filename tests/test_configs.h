@@ -2,6 +2,7 @@
 // Small BERT configurations shared by the tests, and graph helpers.
 #include <cstdint>
 
+#include "runtime/bert_builder.h"
 #include "runtime/bert_config.h"
 #include "runtime/executor.h"
 #include "runtime/graph.h"
@@ -19,6 +20,15 @@ inline BertConfig bert_config(int64_t vocab, int64_t hidden, int64_t layers, int
   c.intermediate_size = intermediate;
   c.max_position_embeddings = positions;
   return c;
+}
+
+// The unfused inference graph of `c` without heads (as the hwmodel tests estimate it).
+inline Graph inference_graph(const BertConfig& c, int64_t batch, int64_t seq) {
+  RunSpec run;
+  run.batch = batch;
+  run.seq = seq;
+  run.heads = Heads::none;
+  return build_bert(c, run);
 }
 
 // 2 layers, hidden 24, 2 heads, vocabulary 120, positions 32: trains in milliseconds.

@@ -208,12 +208,7 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
 }
 
 TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
-  const BertConfig c = testing::bert_config(100, 64, 1, 4, 256, BertConfig{}.max_position_embeddings);
-  RunSpec run;
-  run.batch = 2;
-  run.seq = 32;
-  run.heads = Heads::none;
-  Graph g = build_bert(c, run);
+  Graph g = testing::inference_graph(testing::bert_config(100, 64, 1, 4, 256, BertConfig{}.max_position_embeddings), 2, 32);
   SystemDesc s = paper_system();
   for (const auto& d : arrangements()) {
     auto e = estimate_graph(g, s, d.id);
@@ -253,12 +248,8 @@ TEST_CASE("bertlab estimate: bad input exits non-zero with a clear message", "[h
 // on four cores two heads run at once (before, two of the four cores stayed idle and the
 // node took as long as on two cores).
 TEST_CASE("BWMA attention products with fewer panels than cores use every core", "[hwmodel]") {
-  const BertConfig c = testing::bert_config(100, 128, 1, 2, 256, BertConfig{}.max_position_embeddings);  // d = 64
-  RunSpec run;
-  run.batch = 2;
-  run.seq = 64;
-  run.heads = Heads::none;
-  const Graph g = build_bert(c, run);
+  // d = 64
+  const Graph g = testing::inference_graph(testing::bert_config(100, 128, 1, 2, 256, BertConfig{}.max_position_embeddings), 2, 64);
   SystemDesc s = paper_system();
   // The array-only model's schedule; the in-order core model runs TiC-SAT's, which splits
   // each product's panels over the cores (core_walk.h).

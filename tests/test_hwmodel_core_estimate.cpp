@@ -35,12 +35,7 @@ SystemDesc paper(CoreIsa isa, int64_t S, int64_t cores) {
 // instruction basis. Differences left: the operands' placement (the estimate's allocator
 // against the reference's packing) and the vectors the graph adds (bias, mask, gamma, beta).
 TEST_CASE("estimate on an in_order_core system gives the core model's cycles per node", "[hwmodel][core]") {
-  const BertConfig c = testing::bert_config(100, 256, 1, 4, 1024, BertConfig{}.max_position_embeddings);
-  RunSpec run;
-  run.batch = 1;
-  run.seq = 64;
-  run.heads = Heads::none;
-  Graph g = build_bert(c, run);
+  Graph g = testing::inference_graph(testing::bert_config(100, 256, 1, 4, 1024, BertConfig{}.max_position_embeddings), 1, 64);
   apply_fusions(g);  // as `bertlab estimate --config` builds it: residual and GELU in the linear's epilogue
   const LayerDims d{64, 256, 4, 64, 1024};
   const std::map<std::string, std::vector<LayerOp>> ops = {
@@ -90,12 +85,7 @@ TEST_CASE("estimate on an in_order_core system gives the core model's cycles per
 // array issues and misses at 1 and 2 per cycle, the node's core time lower by half its
 // instruction cycles.
 TEST_CASE("in_order_core: core.issue_width divides the instruction cycles", "[hwmodel][core]") {
-  const BertConfig c = testing::bert_config(100, 64, 1, 1, 256, BertConfig{}.max_position_embeddings);
-  RunSpec run;
-  run.batch = 1;
-  run.seq = 32;
-  run.heads = Heads::none;
-  const Graph g = build_bert(c, run);
+  const Graph g = testing::inference_graph(testing::bert_config(100, 64, 1, 1, 256, BertConfig{}.max_position_embeddings), 1, 32);
   SystemDesc one = paper(CoreIsa::aarch64, 8, 2), two = one;
   one.issue_width = 1;
   two.issue_width = 2;
