@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <malloc.h>
 
+#include <array>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -121,65 +122,60 @@ std::vector<hw::Arrangement> arrangements(const std::string& a) {
 
 // The summary table: time and DRAM bytes under every arrangement, then the speedup and
 // DRAM traffic reduction of each arrangement after the first (the RWMA baseline) over it.
-// in_order_core systems: per region and arrangement, the busiest cores' cycles by component
-// summed over the region's nodes, and the BWMA-over-RWMA speedup split into what each
-// component saves (speedup - 1 = sum over components of (RWMA - BWMA) / BWMA time, the DRAM
-// floor included as the cycles by which it exceeds a node's core time).
+// in_order_core systems: the busiest cores' cycles by component and their events, summed over
+// the nodes of one region (empty: every node). The DRAM floor is counted as the cycles by which
+// it exceeds a node's core time.
+struct ComponentSums {
+  double instr = 0, array = 0, l1 = 0, llc = 0, tlb = 0, floor = 0, time = 0;
+  int64_t l1_misses = 0, llc_misses = 0, tlb_misses = 0, bytes = 0;
+};
+ComponentSums component_sums(const hw::GraphEstimate& e, const std::string& region) {
+  ComponentSums x;
+  for (const auto& n : e.nodes) {
+    if (!region.empty() && n.region != region) continue;
+    x.instr += n.core.issue_cycles, x.array += n.core.array_cycles, x.l1 += n.core.l1_cycles, x.llc += n.core.llc_cycles;
+    x.tlb += n.core.tlb_cycles, x.floor += n.cycles - n.core.total(), x.time += n.cycles;
+    x.l1_misses += n.core.l1_misses, x.llc_misses += n.core.llc_misses, x.tlb_misses += n.core.tlb_misses;
+    x.bytes += n.traffic.dram_bytes();
+  }
+  return x;
+}
+
+// The BWMA-over-RWMA speedup split into what each component saves: speedup - 1 = the sum over
+// components of (RWMA - BWMA cycles) / BWMA time.
+std::array<double, 6> speedup_split(const ComponentSums& r, const ComponentSums& b) {
+  return {(r.instr - b.instr) / b.time, (r.array - b.array) / b.time, (r.l1 - b.l1) / b.time,
+          (r.llc - b.llc) / b.time,     (r.tlb - b.tlb) / b.time,     (r.floor - b.floor) / b.time};
+}
+
+// Per region and arrangement, the sums, and each region's speedup split.
 std::string region_breakdown(const hw::GraphEstimate& r, const hw::GraphEstimate& b) {
-  struct Sum {
-    double instr = 0, array = 0, l1 = 0, llc = 0, tlb = 0, floor = 0, time = 0;
-    int64_t l1_misses = 0, llc_misses = 0, tlb_misses = 0, bytes = 0;
-  };
-  auto sums = [](const hw::GraphEstimate& e, const std::string& region) {
-    Sum x;
-    for (const auto& n : e.nodes) {
-      if (n.region != region) continue;
-      x.instr += n.core.issue_cycles, x.array += n.core.array_cycles, x.l1 += n.core.l1_cycles, x.llc += n.core.llc_cycles;
-      x.tlb += n.core.tlb_cycles, x.tlb_misses += n.core.tlb_misses;
-      x.floor += n.cycles - n.core.total();
-      x.time += n.cycles;
-      x.l1_misses += n.core.l1_misses, x.llc_misses += n.core.llc_misses, x.bytes += n.traffic.dram_bytes();
-    }
-    return x;
-  };
   std::string out =
       "  region     arr   instr Mcyc  array Mcyc  L1 misses  L1 Mcyc  LLC misses  LLC Mcyc  TLB misses  TLB Mcyc  "
       "DRAM floor+ Mcyc  DRAM MB   time Mcyc\n";
   std::string split;
   for (const char* region : {"attention", "ffn", "other"}) {
-    const Sum x = sums(r, region), y = sums(b, region);
+    const ComponentSums x = component_sums(r, region), y = component_sums(b, region);
     if (x.time == 0 && y.time == 0) continue;
     for (const auto& [name, v] : {std::pair{"rwma", x}, std::pair{"bwma", y}})
       out += fmt::format(
           "  {:<10} {:<4} {:>11.2f} {:>11.2f} {:>10} {:>8.2f} {:>11} {:>9.2f} {:>11} {:>9.2f} {:>17.2f} {:>8.2f} {:>11.2f}\n",
           region, name, v.instr / 1e6, v.array / 1e6, v.l1_misses, v.l1 / 1e6, v.llc_misses, v.llc / 1e6, v.tlb_misses,
           v.tlb / 1e6, v.floor / 1e6, v.bytes / 1e6, v.time / 1e6);
-    if (y.time > 0)
+    if (y.time > 0) {
+      const auto d = speedup_split(x, y);
       split += fmt::format("  {:<10} {:.2f}x = 1 + instructions {:+.3f} + array {:+.3f} + L1 {:+.3f} + LLC {:+.3f} + TLB "
                            "{:+.3f} + DRAM floor {:+.3f}\n",
-                           region, x.time / y.time, (x.instr - y.instr) / y.time, (x.array - y.array) / y.time,
-                           (x.l1 - y.l1) / y.time, (x.llc - y.llc) / y.time, (x.tlb - y.tlb) / y.time,
-                           (x.floor - y.floor) / y.time);
+                           region, x.time / y.time, d[0], d[1], d[2], d[3], d[4], d[5]);
+    }
   }
   return out + "  speedup BWMA over RWMA, split by what each component saves:\n" + split;
 }
 
-// in_order_core: the whole graph's BWMA-over-RWMA speedup split by component, as in
-// region_breakdown: "+instructions | +array | +L1 | +LLC | +TLB | +DRAM floor" table cells.
+// The whole graph's split as --paper-table cells: "+instructions | +array | +L1 | +LLC | +TLB | +DRAM floor |".
 std::string layer_split_cells(const hw::GraphEstimate& r, const hw::GraphEstimate& b) {
-  auto sum = [](const hw::GraphEstimate& e, auto get) {
-    double x = 0;
-    for (const auto& n : e.nodes) x += get(n);
-    return x;
-  };
-  const double tb = b.seconds() * b.system.clock_ghz * 1e9;
-  auto d = [&](auto get) { return fmt::format("{:+.3f}", (sum(r, get) - sum(b, get)) / tb); };
-  return fmt::format(" {} | {} | {} | {} | {} | {} |", d([](const hw::NodeEstimate& n) { return n.core.issue_cycles; }),
-                     d([](const hw::NodeEstimate& n) { return n.core.array_cycles; }),
-                     d([](const hw::NodeEstimate& n) { return n.core.l1_cycles; }),
-                     d([](const hw::NodeEstimate& n) { return n.core.llc_cycles; }),
-                     d([](const hw::NodeEstimate& n) { return n.core.tlb_cycles; }),
-                     d([](const hw::NodeEstimate& n) { return n.cycles - n.core.total(); }));
+  const auto d = speedup_split(component_sums(r, ""), component_sums(b, ""));
+  return fmt::format(" {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} |", d[0], d[1], d[2], d[3], d[4], d[5]);
 }
 
 std::string summary_header() {

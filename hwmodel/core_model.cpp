@@ -146,20 +146,27 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
   return m;
 }
 
-OpTime op_time(const OpModel& m, const SystemDesc& sys) {
+OpTime core_time(const std::vector<double>& instructions, const std::vector<int64_t>& issues,
+                 const std::vector<int64_t>& tlb_misses, const Traffic& tr, const SystemDesc& sys) {
   OpTime best;
-  const double dram = dram_latency_cycles(m.traffic, sys) / sys.memory_parallelism;
-  for (size_t c = 0; c < m.instructions.size(); ++c) {
+  const double dram = dram_latency_cycles(tr, sys) / sys.memory_parallelism;
+  for (size_t c = 0; c < instructions.size(); ++c) {
     OpTime t;
-    t.instructions = m.instructions[c] / sys.issue_width;                     // in-order, issue_width per cycle
-    t.array = m.issues[c] * sys.array.cycles_per_issue;                       // the array instructions
-    t.l1_stall = m.traffic.l1_misses[c] * sys.llc.hit_cycles;                 // L1 miss served by the LLC
-    t.llc_stall = m.traffic.llc_misses[c] * dram;                             // LLC miss served by DRAM
-    t.tlb_stall = m.tlb_misses[c] * sys.tlb.walk_levels * sys.llc.hit_cycles;  // page walk: a level per LLC access
-    if (t.core() > best.core()) best = t;
+    t.busiest = c;
+    t.instructions = instructions[c] / sys.issue_width;                    // in-order, issue_width per cycle
+    t.array = issues[c] * sys.array.cycles_per_issue;                       // the array instructions
+    t.l1_stall = tr.l1_misses[c] * sys.llc.hit_cycles;                      // L1 miss served by the LLC
+    t.llc_stall = tr.llc_misses[c] * dram;                                  // LLC miss served by DRAM
+    t.tlb_stall = tlb_misses[c] * sys.tlb.walk_levels * sys.llc.hit_cycles;  // page walk: a level per LLC access
+    if (c == 0 || t.core() > best.core()) best = t;
   }
-  best.dram = m.traffic.dram_bytes() / sys.dram_bytes_per_cycle();  // shared DRAM bandwidth floor
+  best.dram = tr.dram_bytes() / sys.dram_bytes_per_cycle();  // shared DRAM bandwidth floor
   return best;
+}
+
+OpTime op_time(const OpModel& m, const SystemDesc& sys) {
+  return core_time(std::vector<double>(m.instructions.begin(), m.instructions.end()), m.issues, m.tlb_misses, m.traffic,
+                   sys);
 }
 
 std::string paper_table_markdown(const LayerDims& d, const SystemDesc& sys0, const CoreCoefficients& c) {

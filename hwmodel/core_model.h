@@ -74,10 +74,17 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
 struct OpTime {
   double instructions = 0, array = 0, l1_stall = 0, llc_stall = 0, tlb_stall = 0;  // busiest core
   double dram = 0;                                                                   // bytes / peak bandwidth
+  size_t busiest = 0;                                                                // which core it is
   double core() const { return instructions + array + l1_stall + llc_stall + tlb_stall; }
   double total() const { return core() > dram ? core() : dram; }
 };
 OpTime op_time(const OpModel& m, const SystemDesc& sys);
+// The same from per-core events of any walk (the estimate's nodes, estimate_core.cpp): per core
+// instructions / issue_width, array instructions x cycles_per_issue, L1 misses x the LLC's hit
+// latency, LLC misses x the DRAM latency of the traffic's row-hit/miss mix / memory_parallelism,
+// TLB misses x walk_levels LLC accesses.
+OpTime core_time(const std::vector<double>& instructions, const std::vector<int64_t>& issues,
+                 const std::vector<int64_t>& tlb_misses, const Traffic& t, const SystemDesc& sys);
 
 // docs/hwmodel-paper-table.md's tables: per S and cores, per region (attention, FFN) and
 // arrangement, time split into instructions, array cycles, L1-miss and LLC-miss stalls and

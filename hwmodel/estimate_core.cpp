@@ -56,40 +56,34 @@ class CorePricer {
             s_.core_flops_per_cycle, s_.cores);
   }
 
-  // The node's time: per core, instructions at the issue width, array instructions, L1
-  // misses served by the LLC and LLC misses served by DRAM (the node's row-buffer mix) with
-  // memory_parallelism outstanding, summed (an in-order core that blocks); the busiest core
-  // or the DRAM bandwidth floor, whichever is longer.
+  // The node's time: the core model's (core_time), its busiest core or its DRAM bytes at peak
+  // bandwidth, whichever is longer.
   void finish(NodeEstimate& n, bool terms) {
     n.traffic = sim_.finish();
     describe_traffic(n, s_, terms);
-    const double lat = dram_latency_cycles(s_, n.traffic);
-    CoreBreakdown best;
-    for (int64_t c = 0; c < s_.cores; ++c) {
-      CoreBreakdown b;
-      b.instructions = instr_[c];
-      b.issue_cycles = instr_[c] / s_.issue_width;  // the in-order core issues issue_width per cycle
-      b.array_cycles = issues_[c] * s_.array.cycles_per_issue;
-      b.l1_misses = n.traffic.l1_misses[c];
-      b.llc_misses = n.traffic.llc_misses[c];
-      b.l1_cycles = b.l1_misses * s_.llc.hit_cycles / s_.memory_parallelism;
-      b.llc_cycles = b.llc_misses * lat / s_.memory_parallelism;
-      b.tlb_misses = sim_.tlb_misses()[c];
-      b.tlb_cycles = b.tlb_misses * s_.tlb.walk_levels * s_.llc.hit_cycles;  // a walk blocks the in-order core
-      if (c == 0 || b.total() > best.total()) best = b;
-    }
-    n.core = best;
+    const OpTime t = core_time(instr_, issues_, sim_.tlb_misses(), n.traffic, s_);
+    CoreBreakdown& best = n.core;
+    best.instructions = instr_[t.busiest];
+    best.issue_cycles = t.instructions;
+    best.array_cycles = t.array;
+    best.l1_misses = n.traffic.l1_misses[t.busiest];
+    best.l1_cycles = t.l1_stall;
+    best.llc_misses = n.traffic.llc_misses[t.busiest];
+    best.llc_cycles = t.llc_stall;
+    best.tlb_misses = sim_.tlb_misses()[t.busiest];
+    best.tlb_cycles = t.tlb_stall;
     n.compute_cycles = best.issue_cycles + best.array_cycles;
     n.memory_cycles = best.l1_cycles + best.llc_cycles + best.tlb_cycles;
-    n.dram_cycles = n.traffic.dram_bytes() / s_.dram_bytes_per_cycle();
+    n.dram_cycles = t.dram;
     n.cycles = std::max(best.total(), n.dram_cycles);
     n.seconds = n.cycles / (s_.clock_ghz * 1e9);
+    const double lat = best.llc_misses > 0 ? best.llc_cycles / best.llc_misses : 0;
     term_if(terms, n,
             "time (busiest core of {}): instructions {:.0f} / issue width {} = {:.0f} cycles + array {:.0f} + L1 misses "
             "{} x {} = {:.0f} + LLC misses {} x {:.1f} = {:.0f} + TLB misses {} x {} = {:.0f} = {:.0f} cycles; DRAM floor "
             "{:.0f} cycles ({} bytes at {} GB/s); node {:.0f} cycles = {:.3f} us",
             s_.cores, best.instructions, s_.issue_width, best.issue_cycles, best.array_cycles, best.l1_misses,
-            s_.llc.hit_cycles, best.l1_cycles, best.llc_misses, lat / s_.memory_parallelism, best.llc_cycles,
+            s_.llc.hit_cycles, best.l1_cycles, best.llc_misses, lat, best.llc_cycles,
             best.tlb_misses, s_.tlb.walk_levels * s_.llc.hit_cycles, best.tlb_cycles, best.total(), n.dram_cycles,
             n.traffic.dram_bytes(), s_.dram.peak_gbps, n.cycles, n.seconds * 1e6);
   }

@@ -3,7 +3,6 @@
 // the field's path and what was expected.
 #include <nlohmann/json.hpp>
 #include <algorithm>
-#include <initializer_list>
 #include <string>
 #include <vector>
 #include <type_traits>
@@ -38,7 +37,7 @@ T field_or(const nlohmann::json& j, const std::string& key, T dflt, const std::s
 }
 
 // The known field nearest to `key` by edit distance (a misspelling's likely intent).
-inline std::string nearest_field(const std::string& key, std::initializer_list<const char*> known) {
+inline std::string nearest_field(const std::string& key, const std::vector<const char*>& known) {
   std::string best;
   size_t best_d = std::string::npos;
   for (const char* k : known) {
@@ -61,7 +60,7 @@ inline std::string nearest_field(const std::string& key, std::initializer_list<c
 
 // Refuses a field of object `j` (at `path` inside `origin`) that is not in `known`, naming it
 // and the nearest known one: a misspelt field would otherwise be ignored and its default used.
-inline void check_known_fields(const nlohmann::json& j, std::initializer_list<const char*> known,
+inline void check_known_fields(const nlohmann::json& j, const std::vector<const char*>& known,
                                const std::string& path, const std::string& origin) {
   if (!j.is_object()) return;
   for (const auto& [key, value] : j.items()) {

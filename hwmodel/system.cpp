@@ -9,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
-#include <span>
 #include <type_traits>
 #include <utility>
 
@@ -205,22 +204,21 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.kind = kind_from(field_or<std::string>(j, "kind", "accelerator", "", origin), origin);
   // A field of the other kind's descriptions is named as such; any other unknown field with the
   // nearest known one.
+  static constexpr const char* kCommon[] = {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes",
+                                            "pad_to_kernel", "rwma_block_rows", "core", "tlb", "l1", "llc", "dram"};
   static constexpr const char* kCpuOnly[] = {"machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
                                              "parallel_region_us", "elementwise_gelem_per_s"};
   static constexpr const char* kAcceleratorOnly[] = {"array"};
-  for (const char* k : s.kind == SystemKind::cpu ? std::span<const char* const>(kAcceleratorOnly)
-                                                 : std::span<const char* const>(kCpuOnly))
+  const bool cpu = s.kind == SystemKind::cpu;
+  auto list = [](const auto& a) { return std::vector<const char*>(std::begin(a), std::end(a)); };
+  const std::vector<const char*> own = cpu ? list(kCpuOnly) : list(kAcceleratorOnly);
+  const std::vector<const char*> other = cpu ? list(kAcceleratorOnly) : list(kCpuOnly);
+  for (const char* k : other)
     check(!j.contains(k), "{}: field '{}' belongs to {} descriptions, and this one is kind '{}'", origin, k,
-          s.kind == SystemKind::cpu ? "accelerator" : "cpu", to_string(s.kind));
-  if (s.kind == SystemKind::cpu)
-    check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
-                           "rwma_block_rows", "core", "tlb", "l1", "llc", "dram", "machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
-                           "parallel_region_us", "elementwise_gelem_per_s"},
-                       "", origin);
-  else
-    check_known_fields(j, {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes", "pad_to_kernel",
-                           "rwma_block_rows", "core", "array", "tlb", "l1", "llc", "dram"},
-                       "", origin);
+          cpu ? "accelerator" : "cpu", to_string(s.kind));
+  std::vector<const char*> known = list(kCommon);
+  known.insert(known.end(), own.begin(), own.end());
+  check_known_fields(j, known, "", origin);
   s.cores = field<int64_t>(j, "cores", "", origin);
   s.clock_ghz = field<double>(j, "clock_ghz", "", origin);
   s.elem_bytes = field_or<int64_t>(j, "elem_bytes", 1, "", origin);
@@ -312,21 +310,24 @@ void validate(const SystemDesc& s, const std::string& origin) {
   validate_cache(s.llc, "llc", origin);
   // Beyond these ranges a value describes no system, and products of it overflow (a 1e308-cycle
   // hit made an inf time and a nan speedup; a 1e-300 GHz clock a 1e296 ms node).
-  const std::pair<const char*, std::pair<double, std::pair<double, double>>> ranges[] = {
-      {"clock_ghz", {s.clock_ghz, {1e-3, 1e3}}},
-      {"dram.peak_gbps", {s.dram.peak_gbps, {1e-3, 1e6}}},
-      {"dram.row_hit_ns", {s.dram.row_hit_ns, {0, 1e6}}},
-      {"dram.row_miss_ns", {s.dram.row_miss_ns, {0, 1e6}}},
-      {"l1.hit_cycles", {s.l1.hit_cycles, {0, 1e6}}},
-      {"llc.hit_cycles", {s.llc.hit_cycles, {0, 1e6}}},
-      {"core.flops_per_cycle", {s.core_flops_per_cycle, {1e-6, 1e6}}},
-      {"core.memory_parallelism", {s.memory_parallelism, {1, 1e6}}},
-      {"array.cycles_per_issue", {s.array.cycles_per_issue, {1e-6, 1e6}}},
-      {"array.output_cycles_per_issue", {s.array.output_cycles_per_issue, {1e-6, 1e6}}},
-      {"resident_gbps", {s.resident_gbps, {0, 1e6}}}};
-  for (const auto& [name, v] : ranges)
-    check(std::isfinite(v.first) && v.first >= v.second.first && v.first <= v.second.second,
-          "{}: field '{}' must be in {:g}..{:g}, got {}", origin, name, v.second.first, v.second.second, v.first);
+  struct Range {
+    const char* field;
+    double value, lo, hi;
+  };
+  const Range ranges[] = {{"clock_ghz", s.clock_ghz, 1e-3, 1e3},
+                          {"dram.peak_gbps", s.dram.peak_gbps, 1e-3, 1e6},
+                          {"dram.row_hit_ns", s.dram.row_hit_ns, 0, 1e6},
+                          {"dram.row_miss_ns", s.dram.row_miss_ns, 0, 1e6},
+                          {"l1.hit_cycles", s.l1.hit_cycles, 0, 1e6},
+                          {"llc.hit_cycles", s.llc.hit_cycles, 0, 1e6},
+                          {"core.flops_per_cycle", s.core_flops_per_cycle, 1e-6, 1e6},
+                          {"core.memory_parallelism", s.memory_parallelism, 1, 1e6},
+                          {"array.cycles_per_issue", s.array.cycles_per_issue, 1e-6, 1e6},
+                          {"array.output_cycles_per_issue", s.array.output_cycles_per_issue, 1e-6, 1e6},
+                          {"resident_gbps", s.resident_gbps, 0, 1e6}};
+  for (const Range& r : ranges)
+    check(std::isfinite(r.value) && r.value >= r.lo && r.value <= r.hi, "{}: field '{}' must be in {:g}..{:g}, got {}",
+          origin, r.field, r.lo, r.hi, r.value);
   const TlbDesc& t = s.tlb;
   check(t.entries >= 0 && t.entries <= 65536, "{}: field 'tlb.entries' must be in 0..65536, got {}", origin, t.entries);
   check(t.ways >= 0 && (t.ways == 0 || t.entries % t.ways == 0),
