@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 
+#include "hwmodel/latency.h"
 #include "hwmodel/tracesim.h"
 #include "base/error.h"
 #include "base/json_file.h"
@@ -35,7 +36,8 @@ CoreShare layer_share(LayerOp op, Arrangement arr, const LayerDims& d, const Sys
                       const std::vector<Operand>& ops, const std::vector<int>& ids) {
   const int64_t S = sys.array.kernel, P = sys.cores, s = d.seq, hd = d.head_dim, h = d.hidden;
   const int64_t line = sys.l1.line_bytes;
-  auto at = [&](int i) { return kRegionBase + static_cast<uint64_t>(ops[i].offset); };
+  // Each operand on its own pages, operand_offset_bytes into the first (TiC-SAT's new[] buffers).
+  auto at = [&](int i) { return kRegionBase + static_cast<uint64_t>(ops[i].offset + sys.operand_offset_bytes); };
   if (info(op).gemm) {
     const LayerGemm g = layer_gemm(op, arr, d, S);
     GemmWork w;
@@ -84,12 +86,6 @@ CoreShare layer_share(LayerOp op, Arrangement arr, const LayerDims& d, const Sys
   fail("core model: '{}' is a GEMM", info(op).name);
 }
 
-double dram_latency_cycles(const Traffic& t, const SystemDesc& s) {
-  // Latency of one LLC miss: the op's row-buffer hit/miss mix of DRAM lines (ns -> cycles).
-  const int64_t lines = t.read_lines() + t.write_lines();
-  const double miss = lines > 0 ? static_cast<double>(t.row_misses()) / lines : 1.0;
-  return (miss * s.dram.row_miss_ns + (1 - miss) * s.dram.row_hit_ns) * s.clock_ghz;
-}
 
 }  // namespace
 
@@ -123,6 +119,9 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
                  const CoreStack& stack) {
   const int64_t P = sys.cores, S = sys.array.kernel;
   check(P >= 1 && (S == 4 || S == 8 || S == 16 || S == 32), "core model: cores {} / kernel {} not supported", P, S);
+  check(sys.qkv == QkvSchedule::fused,
+        "core model: the encoder layer's ops are the reference kernels' (one fused qkv GEMM); the system's 'qkv' is "
+        "per_head, which `bertlab estimate` models: set \"qkv\": \"fused\" here");
   CoreSim sim(sys, stack);
   const auto ops = op_operands(op, d);
   std::vector<int> ids;
@@ -149,15 +148,15 @@ OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc
 OpTime core_time(const std::vector<double>& instructions, const std::vector<int64_t>& issues,
                  const std::vector<int64_t>& tlb_misses, const Traffic& tr, const SystemDesc& sys) {
   OpTime best;
-  const double dram = dram_latency_cycles(tr, sys) / sys.memory_parallelism;
+  const double llc_miss = llc_miss_cycles(sys, tr) / sys.memory_parallelism;
   for (size_t c = 0; c < instructions.size(); ++c) {
     OpTime t;
     t.busiest = c;
     t.instructions = instructions[c] / sys.issue_width;                    // in-order, issue_width per cycle
     t.array = issues[c] * sys.array.cycles_per_issue;                       // the array instructions
-    t.l1_stall = tr.l1_misses[c] * sys.llc.hit_cycles;                      // L1 miss served by the LLC
-    t.llc_stall = tr.llc_misses[c] * dram;                                  // LLC miss served by DRAM
-    t.tlb_stall = tlb_misses[c] * sys.tlb.walk_levels * sys.llc.hit_cycles;  // page walk: a level per LLC access
+    t.l1_stall = tr.l1_misses[c] * l1_miss_cycles(sys);                    // L1 miss served by the LLC
+    t.llc_stall = tr.llc_misses[c] * llc_miss;                              // LLC miss served by DRAM
+    t.tlb_stall = tlb_misses[c] * tlb_walk_cycles(sys);                     // page walk through the LLC
     if (c == 0 || t.core() > best.core()) best = t;
   }
   best.dram = tr.dram_bytes() / sys.dram_bytes_per_cycle();  // shared DRAM bandwidth floor

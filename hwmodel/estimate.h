@@ -19,9 +19,9 @@ struct CoreBreakdown {
   double array_cycles = 0;   // array instructions x cycles_per_issue
   int64_t l1_misses = 0, llc_misses = 0;
   double l1_cycles = 0;      // L1 misses x the L1-miss path
-  double llc_cycles = 0;     // LLC misses x DRAM latency / memory parallelism
+  double llc_cycles = 0;     // LLC misses x (DRAM latency + the LLC's response) / memory parallelism (latency.h)
   int64_t tlb_misses = 0;
-  double tlb_cycles = 0;     // TLB misses x the page walk (tlb.walk_levels x llc.hit_cycles)
+  double tlb_cycles = 0;     // TLB misses x the page walk (tlb.walk_levels LLC accesses, latency.h)
   double total() const { return issue_cycles + array_cycles + l1_cycles + llc_cycles + tlb_cycles; }
 };
 

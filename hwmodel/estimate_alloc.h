@@ -40,12 +40,14 @@ class Lowering {
     e_ = s.elem_bytes;
   }
 
-  // Each tensor placed once, aligned to a DRAM row (addresses are only used for line and
-  // row arithmetic, so a simple bump allocator is enough).
+  // Each tensor placed once, operand_offset_bytes past the start of a DRAM row (addresses are
+  // only used for line, page and row arithmetic, so a simple bump allocator is enough). An
+  // offset shifts every tensor alike, so the bytes a tensor spills into the next row precede
+  // the next tensor's own offset.
   uint64_t place(const std::string& key, int64_t bytes) {
     auto it = base_.find(key);
     if (it != base_.end()) return it->second;
-    const uint64_t b = next_;
+    const uint64_t b = next_ + static_cast<uint64_t>(s_.operand_offset_bytes);
     const int64_t row = s_.dram.row_bytes;
     next_ += static_cast<uint64_t>(ceil_div(std::max<int64_t>(bytes, 1), row) * row);
     base_[key] = b;

@@ -11,6 +11,7 @@
 #include "hwmodel/core_model.h"
 #include "hwmodel/core_walk.h"
 #include "hwmodel/estimate_detail.h"
+#include "hwmodel/latency.h"
 
 namespace bertlab::hw::estimate_detail {
 
@@ -83,8 +84,8 @@ class CorePricer {
             "{} x {} = {:.0f} + LLC misses {} x {:.1f} = {:.0f} + TLB misses {} x {} = {:.0f} = {:.0f} cycles; DRAM floor "
             "{:.0f} cycles ({} bytes at {} GB/s); node {:.0f} cycles = {:.3f} us",
             s_.cores, best.instructions, s_.issue_width, best.issue_cycles, best.array_cycles, best.l1_misses,
-            s_.llc.hit_cycles, best.l1_cycles, best.llc_misses, lat, best.llc_cycles,
-            best.tlb_misses, s_.tlb.walk_levels * s_.llc.hit_cycles, best.tlb_cycles, best.total(), n.dram_cycles,
+            l1_miss_cycles(s_), best.l1_cycles, best.llc_misses, lat, best.llc_cycles,
+            best.tlb_misses, tlb_walk_cycles(s_), best.tlb_cycles, best.total(), n.dram_cycles,
             n.traffic.dram_bytes(), s_.dram.peak_gbps, n.cycles, n.seconds * 1e6);
   }
 
@@ -191,6 +192,16 @@ void NodeModel::core_gemm(const Node& node, const GemmShape& gm, const GemmWork&
   if (node.kind == OpKind::linear && node.attrs.is_object() && node.attrs.contains("activation")) {
     term(n, "activation {} looked up over the output", node.attrs.at("activation").dump());
     run_lines(p, s_, {{y, out_base, out_bytes, true}}, LayerOp::gelu, y0.elem, n, terms_);
+  }
+  if (!head_copy_.accesses.empty()) {
+    // TiC-SAT's multihead_transpose: a loop of 4-byte word copies, priced by its nearest kernel
+    // in the instruction basis, the residual add's loop of words (a load, a store and the loop per
+    // word, plus the add that the copy does without).
+    term(n, "the heads' context copied from its buffer per head into the rows of the output ({} bytes, TiC-SAT's "
+         "multihead_transpose; instructions of the residual add's word loop)",
+         head_copy_.accesses.front().sweep.width);
+    run_lines(p, s_, line_streams(p, head_copy_), LayerOp::residual_add, s_.array.bytes_per_issue, n, terms_);
+    head_copy_.accesses.clear();
   }
   run_lines(p, s_, line_streams(p, plain), std::nullopt, 1, n, terms_);
   p.finish(n, terms_);

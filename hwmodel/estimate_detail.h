@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,8 +33,6 @@ void term_if(bool on, NodeEstimate& n, fmt::format_string<Args...> f, Args&&... 
   if (on) n.terms.push_back(fmt::format(f, std::forward<Args>(args)...));
 }
 
-// DRAM latency per line in cycles under the node's row-hit/miss mix (estimate_totals.cpp).
-double dram_latency_cycles(const SystemDesc& s, const Traffic& t);
 // Time from compute, memory stalls and their overlap on the busiest core, and the DRAM
 // bandwidth all cores share (estimate_totals.cpp).
 void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core, bool terms);
@@ -98,6 +97,15 @@ class NodeModel {
   //   panel of a matrix stored in the B arrangement (stand-in: a matrix of A's extent).
   MatrixView transposed_a(const Node& node, const GemmShape& gm, const MatrixView& src, int64_t i);
 
+  // The heads of the attention that reads `qkv` (a linear node's output), when the system runs
+  // the projections per head (in_order_core, qkv per_head); 0 when they run fused. Forward
+  // nodes only: the backward pass reads and writes the fused qkv.
+  int64_t per_head_qkv(int qkv);
+  // Head h's Q, K or V (part 0, 1, 2) of `qkv` under per_head: a buffer of its own, rows x d.
+  MatrixView head_buffer(int qkv, int part, int64_t h, int64_t rows, int64_t d) {
+    return low_.fresh(fmt::format("{}#{}{}", g_.tensor(qkv).name, "qkv"[part], h), rows, d);
+  }
+
   // Backward GEMMs of the training graph: operands read in place where their storage is
   // already the arrangement the schedule needs, transposed operands as transposed_a().
   bool backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w, std::string& lowering);
@@ -156,6 +164,9 @@ class NodeModel {
   }
 
   StreamWork extra_conv_, extra_stream_;
+  // The context's copy from its buffer per head into its rows (qkv per_head under RWMA).
+  StreamWork head_copy_;
+  std::map<int, int64_t> qkv_heads_;  // per_head_qkv's answers
   std::vector<TransposePair> conv_pairs_;
   int training_ = -1;
   bool core_ = false;

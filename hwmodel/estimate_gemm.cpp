@@ -12,6 +12,16 @@
 
 namespace bertlab::hw::estimate_detail {
 
+int64_t NodeModel::per_head_qkv(int qkv) {
+  if (!core_ || s_.qkv != QkvSchedule::per_head) return 0;
+  if (const auto it = qkv_heads_.find(qkv); it != qkv_heads_.end()) return it->second;
+  int64_t heads = 0;
+  for (const auto& n : g_.nodes())
+    if ((n.kind == OpKind::attn_scores && n.inputs[0] == qkv) || (n.kind == OpKind::attn_context && n.inputs[1] == qkv))
+      heads = n.attrs.at("heads").get<int64_t>();
+  return qkv_heads_[qkv] = heads;
+}
+
 void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out) {
   const int64_t S = s_.array.kernel;
   if (!s_.pad_to_kernel)
@@ -30,7 +40,22 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
   NodeEstimate conv = base(node, "convert");
   bool converted = false;
   std::string lowering;
-  if (node.kind == OpKind::linear) {
+  if (node.kind == OpKind::linear && per_head_qkv(node.outputs[0]) > 0) {
+    // TiC-SAT's attention projections: per head, Dense(H -> d) for Q, K and V, each weight
+    // (H x d) and each output (M x d) an allocation of its own; the bias added per output.
+    const int64_t heads = per_head_qkv(node.outputs[0]), d = gm.n / 3 / heads;
+    w.n = ceil_div(d, S) * S;
+    const MatrixView x = low_.matrix(node.inputs[0], 0);
+    const std::string& wname = g_.tensor(node.inputs[1]).name;
+    for (int part = 0; part < 3; ++part)
+      for (int64_t h = 0; h < heads; ++h)
+        w.instances.push_back({x, low_.fresh(fmt::format("{}#packed{}.{}", wname, part, h), gm.k, d),
+                               head_buffer(node.outputs[0], part, h, gm.m, d)});
+    extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
+    lowering = fmt::format("x(M,K) times each of {} prepacked weights (K,{}) into buffers of their own (qkv per "
+                           "head, as TiC-SAT runs it), bias in the epilogue",
+                           3 * heads, d);
+  } else if (node.kind == OpKind::linear) {
     const TensorDesc& wt = g_.tensor(node.inputs[1]);
     // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
     w.instances.push_back({low_.matrix(node.inputs[0], 0), low_.fresh(wt.name + "#packed", gm.k, gm.n),
@@ -45,6 +70,12 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
     const int64_t heads = node.attrs.at("heads").get<int64_t>(), d = H / heads;
     const int qkv_id = node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1];
     const MatrixView qkv_m = low_.matrix(qkv_id, 0);
+    // Head h's Q, K or V (part 0, 1, 2) of batch b: in place in qkv, or its own buffer per head.
+    const bool split = per_head_qkv(qkv_id) > 0;
+    auto head = [&](int part, int64_t b, int64_t h) {
+      return split ? sub_view(head_buffer(qkv_id, part, h, B * L, d), b * L, L, 0, d)
+                   : sub_view(qkv_m, b * L, L, part * H + h * d, d);
+    };
     if (node.kind == OpKind::attn_scores) {
       // K^T: the B operand is K transposed. RWMA: a row-major copy (d x L per head);
       // BWMA: every S x S tile transposed in place of the panel order. Either way the K
@@ -57,8 +88,8 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < heads; ++h) {
           const MatrixView kt_h = low_.fresh(kt, d, L, b * heads + h, B * heads);
-          conv_pairs_.push_back({sub_view(qkv_m, b * L, L, H + h * d, d), kt_h});
-          w.instances.push_back({sub_view(qkv_m, b * L, L, h * d, d), kt_h, low_.matrix(node.outputs[0], b * heads + h)});
+          conv_pairs_.push_back({head(1, b, h), kt_h});
+          w.instances.push_back({head(0, b, h), kt_h, low_.matrix(node.outputs[0], b * heads + h)});
         }
       extra.accesses.push_back({"mask_bias", low_.whole(g_.tensor(node.inputs[1]).name, B * L * s_.elem_bytes), false});
       lowering = fmt::format("{} products Q(L,d) K^T(d,L), L={}, d={}: Q read in place from qkv (head split "
@@ -66,14 +97,27 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
                              B * heads, L, d, arr().head_split);
     } else {
       const MatrixView ctx = low_.matrix(node.outputs[0], 0);
+      // TiC-SAT per head under RWMA: each head's context (L,d) written head after head into one
+      // buffer, then copied row by row into ctx (its multihead_transpose); under BWMA the
+      // head-major buffer is ctx's own panels.
+      const bool copy = split && a_ == Arrangement::rwma;
+      const std::string heads_key = g_.tensor(node.outputs[0]).name + "#heads";
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < heads; ++h)
-          w.instances.push_back({low_.matrix(node.inputs[0], b * heads + h),
-                                 sub_view(qkv_m, b * L, L, 2 * H + h * d, d),
-                                 sub_view(ctx, b * L, L, h * d, d)});
-      lowering = fmt::format("{} products P(L,L) V(L,d): V read in place from qkv (already in the B "
-                             "arrangement), heads concatenated in place ({})",
-                             B * heads, arr().head_concat);
+          w.instances.push_back({low_.matrix(node.inputs[0], b * heads + h), head(2, b, h),
+                                 copy ? low_.fresh(heads_key, L, d, b * heads + h, B * heads)
+                                      : sub_view(ctx, b * L, L, h * d, d)});
+      if (copy) {
+        const int64_t bytes = B * L * H * s_.elem_bytes;
+        head_copy_.accesses = {{"ctx_heads", low_.whole(heads_key, bytes), false},
+                               {"ctx", low_.whole(g_.tensor(node.outputs[0]).name, bytes), true}};
+      }
+      lowering = copy ? fmt::format("{} products P(L,L) V(L,d): V from its buffer per head, the heads written one "
+                                    "after another and copied into the rows of ctx (TiC-SAT's multihead_transpose)",
+                                    B * heads)
+                      : fmt::format("{} products P(L,L) V(L,d): V read in place from {} (already in the B "
+                                    "arrangement), heads concatenated in place ({})",
+                                    B * heads, split ? "its buffer per head" : "qkv", arr().head_concat);
     }
   } else if (backward_gemm(node, gm, w, lowering)) {
     converted = !extra_conv_.accesses.empty();

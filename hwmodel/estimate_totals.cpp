@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "hwmodel/estimate_detail.h"
+#include "hwmodel/latency.h"
 
 namespace bertlab::hw {
 
@@ -30,17 +31,12 @@ int64_t GraphEstimate::dram_bytes_in(const std::string& r) const {
 
 namespace estimate_detail {
 
-double dram_latency_cycles(const SystemDesc& s, const Traffic& t) {
-  const double lines = std::max<int64_t>(1, t.read_lines() + t.write_lines());
-  const double ns = (t.row_hits() * s.dram.row_hit_ns + t.row_misses() * s.dram.row_miss_ns) / lines;
-  return ns * s.clock_ghz;
-}
 
 // Time from compute, memory stalls and their overlap on the busiest core, and the DRAM
 // bandwidth all cores share.
 void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>& compute_per_core, bool terms) {
   const int64_t P = s.cores;
-  const double lat = dram_latency_cycles(s, n.traffic);
+  const double lat = llc_miss_cycles(s, n.traffic);
   double busiest = 0;
   for (int64_t c = 0; c < P; ++c) {
     const double comp = c < (int64_t)compute_per_core.size() ? compute_per_core[c] : 0;
@@ -48,7 +44,7 @@ void finish_time(NodeEstimate& n, const SystemDesc& s, const std::vector<double>
     const double llc = c < (int64_t)n.traffic.llc_misses.size() ? n.traffic.llc_misses[c] : 0;
     // Stalls of a core: every L1 miss waits for the LLC, every LLC miss for DRAM, with
     // memory_parallelism misses outstanding at once.
-    const double mem = (l1 * s.llc.hit_cycles + llc * lat) / s.memory_parallelism;
+    const double mem = (l1 * l1_miss_cycles(s) + llc * lat) / s.memory_parallelism;
     const double t = std::max(comp, mem) + (1 - s.overlap) * std::min(comp, mem);
     if (t >= busiest) {
       busiest = t;

@@ -41,6 +41,13 @@ const char* to_string(ComputeModel m) {
   }
   return "?";
 }
+const char* to_string(QkvSchedule q) {
+  switch (q) {
+    case QkvSchedule::fused: return "fused";
+    case QkvSchedule::per_head: return "per_head";
+  }
+  return "?";
+}
 const char* to_string(CoreIsa i) {
   switch (i) {
     case CoreIsa::aarch64: return "aarch64";
@@ -110,12 +117,16 @@ ScaleSimMemoryDesc scalesim_memory_from(const json& j, const std::string& origin
 }
 
 CacheDesc cache_from(const json& j, const std::string& path, const std::string& origin) {
-  check_known_fields(j, {"size_bytes", "ways", "line_bytes", "hit_cycles", "hashed_index", "exact_sets"}, path, origin);
+  check_known_fields(
+      j, {"size_bytes", "ways", "line_bytes", "hit_cycles", "tag_cycles", "response_cycles", "hashed_index", "exact_sets"},
+      path, origin);
   CacheDesc c;
   c.size_bytes = field<int64_t>(j, "size_bytes", path, origin);
   c.ways = field<int64_t>(j, "ways", path, origin);
   c.line_bytes = field<int64_t>(j, "line_bytes", path, origin);
   c.hit_cycles = field_or<double>(j, "hit_cycles", 0, path, origin);
+  c.tag_cycles = field_or<double>(j, "tag_cycles", 0, path, origin);
+  c.response_cycles = field_or<double>(j, "response_cycles", 0, path, origin);
   c.hashed_index = field_or<bool>(j, "hashed_index", false, path, origin);
   c.exact_sets = field_or<bool>(j, "exact_sets", false, path, origin);
   return c;
@@ -123,7 +134,8 @@ CacheDesc cache_from(const json& j, const std::string& path, const std::string& 
 
 json cache_to(const CacheDesc& c) {
   return {{"size_bytes", c.size_bytes}, {"ways", c.ways},       {"line_bytes", c.line_bytes},
-          {"hit_cycles", c.hit_cycles}, {"hashed_index", c.hashed_index}, {"exact_sets", c.exact_sets}};
+          {"hit_cycles", c.hit_cycles}, {"tag_cycles", c.tag_cycles},     {"response_cycles", c.response_cycles},
+          {"hashed_index", c.hashed_index}, {"exact_sets", c.exact_sets}};
 }
 
 bool pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
@@ -205,10 +217,10 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   // A field of the other kind's descriptions is named as such; any other unknown field with the
   // nearest known one.
   static constexpr const char* kCommon[] = {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes",
-                                            "pad_to_kernel", "rwma_block_rows", "core", "tlb", "l1", "llc", "dram"};
+                                            "pad_to_kernel", "rwma_block_rows", "core", "tlb", "l1", "llc", "llc_bus", "dram"};
   static constexpr const char* kCpuOnly[] = {"machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
                                              "parallel_region_us", "elementwise_gelem_per_s"};
-  static constexpr const char* kAcceleratorOnly[] = {"array"};
+  static constexpr const char* kAcceleratorOnly[] = {"array", "operand_offset_bytes", "qkv"};
   const bool cpu = s.kind == SystemKind::cpu;
   auto list = [](const auto& a) { return std::vector<const char*>(std::begin(a), std::end(a)); };
   const std::vector<const char*> own = cpu ? list(kCpuOnly) : list(kAcceleratorOnly);
@@ -224,6 +236,10 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.elem_bytes = field_or<int64_t>(j, "elem_bytes", 1, "", origin);
   s.pad_to_kernel = field_or<bool>(j, "pad_to_kernel", true, "", origin);
   s.rwma_block_rows = field_or<int64_t>(j, "rwma_block_rows", 128, "", origin);
+  s.operand_offset_bytes = field_or<int64_t>(j, "operand_offset_bytes", 0, "", origin);
+  const std::string qkv = field_or<std::string>(j, "qkv", "fused", "", origin);
+  check(qkv == "fused" || qkv == "per_head", "{}: field 'qkv' must be fused or per_head, got '{}'", origin, qkv);
+  s.qkv = qkv == "fused" ? QkvSchedule::fused : QkvSchedule::per_head;
   const json core = field_or<json>(j, "core", json::object(), "", origin);
   check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width"}, "core", origin);
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
@@ -263,6 +279,12 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   }
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
+  if (j.contains("llc_bus")) {
+    const json b = field<json>(j, "llc_bus", "", origin);
+    check_known_fields(b, {"forward_cycles", "response_cycles"}, "llc_bus", origin);
+    s.llc_bus.forward_cycles = field_or<double>(b, "forward_cycles", 0, "llc_bus", origin);
+    s.llc_bus.response_cycles = field_or<double>(b, "response_cycles", 0, "llc_bus", origin);
+  }
   if (j.contains("tlb")) {
     const json t = field<json>(j, "tlb", "", origin);
     check_known_fields(t, {"entries", "ways", "page_bytes", "walk_levels"}, "tlb", origin);
@@ -320,11 +342,21 @@ void validate(const SystemDesc& s, const std::string& origin) {
                           {"dram.row_miss_ns", s.dram.row_miss_ns, 0, 1e6},
                           {"l1.hit_cycles", s.l1.hit_cycles, 0, 1e6},
                           {"llc.hit_cycles", s.llc.hit_cycles, 0, 1e6},
+                          {"l1.tag_cycles", s.l1.tag_cycles, 0, 1e6},
+                          {"l1.response_cycles", s.l1.response_cycles, 0, 1e6},
+                          {"llc.response_cycles", s.llc.response_cycles, 0, 1e6},
+                          {"llc_bus.forward_cycles", s.llc_bus.forward_cycles, 0, 1e6},
+                          {"llc_bus.response_cycles", s.llc_bus.response_cycles, 0, 1e6},
                           {"core.flops_per_cycle", s.core_flops_per_cycle, 1e-6, 1e6},
                           {"core.memory_parallelism", s.memory_parallelism, 1, 1e6},
                           {"array.cycles_per_issue", s.array.cycles_per_issue, 1e-6, 1e6},
                           {"array.output_cycles_per_issue", s.array.output_cycles_per_issue, 1e-6, 1e6},
                           {"resident_gbps", s.resident_gbps, 0, 1e6}};
+  check(s.llc.tag_cycles == 0,
+        "{}: field 'llc.tag_cycles' is not used: an LLC miss is found in its hit_cycles (gem5's lookup of a "
+        "parallel-access cache, max(tag, data) = the tag latency when they are equal); set llc.hit_cycles and "
+        "llc.response_cycles",
+        origin);
   for (const Range& r : ranges)
     check(std::isfinite(r.value) && r.value >= r.lo && r.value <= r.hi, "{}: field '{}' must be in {:g}..{:g}, got {}",
           origin, r.field, r.lo, r.hi, r.value);
@@ -415,6 +447,20 @@ void validate(const SystemDesc& s, const std::string& origin) {
   check(d.row_hit_ns >= 0 && d.row_miss_ns >= d.row_hit_ns,
         "{}: 'dram.row_miss_ns' ({}) must be >= 'dram.row_hit_ns' ({}) >= 0", origin, d.row_miss_ns,
         d.row_hit_ns);
+  // What only the in-order core model describes (its placement and TiC-SAT's projections).
+  check(s.operand_offset_bytes >= 0 && s.operand_offset_bytes < s.tlb.page_bytes &&
+            s.operand_offset_bytes < s.dram.row_bytes && s.operand_offset_bytes % s.elem_bytes == 0,
+        "{}: field 'operand_offset_bytes' must be a multiple of elem_bytes ({}) below the page ({} bytes) and the "
+        "DRAM row ({} bytes), got {}",
+        origin, s.elem_bytes, s.tlb.page_bytes, s.dram.row_bytes, s.operand_offset_bytes);
+  check(s.operand_offset_bytes == 0 || s.kind == SystemKind::cpu ||
+            s.array.compute_model == ComputeModel::in_order_core,
+        "{}: field 'operand_offset_bytes' is modelled by compute_model in_order_core only (the other models' "
+        "closed forms place every operand on a line), and this system's is {}",
+        origin, to_string(s.array.compute_model));
+  check(s.qkv == QkvSchedule::fused || s.kind == SystemKind::cpu || s.array.compute_model == ComputeModel::in_order_core,
+        "{}: field 'qkv': per_head is modelled by compute_model in_order_core only, and this system's is {}", origin,
+        to_string(s.array.compute_model));
 }
 
 SystemDesc load_system(const std::string& path) {
@@ -444,6 +490,7 @@ json system_to_json(const SystemDesc& s) {
            {"walk_levels", s.tlb.walk_levels}}},
          {"l1", cache_to(s.l1)},
          {"llc", cache_to(s.llc)},
+         {"llc_bus", {{"forward_cycles", s.llc_bus.forward_cycles}, {"response_cycles", s.llc_bus.response_cycles}}},
          {"dram",
           {{"channels", s.dram.channels},
            {"peak_gbps", s.dram.peak_gbps},
@@ -460,6 +507,8 @@ json system_to_json(const SystemDesc& s) {
     j["parallel_region_us"] = s.parallel_region_seconds * 1e6;
     j["elementwise_gelem_per_s"] = elementwise_rates_json(s.elementwise_gelem_per_s);
   } else {
+    j["operand_offset_bytes"] = s.operand_offset_bytes;
+    j["qkv"] = to_string(s.qkv);
     j["array"] = {{"kernel", s.array.kernel},
                   {"dataflow", to_string(s.array.dataflow)},
                   {"compute_model", to_string(s.array.compute_model)},

@@ -35,6 +35,13 @@ enum class ComputeModel : uint8_t { in_order_core, loosely_coupled, scalesim };
 enum class CoreIsa : uint8_t { aarch64, x86_64 };
 const char* to_string(CoreIsa i);
 const char* to_string(ComputeModel m);
+// How the attention's Q, K and V projections run on in_order_core systems: fused, one GEMM
+// x(L,H) W(H,3H) into qkv (L,3H), heads read in place; per_head, as TiC-SAT runs them: per head,
+// three GEMMs x(L,H) W(H,d) into buffers of their own (L,d), each weight and buffer allocated
+// alone, the heads' context written head after head and, under RWMA, copied into the rows of
+// the attention output (TiC-SAT's multihead_transpose).
+enum class QkvSchedule : uint8_t { fused, per_head };
+const char* to_string(QkvSchedule q);
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
 enum class CpuModel : uint8_t { calibrated, roofline };
 const char* to_string(CpuModel m);
@@ -55,6 +62,12 @@ struct CacheDesc {
   // A hashed index resolved per set whatever its size (setload.h, kMaxResolvedHashedSets): exact
   // at every associativity, at the modulo path's cost. Modulo indexes are always resolved.
   bool exact_sets = false;
+  // The miss path (latency.h; gem5's classic cache parameters; 0: not charged), after the
+  // fields that aggregate initialisers set. tag_cycles (L1 only): the tag lookup that finds a
+  // miss, after which the request leaves. response_cycles: the fill's latency (L1: before the
+  // waiting load completes; LLC: on the return path of its own misses).
+  double tag_cycles = 0;
+  double response_cycles = 0;
   int64_t lines() const { return size_bytes / line_bytes; }
   int64_t sets() const { return lines() / ways; }
   // The set that holds line number `line` (byte address / line_bytes). Modulo index: the
@@ -102,6 +115,13 @@ struct TlbDesc {
   int64_t walk_levels = 4;
 };
 
+// The bus between the L1s and the LLC (gem5's L2XBar): latency of a request (frontend +
+// forward) and of a response, core cycles (latency.h).
+struct BusDesc {
+  double forward_cycles = 0;
+  double response_cycles = 0;
+};
+
 struct DramDesc {
   int64_t channels = 1;
   double peak_gbps = 0;      // GB/s over all channels
@@ -144,6 +164,11 @@ struct SystemDesc {
   int64_t elem_bytes = 1;            // element size of the accelerator's data (int8: 1)
   bool pad_to_kernel = true;         // pad K and N up to multiples of S; false: they must divide
   int64_t rwma_block_rows = 128;     // RWMA sequence block (rows per block), split across cores
+  // in_order_core: bytes from a page (a DRAM row in the estimate) to each operand's first
+  // element. TiC-SAT's operands are new[] buffers, 16 bytes into their pages (glibc's chunk
+  // header of an mmap'd allocation); 0: every operand starts a page.
+  int64_t operand_offset_bytes = 0;
+  QkvSchedule qkv = QkvSchedule::fused;  // in_order_core
   double core_flops_per_cycle = 1;   // scalar work of non-GEMM ops on the core
   double overlap = 0;                // fraction of the smaller of compute/memory time hidden
   double memory_parallelism = 1;     // outstanding misses per core (1: blocking in-order core)
@@ -152,6 +177,7 @@ struct SystemDesc {
   ArrayDesc array;
   CacheDesc l1;                      // per core
   CacheDesc llc;                     // shared
+  BusDesc llc_bus;                   // L1s to LLC
   TlbDesc tlb;                       // per core (in_order_core)
   DramDesc dram;
   // cpu kind: measured GEMM peak per precision (GFLOP/s, all cores) and memory bandwidth.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +24,7 @@ namespace {
 SystemDesc paper(CoreIsa isa, int64_t S, int64_t cores) {
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
   s.core_isa = isa;
+  s.qkv = QkvSchedule::fused;  // the side tool's layer runs the reference kernels' fused qkv
   s.array.kernel = S;
   s.cores = cores;
   return s;
@@ -158,12 +160,127 @@ TEST_CASE("in_order_core: the data TLB counts page walks as an LRU TLB does", "[
     sim.run(shares);
     CHECK(sim.tlb_misses()[0] == 10);
   }
-  // The walk's cost in the core model's time: misses x walk_levels x llc.hit_cycles.
+  // The walk's cost in the core model's time: misses x walk_levels x an LLC access from the bus
+  // (gem5-X: request 1 + L2 hit 20 + response 1 cycles).
   OpModel m;
   m.instructions = {0};
   m.issues = {0};
   m.tlb_misses = {1000};
   m.traffic.l1_misses = {0};
   m.traffic.llc_misses = {0};
-  CHECK(op_time(m, s).tlb_stall == Approx(1000 * 4 * s.llc.hit_cycles));
+  CHECK(op_time(m, s).tlb_stall == Approx(1000 * 4 * (1 + 20 + 1)));
+}
+
+// The miss path of gem5-X's classic caches (docs/hwmodel-aarch64.md) in the paper system file,
+// each latency counted by hand: an L1 miss is the L1's tag lookup 2, the bus request 1, the L2
+// hit 20, the bus response 1 and the L1's response 2; an LLC miss adds DRAM's latency and the
+// L2's response 20; a walk level is the bus request, the L2 hit and the bus response.
+TEST_CASE("in_order_core: the L1-miss path charges gem5-X's cache and bus latencies", "[hwmodel][core]") {
+  SystemDesc s = paper(CoreIsa::aarch64, 8, 1);
+  OpModel m;
+  m.instructions = {0};
+  m.issues = {0};
+  m.tlb_misses = {100};
+  m.traffic.l1_misses = {1000};
+  m.traffic.llc_misses = {10};
+  m.traffic.operands["x"].read_lines = 10;
+  m.traffic.operands["x"].row_misses = 10;  // every DRAM line a row miss: 46 ns at 1 GHz
+  const OpTime t = op_time(m, s);
+  CHECK(t.l1_stall == Approx(1000 * (2 + 1 + 20 + 1 + 2)));
+  CHECK(t.llc_stall == Approx(10 * (46 + 20)));
+  CHECK(t.tlb_stall == Approx(100 * 4 * (1 + 20 + 1)));
+  // Without the path's fields an L1 miss costs llc.hit_cycles and an LLC miss DRAM's latency,
+  // as system files without them always described (paper-ticsat-array.json).
+  s.l1.tag_cycles = s.l1.response_cycles = s.llc.response_cycles = 0;
+  s.llc_bus = {};
+  const OpTime u = op_time(m, s);
+  CHECK(u.l1_stall == Approx(1000 * 20));
+  CHECK(u.llc_stall == Approx(10 * 46));
+  CHECK(u.tlb_stall == Approx(100 * 4 * 20));
+  // The fields survive a round trip through the file format and are checked.
+  const SystemDesc p = paper(CoreIsa::aarch64, 8, 1);
+  const SystemDesc q = system_from_json(system_to_json(p), "p.json");
+  CHECK(q.l1.tag_cycles == 2);
+  CHECK(q.l1.response_cycles == 2);
+  CHECK(q.llc.response_cycles == 20);
+  CHECK(q.llc_bus.forward_cycles == 1);
+  CHECK(q.llc_bus.response_cycles == 1);
+  auto j = system_to_json(p);
+  j["llc"]["tag_cycles"] = 20;
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("p.json: field 'llc.tag_cycles' is not used"));
+  j = system_to_json(p);
+  j["llc_bus"]["forward_cycle"] = 1;
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("llc_bus.forward_cycle") &&
+                                                       Catch::Contains("forward_cycles"));
+  j = system_to_json(p);
+  j["l1"]["response_cycles"] = -1;
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("field 'l1.response_cycles' must be in 0..1e+06"));
+}
+
+// Operands 16 bytes into their pages (TiC-SAT's new[] buffers): a stream of whole lines spans
+// one line more per operand. The side tool's residual add (x and attn, s x h bytes each, one
+// core, one line per step) counts it by hand: x fills whole pages, so its tail shares a line
+// with the head of attn, which follows it, and that line misses once. The estimate places its
+// operands alike (the agreement test above runs at the paper system's offset).
+TEST_CASE("in_order_core: operand_offset_bytes moves every operand off its page", "[hwmodel][core]") {
+  SystemDesc s = paper(CoreIsa::aarch64, 8, 1);
+  const LayerDims d{64, 256, 4, 64, 1024};
+  const int64_t lines = 64 * 256 / 64;  // per operand
+  s.operand_offset_bytes = 0;
+  CHECK(model_op(LayerOp::residual_add, Arrangement::rwma, d, s, builtin_coefficients(s.core_isa)).traffic.l1_misses[0] ==
+        2 * lines);
+  s.operand_offset_bytes = 16;
+  CHECK(model_op(LayerOp::residual_add, Arrangement::rwma, d, s, builtin_coefficients(s.core_isa)).traffic.l1_misses[0] ==
+        2 * (lines + 1) - 1);
+  auto j = system_to_json(s);
+  for (const int64_t bad : {-16, 4096, 8192}) {
+    j["operand_offset_bytes"] = bad;
+    CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("field 'operand_offset_bytes' must be"));
+  }
+  j["operand_offset_bytes"] = 16;
+  j["array"]["compute_model"] = "loosely_coupled";
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("in_order_core only"));
+}
+
+// TiC-SAT's attention projections per head (qkv per_head) beside the fused GEMM: the same tiles
+// and array issues (3 x heads products of (K/S) x (d/S) tiles are the fused (K/S) x (3H/S)); the
+// context under RWMA adds the copy of its heads into rows, the residual add's word loop over L x
+// H bytes (its instructions per 4-byte word and per group, one group per core), and nothing under
+// BWMA; the other models refuse the field; the side tool's fused layer refuses it.
+TEST_CASE("in_order_core: qkv per_head runs TiC-SAT's projections per head", "[hwmodel][core]") {
+  const int64_t L = 64, H = 256;
+  const Graph g = testing::inference_graph(testing::bert_config(100, H, 1, 4, 1024, BertConfig{}.max_position_embeddings), 1, L);
+  for (const int64_t S : {8, 32}) {
+    SystemDesc fused = paper(CoreIsa::aarch64, S, 1), split = fused;
+    split.qkv = QkvSchedule::per_head;
+    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma}) {
+      const GraphEstimate ef = estimate_graph(g, fused, a), es = estimate_graph(g, split, a);
+      auto node = [&](const GraphEstimate& e, const std::string& name) -> const NodeEstimate& {
+        const auto it = std::find_if(e.nodes.begin(), e.nodes.end(), [&](const NodeEstimate& n) { return n.name == name; });
+        REQUIRE(it != e.nodes.end());
+        return *it;
+      };
+      INFO(to_string(a) << " S " << S);
+      const auto &qf = node(ef, "encoder.0.attention.qkv"), &qs = node(es, "encoder.0.attention.qkv");
+      CHECK(qs.tiles == qf.tiles);
+      CHECK(qs.issues == qf.issues);
+      CHECK(qs.core.instructions == Approx(qf.core.instructions).epsilon(1e-9));
+      const auto &cf = node(ef, "encoder.0.attention.context"), &cs = node(es, "encoder.0.attention.context");
+      const auto k = builtin_coefficients(CoreIsa::aarch64).entries.at({LayerOp::residual_add, a, S});
+      const double copy = a == Arrangement::rwma ? std::round(k[0] * (L * H / 4) + k[1]) : 0.0;
+      CHECK(cs.core.instructions == Approx(cf.core.instructions + copy).epsilon(1e-9));
+      CHECK(cs.issues == cf.issues);
+    }
+  }
+  auto j = system_to_json(paper(CoreIsa::aarch64, 8, 1));
+  j["qkv"] = "per-head";
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("field 'qkv' must be fused or per_head"));
+  j["qkv"] = "per_head";
+  j["operand_offset_bytes"] = 0;
+  j["array"]["compute_model"] = "scalesim";
+  CHECK_THROWS_WITH(system_from_json(j, "p.json"), Catch::Contains("per_head is modelled by compute_model in_order_core only"));
+  SystemDesc s = paper(CoreIsa::aarch64, 8, 1);
+  s.qkv = QkvSchedule::per_head;
+  CHECK_THROWS_WITH(model_op(LayerOp::qkv, Arrangement::rwma, LayerDims{64, 256, 4, 64, 1024}, s, builtin_coefficients(s.core_isa)),
+                    Catch::Contains("set \"qkv\": \"fused\""));
 }

@@ -298,6 +298,7 @@ TEST_CASE("reference under valgrind: cachegrind agrees with the core model on a 
     const auto full = misses(arr, ""), dry = misses(arr, "dry");
     const int64_t d1 = full.first - dry.first, ll = full.second - dry.second;
     SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+    s.operand_offset_bytes = 0, s.qkv = QkvSchedule::fused;  // the reference kernels: page-aligned buffers, fused qkv
     s.llc.hashed_index = false;  // cachegrind's LL is modulo-indexed
     s.array.kernel = 8;
     const OpModel m = model_op(LayerOp::softmax, std::string(arr) == "rwma" ? Arrangement::rwma : Arrangement::bwma,
@@ -317,6 +318,7 @@ TEST_CASE("reference under valgrind: the two-core lackey replay agrees with the 
   const fs::path dir = fs::temp_directory_path() / fmt::format("bertlab_hwref_replay_{}", ::getpid());
   fs::create_directories(dir);
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.operand_offset_bytes = 0, s.qkv = QkvSchedule::fused;  // the reference kernels: page-aligned buffers, fused qkv
   s.cores = 2, s.array.kernel = 8;
   LayerDims d;
   d.seq = 64;
@@ -359,6 +361,7 @@ TEST_CASE("core model: the kernel's stack lines take L1 ways from the operands, 
   LayerDims d;
   d.seq = 512;
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.operand_offset_bytes = 0, s.qkv = QkvSchedule::fused;  // the reference kernels: page-aligned buffers, fused qkv
   s.llc.hashed_index = false;  // stack addresses differ by a multiple of the LLC's way size only
   s.array.kernel = 4;
   const auto ops = op_operands(LayerOp::k_transpose, d);

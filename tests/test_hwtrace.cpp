@@ -225,6 +225,7 @@ ReplayResult traced_replay(TraceFormat format, const std::string& op, const std:
                           BERTLAB_HWTRACE_LIB, args, fifo)));
   }
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.operand_offset_bytes = 0, s.qkv = QkvSchedule::fused;  // the reference kernels: page-aligned buffers, fused qkv
   s.cores = cores, s.array.kernel = S;
   LayerDims d;
   d.seq = seq;
