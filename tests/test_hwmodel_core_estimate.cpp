@@ -30,6 +30,17 @@ SystemDesc paper(CoreIsa isa, int64_t S, int64_t cores) {
   return s;
 }
 
+// One core's op with these misses and nothing else: what op_time charges for them.
+OpModel misses(int64_t l1, int64_t llc, int64_t tlb) {
+  OpModel m;
+  m.instructions = {0};
+  m.issues = {0};
+  m.tlb_misses = {tlb};
+  m.traffic.l1_misses = {l1};
+  m.traffic.llc_misses = {llc};
+  return m;
+}
+
 }  // namespace
 
 // One encoder layer (hidden 256, 4 heads of 64, ff 1024) at seq 64: each node of the graph
@@ -162,13 +173,7 @@ TEST_CASE("in_order_core: the data TLB counts page walks as an LRU TLB does", "[
   }
   // The walk's cost in the core model's time: misses x walk_levels x an LLC access from the bus
   // (gem5-X: request 1 + L2 hit 20 + response 1 cycles).
-  OpModel m;
-  m.instructions = {0};
-  m.issues = {0};
-  m.tlb_misses = {1000};
-  m.traffic.l1_misses = {0};
-  m.traffic.llc_misses = {0};
-  CHECK(op_time(m, s).tlb_stall == Approx(1000 * 4 * (1 + 20 + 1)));
+  CHECK(op_time(misses(0, 0, 1000), s).tlb_stall == Approx(1000 * 4 * (1 + 20 + 1)));
 }
 
 // The miss path of gem5-X's classic caches (docs/hwmodel-aarch64.md) in the paper system file,
@@ -177,12 +182,7 @@ TEST_CASE("in_order_core: the data TLB counts page walks as an LRU TLB does", "[
 // L2's response 20; a walk level is the bus request, the L2 hit and the bus response.
 TEST_CASE("in_order_core: the L1-miss path charges gem5-X's cache and bus latencies", "[hwmodel][core]") {
   SystemDesc s = paper(CoreIsa::aarch64, 8, 1);
-  OpModel m;
-  m.instructions = {0};
-  m.issues = {0};
-  m.tlb_misses = {100};
-  m.traffic.l1_misses = {1000};
-  m.traffic.llc_misses = {10};
+  OpModel m = misses(1000, 10, 100);
   m.traffic.operands["x"].read_lines = 10;
   m.traffic.operands["x"].row_misses = 10;  // every DRAM line a row miss: 46 ns at 1 GHz
   const OpTime t = op_time(m, s);
