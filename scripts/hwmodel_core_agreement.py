@@ -41,6 +41,7 @@ def main():
         tmp = tmpdir.name
         j = json.load(open("configs/systems/paper-ticsat.json"))
         j["core"]["isa"] = a.isa
+        j["qkv"] = "fused"  # the side tool's layer is the reference kernels': one fused qkv GEMM
         system = os.path.join(tmp, "system.json")
         json.dump(j, open(system, "w"))
         out = os.path.join(tmp, "e.json")
