@@ -13,43 +13,41 @@
 
 namespace bertlab::hw {
 
-enum class LayerOp : uint8_t {
-  qkv,           // X (seq x hidden) * W (hidden x 3 hidden): Q, K, V of every head
-  k_transpose,   // K of each head -> K^T as the scores' weight operand
-  scores,        // per head Q (seq x 64) * K^T (64 x seq)
-  softmax,       // per head, rows of the scores (TiC-SAT: lookup exp + sum, then divide)
-  context,       // per head P (seq x seq) * V (seq x 64), written into the head's columns
-  attn_out,      // context (seq x hidden) * W (hidden x hidden)
-  residual_add,  // y += x over seq x hidden (twice per layer)
-  layernorm,     // rows of seq x hidden: sum, variance, normalise (twice per layer)
-  ffn_in,        // (seq x hidden) * W (hidden x ff)
-  gelu,          // lookup over seq x ff
-  ffn_out,       // (seq x ff) * W (ff x hidden)
-};
-inline constexpr int kLayerOps = 11;
-
 enum class LayerRegion : uint8_t { attention, ffn };
+
+// Every op of the layer, declared once: X(op, gemm, region, per_layer). region: ops that run
+// twice run once after each sub-layer (see per_layer, the times it runs in one layer).
+#define BERTLAB_LAYER_OPS(X)                                                                     \
+  X(qkv, true, attention, 1)          /* X (seq x hidden) * W (hidden x 3 hidden): Q, K, V */   \
+  X(k_transpose, false, attention, 1) /* K of each head -> K^T as the scores' weight */          \
+  X(scores, true, attention, 1)       /* per head Q (seq x 64) * K^T (64 x seq) */               \
+  X(softmax, false, attention, 1)     /* per head, rows of the scores (lookup exp + sum, divide) */ \
+  X(context, true, attention, 1)      /* per head P (seq x seq) * V (seq x 64) */                \
+  X(attn_out, true, attention, 1)     /* context (seq x hidden) * W (hidden x hidden) */         \
+  X(residual_add, false, ffn, 2)      /* y += x over seq x hidden */                             \
+  X(layernorm, false, ffn, 2)         /* rows of seq x hidden: sum, variance, normalise */       \
+  X(ffn_in, true, ffn, 1)             /* (seq x hidden) * W (hidden x ff) */                     \
+  X(gelu, false, ffn, 1)              /* lookup over seq x ff */                                 \
+  X(ffn_out, true, ffn, 1)            /* (seq x ff) * W (ff x hidden) */
+
+enum class LayerOp : uint8_t {
+#define BERTLAB_LAYER_OP_ENUM(op, gemm, region, per_layer) op,
+  BERTLAB_LAYER_OPS(BERTLAB_LAYER_OP_ENUM)
+#undef BERTLAB_LAYER_OP_ENUM
+};
 
 struct LayerOpInfo {
   LayerOp op;
   const char* name;
   bool gemm;
-  LayerRegion region;  // ops that run twice run once after each sub-layer (see per_layer)
-  int per_layer;       // times it runs in one layer
+  LayerRegion region;
+  int per_layer;
 };
-inline constexpr std::array<LayerOpInfo, kLayerOps> kLayerOpTable{{
-    {LayerOp::qkv, "qkv", true, LayerRegion::attention, 1},
-    {LayerOp::k_transpose, "k_transpose", false, LayerRegion::attention, 1},
-    {LayerOp::scores, "scores", true, LayerRegion::attention, 1},
-    {LayerOp::softmax, "softmax", false, LayerRegion::attention, 1},
-    {LayerOp::context, "context", true, LayerRegion::attention, 1},
-    {LayerOp::attn_out, "attn_out", true, LayerRegion::attention, 1},
-    {LayerOp::residual_add, "residual_add", false, LayerRegion::ffn, 2},
-    {LayerOp::layernorm, "layernorm", false, LayerRegion::ffn, 2},
-    {LayerOp::ffn_in, "ffn_in", true, LayerRegion::ffn, 1},
-    {LayerOp::gelu, "gelu", false, LayerRegion::ffn, 1},
-    {LayerOp::ffn_out, "ffn_out", true, LayerRegion::ffn, 1},
-}};
+inline constexpr LayerOpInfo kLayerOpTable[] = {
+#define BERTLAB_LAYER_OP_ROW(op, gemm, region, per_layer) {LayerOp::op, #op, gemm, LayerRegion::region, per_layer},
+    BERTLAB_LAYER_OPS(BERTLAB_LAYER_OP_ROW)
+#undef BERTLAB_LAYER_OP_ROW
+};
 inline const LayerOpInfo& info(LayerOp op) { return kLayerOpTable[static_cast<int>(op)]; }
 // Throws Error naming the valid names when `name` is not an op of the table.
 LayerOp layer_op_from_string(const std::string& name);
