@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "base/error.h"
+#include "base/file_util.h"
 
 namespace bertlab::app {
 
@@ -79,11 +80,18 @@ void add_lab_command(CLI::App& root) {
   auto* check_cmd = lab->add_subcommand("check", "Run a lab's grader: each check with PASS or FAIL and a hint");
   auto name = std::make_shared<std::string>();
   auto args = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<std::string>();
   check_cmd->add_option("name", *name, "The lab (bertlab lab list)")->required();
+  check_cmd->add_option("--json", *json,
+                        "Also write the results to FILE in the format of Gradescope's autograder (results.json; "
+                        "scripts/lab_autograder.sh packs a lab for Gradescope)");
   check_cmd->add_option("args", *args, "Options passed to the grader (after --), e.g. -- --help");
-  check_cmd->callback([name, args] {
+  check_cmd->callback([name, args, json] {
+    data::check_output_writable(*json, "--json");  // before minutes of grading
+    std::vector<std::string> grader_args = *args;
+    if (!json->empty()) grader_args.insert(grader_args.begin(), {"--json", *json});
     for (const auto& l : kLabs)
-      if (*name == l.name) run_grader(l, *args);
+      if (*name == l.name) run_grader(l, grader_args);
     fail("unknown lab '{}'; the labs are:\n{}", *name, lab_list());
   });
 }

@@ -37,6 +37,19 @@ std::string read_file_prefix(const std::filesystem::path& file, std::size_t byte
   return out;
 }
 
+void check_output_writable(const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return;
+  std::error_code ec;
+  check(!std::filesystem::is_directory(path, ec), "{} {}: is a directory, expected a file name", option, path);
+  std::filesystem::path probe = path;
+  probe += fmt::format(".probe{}", ::getpid());
+  {
+    std::ofstream out(probe);
+    check(out.good(), "{} {}: cannot write there (directory missing or not writable)", option, path);
+  }
+  std::filesystem::remove(probe, ec);
+}
+
 std::filesystem::path temporary_sibling(const std::filesystem::path& target) {
   static std::atomic<unsigned> counter{0};
   auto name = target.filename().string();

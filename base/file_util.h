@@ -14,6 +14,10 @@ std::string read_file_prefix(const std::filesystem::path& file, std::size_t byte
 // partial file.
 void write_file_atomic(const std::filesystem::path& file, std::string_view bytes);
 
+// Fails now, before minutes of work, if `path` cannot be written: the error names `option`
+// (the command-line flag that gave the path). "-" (standard output) and "" are always fine.
+void check_output_writable(const std::string& path, const char* option);
+
 // A sibling name for building a file or directory before renaming it into place.
 std::filesystem::path temporary_sibling(const std::filesystem::path& target);
 

@@ -326,6 +326,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--out", out, "Where the plots page goes");
   app.add_flag("--quick", quick, "Fewer shapes and a smaller sweep (the test suite)");
+  std::string results_json;
+  add_results_json_option(app, results_json);
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<Shape2> shapes = {{7, 13}, {33, 5}, {1, 17}, {50, 31}, {16, 64}, {3, 100}};
@@ -338,7 +340,7 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> cores = quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4};
   const std::vector<int64_t> sweep_kernels = quick ? std::vector<int64_t>{8, 32} : kernels;
 
-  Grader g("arrangement: the BWMA layout and the cache lines of a GEMM");
+  Grader g("arrangement: the BWMA layout and the cache lines of a GEMM", results_json);
   const PlotPage plots(out, "arrangement");
   g.check("RWMA offsets", "row r starts after r whole rows of `cols` elements",
           [&] { return offsets(hw::Arrangement::rwma, shapes, kernels); });

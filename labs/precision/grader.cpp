@@ -204,7 +204,7 @@ int main(int argc, char** argv) {
   add_training_lab_options(app, o, "Training steps of each loss curve", "Fewer bit patterns and smaller measurements (the test suite)");
   CLI11_PARSE(app, argc, argv);
 
-  Grader g("precision: bf16 rounding and loss scaling");
+  Grader g("precision: bf16 rounding and loss scaling", o.results_json);
   const PlotPage plots(o.out, "precision");
   g.check(o.quick ? "float_to_bf16 on every 65537th float bit pattern" : "float_to_bf16 on all 2^32 float bit patterns",
           "round to nearest even: add 0x7fff plus the lowest kept bit before dropping 16 bits; handle NaN first",

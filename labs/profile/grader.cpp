@@ -245,6 +245,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--out", out, "Where the plots page goes");
   app.add_flag("--quick", quick, "Fewer graphs (the test suite)");
+  std::string results_json;
+  add_results_json_option(app, results_json);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Run> runs = {{"bert-mini", 8, 128, Precision::fp32}, {"bert-base", 8, 128, Precision::fp32}};
@@ -252,7 +254,7 @@ int main(int argc, char** argv) {
     runs.push_back({"bert-mini", 2, 512, Precision::bf16});
     runs.push_back({"bert-tiny", 3, 77, Precision::fp32});
   }
-  Grader g("profile: the cost of a node, and where a training step's work goes");
+  Grader g("profile: the cost of a node, and where a training step's work goes", results_json);
   const PlotPage plots(out, "profile");
   g.check("linear nodes", "the GEMM is rows x N x K; the epilogue adds 1 FLOP per output for the bias, 1 for the "
           "residual, and the activation's; bytes: every input (x, W, b, residual) and y, 4 bytes each",
