@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -48,6 +49,23 @@ void check_output_writable(const std::string& path, const char* option) {
     check(out.good(), "{} {}: cannot write there (directory missing or not writable)", option, path);
   }
   std::filesystem::remove(probe, ec);
+}
+
+std::vector<std::filesystem::path> files_newer_than(const std::filesystem::path& target,
+                                                    const std::vector<std::filesystem::path>& files) {
+  std::error_code ec;
+  const auto built = std::filesystem::last_write_time(target, ec);
+  const bool missing = static_cast<bool>(ec);
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> newer;
+  for (const auto& f : files) {
+    const auto t = std::filesystem::last_write_time(f, ec);
+    check(!ec, "{}: cannot read its modification time: {}", f.string(), ec.message());
+    if (missing || t > built) newer.emplace_back(t, f);
+  }
+  std::sort(newer.begin(), newer.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::filesystem::path> out;
+  for (auto& [t, f] : newer) out.push_back(std::move(f));
+  return out;
 }
 
 std::filesystem::path temporary_sibling(const std::filesystem::path& target) {

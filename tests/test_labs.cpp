@@ -3,6 +3,7 @@
 // themselves are run on the stubs and on the solutions by ctest (labs/CMakeLists.txt).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <chrono>
 #include <csignal>
 #include <nlohmann/json.hpp>
 
@@ -204,3 +205,58 @@ TEST_CASE("--json with a path that cannot be written is an error naming --json, 
   CHECK(fs::is_empty(dir.path()));
 }
 
+TEST_CASE("files_newer_than names the sources a built program is older than, newest first", "[labs]") {
+  TempDir dir("lab_stale");
+  const auto now = fs::file_time_type::clock::now();
+  auto make = [&](const std::string& name, std::chrono::seconds age) {
+    const fs::path p = dir / name;
+    data::write_file_atomic(p, name);
+    fs::last_write_time(p, now - age);
+    return p;
+  };
+  const fs::path grader = make("grader", std::chrono::seconds(100));
+  const fs::path old_src = make("old.cpp", std::chrono::seconds(200)), newer = make("newer.cpp", std::chrono::seconds(50)),
+                 newest = make("newest.h", std::chrono::seconds(10));
+  CHECK(data::files_newer_than(grader, {old_src}).empty());
+  CHECK(data::files_newer_than(grader, {old_src, newer, newest}) == std::vector<fs::path>{newest, newer});
+  CHECK(data::files_newer_than(dir / "not-built", {old_src}) == std::vector<fs::path>{old_src});
+  CHECK_THROWS_WITH(data::files_newer_than(grader, {dir / "gone.cpp"}), Catch::Contains("gone.cpp"));
+}
+
+TEST_CASE("bertlab lab check refuses a stale grader it cannot rebuild, naming the command", "[labs][cli]") {
+  // bertlab and a grader copied out of the build directory: bertlab cannot rebuild there.
+  TempDir dir("lab_stale_copy");
+  fs::create_directories(dir / "labs");
+  fs::copy_file(BERTLAB_BINARY, dir / "bertlab");
+  fs::copy_file(built_grader("lab_profile_stub"), dir / "labs" / "lab_profile");
+  const fs::path source = fs::path(BERTLAB_SOURCE_DIR) / "labs" / "profile" / "student.cpp";
+  fs::last_write_time(dir / "labs" / "lab_profile", fs::last_write_time(source) - std::chrono::hours(1));
+  const auto r = run_shell(fmt::format("{}'{}' lab check profile", BERTLAB_RUN, (dir / "bertlab").string()));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("is newer than lab 'profile''s grader") && Catch::Contains("rebuild it first") &&
+                           Catch::Contains("cmake --build") && Catch::Contains("-j2 --target lab_profile"));
+  CHECK_THAT(r.output, !Catch::Contains("[FAIL]"));  // the stale grader did not run
+}
+
+TEST_CASE("bertlab lab check rebuilds the grader after the student's file changed", "[labs][cli]") {
+  const fs::path grader = fs::path(BERTLAB_BINARY).parent_path() / "labs" / "lab_profile";
+  if (!fs::exists(grader)) {
+    WARN("lab_profile is not built (configure with -DBERTLAB_LABS=ON): the rebuild is not tested");
+    return;
+  }
+  TempDir dir("lab_rebuild");
+  const fs::path source = fs::path(BERTLAB_SOURCE_DIR) / "labs" / "profile" / "student.cpp";
+  fs::last_write_time(source, fs::file_time_type::clock::now());  // touch: an edit
+  REQUIRE(fs::last_write_time(source) > fs::last_write_time(grader));
+  const std::string cmd = fmt::format("lab check profile -- --quick --out '{}'", dir.path().string());
+  const auto first = run_bertlab(cmd);
+  INFO(first.output);
+  CHECK_THAT(first.output, Catch::Contains("student.cpp changed since the grader was built: rebuilding it"));
+  CHECK_THAT(first.output, Catch::Contains("checks passed"));  // then it graded
+  CHECK(fs::last_write_time(grader) >= fs::last_write_time(source));
+  const auto second = run_bertlab(cmd);
+  INFO(second.output);
+  CHECK_THAT(second.output, !Catch::Contains("rebuilding"));
+  CHECK(second.exit_code == first.exit_code);
+}
