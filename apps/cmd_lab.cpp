@@ -1,8 +1,11 @@
 // bertlab lab list | check NAME: runs a teaching lab's grader (labs/README.md). The graders
 // are separate programs (build/labs/lab_NAME, built on the student's file with
-// -DBERTLAB_LABS=ON); this command finds the one beside this binary and runs it.
+// -DBERTLAB_LABS=ON); this command finds the one beside this binary and runs it. A grader older
+// than the lab's sources (the student edited student.cpp and did not rebuild) would grade the
+// old code: it is rebuilt first, in the build directory this binary was built in.
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -11,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "base/error.h"
+#include "base/file_util.h"
 
 namespace bertlab::app {
 
@@ -51,16 +55,55 @@ std::filesystem::path self_dir() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path();
 }
 
+// The lab's sources: the C++ files in labs/NAME/ (the student's file, the grader and lab.h; not
+// solution/).
+std::vector<std::filesystem::path> lab_sources(const LabInfo& lab) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(BERTLAB_SOURCE_DIR) / "labs" / lab.name, ec)) {
+    const auto ext = e.path().extension();
+    if (e.is_regular_file() && (ext == ".cpp" || ext == ".h")) files.push_back(e.path());
+  }
+  return files;
+}
+
+// Rebuilds the grader when a source of the lab is newer than it. Rebuilding, not refusing: a
+// student who runs `bertlab lab check` after an edit means "grade what I wrote"; a refusal would
+// only make them type the build command we know. Refuses (naming the command) only when this
+// binary is not in the build directory it was built in (copied elsewhere).
+void rebuild_if_stale(const LabInfo& lab, const std::filesystem::path& grader) {
+  const auto newer = data::files_newer_than(grader, lab_sources(lab));
+  if (newer.empty()) return;
+  const std::filesystem::path build_dir = BERTLAB_BUILD_DIR;
+  const std::string target = std::string("lab_") + lab.name;
+  const std::string command = fmt::format("cmake --build '{}' -j2 --target {}", build_dir.string(), target);
+  std::error_code ec;
+  const bool in_build_dir = std::filesystem::exists(build_dir / "CMakeCache.txt", ec) &&
+                            std::filesystem::equivalent(self_dir(), build_dir, ec);
+  check(in_build_dir, "{} is newer than lab '{}''s grader {}: rebuild it first:\n  {}", newer.front().string(),
+        lab.name, grader.string(), command);
+  fmt::print("{} changed since the grader was built: rebuilding it ({})\n", newer.front().string(), command);
+  std::fflush(stdout);
+  const std::string run = fmt::format("'{}' --build '{}' -j2 --target {}", BERTLAB_CMAKE, build_dir.string(), target);
+  const int rc = std::system(run.c_str());
+  check(rc == 0, "rebuilding lab '{}' failed (the compiler's messages are above): fix {} and run bertlab lab check {} again",
+        lab.name, newer.front().string(), lab.name);
+  check(data::files_newer_than(grader, lab_sources(lab)).empty(),
+        "lab '{}''s grader {} is still older than {} after `{}`", lab.name, grader.string(), newer.front().string(),
+        command);
+}
+
 [[noreturn]] void run_grader(const LabInfo& lab, const std::vector<std::string>& args) {
   const auto grader = self_dir() / "labs" / (std::string("lab_") + lab.name);
   const std::string configure =
-      fmt::format("cmake -S . -B build {} && cmake --build build -j", cmake_options(lab.build));
+      fmt::format("cmake -S . -B build {} && cmake --build build -j2", cmake_options(lab.build));
   check(std::filesystem::exists(grader), "lab '{}' is not built ({} is missing): configure with {}", lab.name,
         grader.string(), configure);
 #ifndef BERTLAB_LAB_KERNEL
   check(lab.build != LabBuild::labs_and_kernel,
         "lab '{}' needs bertlab itself built with the student's kernel: configure with {}", lab.name, configure);
 #endif
+  rebuild_if_stale(lab, grader);
   std::vector<std::string> argv_s{grader.string()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -79,11 +122,18 @@ void add_lab_command(CLI::App& root) {
   auto* check_cmd = lab->add_subcommand("check", "Run a lab's grader: each check with PASS or FAIL and a hint");
   auto name = std::make_shared<std::string>();
   auto args = std::make_shared<std::vector<std::string>>();
+  auto json = std::make_shared<std::string>();
   check_cmd->add_option("name", *name, "The lab (bertlab lab list)")->required();
+  check_cmd->add_option("--json", *json,
+                        "Also write the results to FILE in the format of Gradescope's autograder (results.json; "
+                        "scripts/lab_autograder.sh packs a lab for Gradescope)");
   check_cmd->add_option("args", *args, "Options passed to the grader (after --), e.g. -- --help");
-  check_cmd->callback([name, args] {
+  check_cmd->callback([name, args, json] {
+    data::check_output_writable(*json, "--json");  // before minutes of grading
+    std::vector<std::string> grader_args = *args;
+    if (!json->empty()) grader_args.insert(grader_args.begin(), {"--json", *json});
     for (const auto& l : kLabs)
-      if (*name == l.name) run_grader(l, *args);
+      if (*name == l.name) run_grader(l, grader_args);
     fail("unknown lab '{}'; the labs are:\n{}", *name, lab_list());
   });
 }

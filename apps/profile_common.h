@@ -7,21 +7,12 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/file_util.h"
 #include "runtime/model.h"
 
 namespace bertlab::app {
 
-// Fails now, before minutes of measuring, if `path` cannot be written ("-" is standard output).
-inline void check_output_writable(const std::string& path, const char* option) {
-  if (path.empty() || path == "-") return;
-  std::filesystem::path probe = path;
-  probe += fmt::format(".probe{}", ::getpid());
-  {
-    std::ofstream out(probe);
-    check(out.good(), "{} {}: cannot write there (directory missing or not writable)", option, path);
-  }
-  std::filesystem::remove(probe);
-}
+using data::check_output_writable;  // base/file_util.h
 
 // A batch shaped for graph `g`: random in-vocabulary ids, two segments, no padding and, when
 // the graph is a training graph, P evenly spread masked positions per sequence with random

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -34,6 +35,36 @@ std::string read_file_prefix(const std::filesystem::path& file, std::size_t byte
   std::string out(bytes, '\0');
   in.read(out.data(), static_cast<std::streamsize>(bytes));
   out.resize(static_cast<std::size_t>(in.gcount()));
+  return out;
+}
+
+void check_output_writable(const std::string& path, const char* option) {
+  if (path.empty() || path == "-") return;
+  std::error_code ec;
+  check(!std::filesystem::is_directory(path, ec), "{} {}: is a directory, expected a file name", option, path);
+  std::filesystem::path probe = path;
+  probe += fmt::format(".probe{}", ::getpid());
+  {
+    std::ofstream out(probe);
+    check(out.good(), "{} {}: cannot write there (directory missing or not writable)", option, path);
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+std::vector<std::filesystem::path> files_newer_than(const std::filesystem::path& target,
+                                                    const std::vector<std::filesystem::path>& files) {
+  std::error_code ec;
+  const auto built = std::filesystem::last_write_time(target, ec);
+  const bool missing = static_cast<bool>(ec);
+  std::vector<std::pair<std::filesystem::file_time_type, std::filesystem::path>> newer;
+  for (const auto& f : files) {
+    const auto t = std::filesystem::last_write_time(f, ec);
+    check(!ec, "{}: cannot read its modification time: {}", f.string(), ec.message());
+    if (missing || t > built) newer.emplace_back(t, f);
+  }
+  std::sort(newer.begin(), newer.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::filesystem::path> out;
+  for (auto& [t, f] : newer) out.push_back(std::move(f));
   return out;
 }
 

@@ -3,7 +3,9 @@
 // themselves are run on the stubs and on the solutions by ctest (labs/CMakeLists.txt).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <chrono>
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
 #include "labs/common/grader.h"
@@ -18,6 +20,53 @@ size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
+}
+
+// A grader built with the test suite (labs/CMakeLists.txt): lab_NAME_stub or lab_NAME_solution.
+fs::path built_grader(const std::string& target) {
+  const fs::path grader = fs::path(BERTLAB_BINARY).parent_path() / "labs" / target;
+  INFO("build the target " << target);
+  REQUIRE(fs::exists(grader));
+  return grader;
+}
+
+RunResult run_grader(const fs::path& grader, const std::string& args) {
+  return run_shell(fmt::format("{}'{}' {}", BERTLAB_RUN, grader.string(), args));
+}
+
+// Gradescope's results.json (labs/common/grader.h gradescope_results_json): the fields and
+// their types, one point per check, the score the sum of the tests' scores.
+nlohmann::json check_gradescope_format(const fs::path& file) {
+  const auto j = nlohmann::json::parse(data::read_file(file));
+  REQUIRE(j.is_object());
+  REQUIRE(j.contains("score"));
+  REQUIRE(j.contains("max_score"));
+  REQUIRE(j.contains("tests"));
+  CHECK(j["score"].is_number());
+  CHECK(j["max_score"].is_number());
+  CHECK(j["output"].is_string());
+  CHECK(j["visibility"] == "visible");
+  REQUIRE(j["tests"].is_array());
+  REQUIRE_FALSE(j["tests"].empty());
+  double sum = 0, max_sum = 0;
+  for (const auto& t : j["tests"]) {
+    REQUIRE(t.is_object());
+    CHECK(t["name"].is_string());
+    CHECK_FALSE(t["name"].get<std::string>().empty());
+    CHECK(t["output"].is_string());
+    REQUIRE(t["score"].is_number());
+    REQUIRE(t["max_score"].is_number());
+    CHECK(t["max_score"].get<double>() == 1);
+    const std::string status = t["status"].get<std::string>();
+    CHECK((status == "passed" || status == "failed"));
+    CHECK(t["score"].get<double>() == (status == "passed" ? 1 : 0));
+    if (status == "failed") CHECK_THAT(t["output"].get<std::string>(), Catch::Contains("hint: "));
+    sum += t["score"].get<double>();
+    max_sum += t["max_score"].get<double>();
+  }
+  CHECK(j["score"].get<double>() == sum);
+  CHECK(j["max_score"].get<double>() == max_sum);
+  return j;
 }
 }  // namespace
 
@@ -108,4 +157,106 @@ TEST_CASE("lab 3's grader draws its S and cores sweep, which renders in headless
   const auto charts = render_charts_in_chromium(dir / "arrangement.html", dir.path());
   CHECK(charts.expected == 3);  // the layer speedup, the speedup per op, the time per op
   CHECK(charts.rendered == 3);
+}
+
+TEST_CASE("--json writes Gradescope's results.json: the stubs score 0, the solution full marks", "[labs][cli]") {
+  TempDir dir("lab_json");
+  const fs::path stub_json = dir / "stub" / "results.json";
+  fs::create_directories(stub_json.parent_path());
+  const auto stub = run_grader(built_grader("lab_profile_stub"),
+                               fmt::format("--quick --out '{}' --json '{}'", dir.path().string(), stub_json.string()));
+  INFO(stub.output);
+  CHECK(stub.exit_code == 1);
+  REQUIRE(fs::exists(stub_json));
+  const auto s = check_gradescope_format(stub_json);
+  CHECK(s["score"].get<double>() == 0);
+  CHECK(s["max_score"].get<double>() == 5);  // lab 1's five checks
+  for (const auto& t : s["tests"]) CHECK(t["status"] == "failed");
+  CHECK_THAT(s["output"].get<std::string>(), Catch::Contains("0 of 5 checks passed"));
+  // Nothing is left beside it: the file was renamed into place.
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(stub_json.parent_path())) ++files;
+  CHECK(files == 1);
+
+  const fs::path sol_json = dir / "solution.json";
+  const auto sol = run_grader(built_grader("lab_profile_solution"),
+                              fmt::format("--quick --out '{}' --json '{}'", dir.path().string(), sol_json.string()));
+  INFO(sol.output);
+  CHECK(sol.exit_code == 0);
+  const auto j = check_gradescope_format(sol_json);
+  CHECK(j["score"].get<double>() == 5);
+  for (const auto& t : j["tests"]) CHECK(t["status"] == "passed");
+}
+
+TEST_CASE("--json with a path that cannot be written is an error naming --json, before any check", "[labs][cli]") {
+  TempDir dir("lab_json_bad");
+  const std::string missing_dir = (dir / "no" / "such" / "dir" / "results.json").string();
+  const auto grader = run_grader(built_grader("lab_profile_stub"), fmt::format("--quick --json '{}'", missing_dir));
+  INFO(grader.output);
+  CHECK(grader.exit_code != 0);
+  CHECK_THAT(grader.output, Catch::Contains("--json") && Catch::Contains(missing_dir));
+  CHECK_THAT(grader.output, !Catch::Contains("[FAIL]"));  // refused before running the checks
+  const auto cli = run_bertlab(fmt::format("lab check profile --json '{}'", missing_dir));
+  CHECK(cli.exit_code == 1);
+  CHECK_THAT(cli.output, Catch::Contains("--json") && Catch::Contains("directory missing or not writable"));
+  const auto is_dir = run_bertlab(fmt::format("lab check profile --json '{}'", dir.path().string()));
+  CHECK(is_dir.exit_code == 1);
+  CHECK_THAT(is_dir.output, Catch::Contains("--json") && Catch::Contains("is a directory"));
+  CHECK(fs::is_empty(dir.path()));
+}
+
+TEST_CASE("files_newer_than names the sources a built program is older than, newest first", "[labs]") {
+  TempDir dir("lab_stale");
+  const auto now = fs::file_time_type::clock::now();
+  auto make = [&](const std::string& name, std::chrono::seconds age) {
+    const fs::path p = dir / name;
+    data::write_file_atomic(p, name);
+    fs::last_write_time(p, now - age);
+    return p;
+  };
+  const fs::path grader = make("grader", std::chrono::seconds(100));
+  const fs::path old_src = make("old.cpp", std::chrono::seconds(200)), newer = make("newer.cpp", std::chrono::seconds(50)),
+                 newest = make("newest.h", std::chrono::seconds(10));
+  CHECK(data::files_newer_than(grader, {old_src}).empty());
+  CHECK(data::files_newer_than(grader, {old_src, newer, newest}) == std::vector<fs::path>{newest, newer});
+  CHECK(data::files_newer_than(dir / "not-built", {old_src}) == std::vector<fs::path>{old_src});
+  CHECK_THROWS_WITH(data::files_newer_than(grader, {dir / "gone.cpp"}), Catch::Contains("gone.cpp"));
+}
+
+TEST_CASE("bertlab lab check refuses a stale grader it cannot rebuild, naming the command", "[labs][cli]") {
+  // bertlab and a grader copied out of the build directory: bertlab cannot rebuild there.
+  TempDir dir("lab_stale_copy");
+  fs::create_directories(dir / "labs");
+  fs::copy_file(BERTLAB_BINARY, dir / "bertlab");
+  fs::copy_file(built_grader("lab_profile_stub"), dir / "labs" / "lab_profile");
+  const fs::path source = fs::path(BERTLAB_SOURCE_DIR) / "labs" / "profile" / "student.cpp";
+  fs::last_write_time(dir / "labs" / "lab_profile", fs::last_write_time(source) - std::chrono::hours(1));
+  const auto r = run_shell(fmt::format("{}'{}' lab check profile", BERTLAB_RUN, (dir / "bertlab").string()));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("is newer than lab 'profile''s grader") && Catch::Contains("rebuild it first") &&
+                           Catch::Contains("cmake --build") && Catch::Contains("-j2 --target lab_profile"));
+  CHECK_THAT(r.output, !Catch::Contains("[FAIL]"));  // the stale grader did not run
+}
+
+TEST_CASE("bertlab lab check rebuilds the grader after the student's file changed", "[labs][cli]") {
+  const fs::path grader = fs::path(BERTLAB_BINARY).parent_path() / "labs" / "lab_profile";
+  if (!fs::exists(grader)) {
+    WARN("lab_profile is not built (configure with -DBERTLAB_LABS=ON): the rebuild is not tested");
+    return;
+  }
+  TempDir dir("lab_rebuild");
+  const fs::path source = fs::path(BERTLAB_SOURCE_DIR) / "labs" / "profile" / "student.cpp";
+  fs::last_write_time(source, fs::file_time_type::clock::now());  // touch: an edit
+  REQUIRE(fs::last_write_time(source) > fs::last_write_time(grader));
+  const std::string cmd = fmt::format("lab check profile -- --quick --out '{}'", dir.path().string());
+  const auto first = run_bertlab(cmd);
+  INFO(first.output);
+  CHECK_THAT(first.output, Catch::Contains("student.cpp changed since the grader was built: rebuilding it"));
+  CHECK_THAT(first.output, Catch::Contains("checks passed"));  // then it graded
+  CHECK(fs::last_write_time(grader) >= fs::last_write_time(source));
+  const auto second = run_bertlab(cmd);
+  INFO(second.output);
+  CHECK_THAT(second.output, !Catch::Contains("rebuilding"));
+  CHECK(second.exit_code == first.exit_code);
 }

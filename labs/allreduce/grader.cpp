@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (is_worker) return worker(n, repeats);
 
-  Grader g("allreduce: a ring on MPI point-to-point messages");
+  Grader g("allreduce: a ring on MPI point-to-point messages", o.results_json);
   const PlotPage plots(o.out, "allreduce");
   const char* hint_sum = "chunk c is [c*n/P, (c+1)*n/P); at reduce-scatter step s send chunk rank-s, receive and "
                          "add chunk rank-s-1 (mod P); then pass the finished chunks on for P-1 steps";

@@ -40,26 +40,31 @@ struct Shape2 {
   int64_t rows, cols;
 };
 
-// Part A: every element of every shape, in the model's layout, as a table of offsets compared
-// with compare() (the first bad element is named with its row and column).
+// Which way a student's number is off, without the right one: the handout asks for these by hand.
+const char* off_by(int64_t yours, int64_t want) {
+  return yours == want ? "right" : yours > want ? "too large" : "too small";
+}
+
+// Part A: every element of every shape against the model's layout. A failure names the first
+// wrong element and which way it is off, not the right offset (step 2 asks for one by hand).
 Outcome offsets(hw::Arrangement arr, const std::vector<Shape2>& shapes, const std::vector<int64_t>& kernels) {
   size_t elements = 0;
   for (int64_t S : kernels)
     for (const Shape2& sh : shapes) {
       const hw::MatrixView v = hw::make_view(arr, 0, sh.rows, sh.cols, 1, S);
-      std::vector<float> got, want;
-      for (int64_t r = 0; r < sh.rows; ++r)
-        for (int64_t c = 0; c < sh.cols; ++c) {
-          want.push_back(float(v.addr(r, c)));
-          got.push_back(float(arr == hw::Arrangement::bwma ? la::bwma_offset(r, c, sh.rows, sh.cols, S)
-                                                           : la::rwma_offset(r, c, sh.rows, sh.cols)));
-        }
       const std::string what = arr == hw::Arrangement::bwma
                                    ? fmt::format("bwma_offset of a {} x {} matrix at S = {}", sh.rows, sh.cols, S)
                                    : fmt::format("rwma_offset of a {} x {} matrix", sh.rows, sh.cols);
-      Outcome o = compare(what, got, want, 0, 0, size_t(sh.cols));
-      if (!o.pass) return o;
-      elements += want.size();
+      for (int64_t r = 0; r < sh.rows; ++r)
+        for (int64_t c = 0; c < sh.cols; ++c) {
+          const auto want = static_cast<int64_t>(v.addr(r, c));
+          const int64_t got = arr == hw::Arrangement::bwma ? la::bwma_offset(r, c, sh.rows, sh.cols, S)
+                                                           : la::rwma_offset(r, c, sh.rows, sh.cols);
+          if (got != want)
+            return failed(fmt::format("{}: first wrong element (row {}, column {}): your offset {} is {}", what, r, c,
+                                      got, off_by(got, want)));
+        }
+      elements += size_t(sh.rows * sh.cols);
     }
   return passed(fmt::format("{} elements of {} shapes{} match hwmodel's layout", elements, shapes.size(),
                             arr == hw::Arrangement::bwma ? fmt::format(" x {} kernel sizes", kernels.size()) : ""));
@@ -140,6 +145,12 @@ hw::GemmWork gemm_work(hw::Arrangement arr, const la::Gemm& g, bool first_step_o
 }
 
 std::string lines_str(const la::Lines& l) { return fmt::format("A {}, W {}, Y {}", l.a, l.w, l.y); }
+// The student's counts and, per operand, which way each is off: not the simulator's counts,
+// which are the answers the handout asks for.
+std::string verdict_str(const la::Lines& got, const la::Lines& want) {
+  return fmt::format("you count {}: A is {}, W is {}, Y is {}", lines_str(got), off_by(got.a, want.a),
+                     off_by(got.w, want.w), off_by(got.y, want.y));
+}
 bool same(const la::Lines& x, const la::Lines& y) { return x.a == y.a && x.w == y.w && x.y == y.y; }
 std::string gemm_str(const la::Gemm& g) {
   return fmt::format("M={} K={} N={} S={} line={}", g.M, g.K, g.N, g.S, g.line);
@@ -157,8 +168,7 @@ Outcome hand_counts(const std::vector<la::Gemm>& gemms, bool first_step_only) {
       const Counted c = dram_reads(gemm_work(to_hw(l), g, first_step_only), s);
       const la::Lines got = first_step_only ? la::tile_lines(l, g) : la::cold_dram_reads(l, g);
       if (!same(got, c.sim))
-        return failed(fmt::format("{} {}: you count {}; the simulator counts {} (the model {})", layout_name(l),
-                                  gemm_str(g), lines_str(got), lines_str(c.sim), lines_str(c.model)));
+        return failed(fmt::format("{} {}: {}", layout_name(l), gemm_str(g), verdict_str(got, c.sim)));
       // The simulator is exact. The analytic model counts each BWMA panel's lines on their own,
       // so it counts a line twice where two panels share it (M*S not a multiple of the line):
       // it must agree wherever the panels start on line boundaries.
@@ -188,8 +198,7 @@ Outcome small_llc_counts(const std::vector<la::Gemm>& gemms) {
     const Counted c = dram_reads(gemm_work(hw::Arrangement::bwma, g, false), lab_system(g.S, g.line, kSmallLlc));
     const la::Lines got = la::bwma_small_llc_reads(g);
     if (!same(got, c.sim))
-      return failed(fmt::format("bwma {} with a 16 KB LLC: you count {}; the simulator counts {} (the model {})",
-                                gemm_str(g), lines_str(got), lines_str(c.sim), lines_str(c.model)));
+      return failed(fmt::format("bwma {} with a 16 KB LLC: {}", gemm_str(g), verdict_str(got, c.sim)));
     if (!same(c.sim, c.model))
       return failed(fmt::format("the grader's simulator and model disagree on bwma {} with a 16 KB LLC (simulator "
                                 "{}, model {}): report this to your teacher",
@@ -326,6 +335,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--out", out, "Where the plots page goes");
   app.add_flag("--quick", quick, "Fewer shapes and a smaller sweep (the test suite)");
+  std::string results_json;
+  add_results_json_option(app, results_json);
   CLI11_PARSE(app, argc, argv);
 
   const std::vector<Shape2> shapes = {{7, 13}, {33, 5}, {1, 17}, {50, 31}, {16, 64}, {3, 100}};
@@ -338,23 +349,32 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> cores = quick ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{1, 2, 4};
   const std::vector<int64_t> sweep_kernels = quick ? std::vector<int64_t>{8, 32} : kernels;
 
-  Grader g("arrangement: the BWMA layout and the cache lines of a GEMM");
+  Grader g("arrangement: the BWMA layout and the cache lines of a GEMM", results_json);
   const PlotPage plots(out, "arrangement");
-  g.check("RWMA offsets", "row r starts after r whole rows of `cols` elements",
+  // Hints say what to look at, not how to compute it.
+  g.check("RWMA offsets", "the detail names the first wrong element: draw that matrix's rows in memory and count "
+          "the elements before it",
           [&] { return offsets(hw::Arrangement::rwma, shapes, kernels); });
-  g.check("BWMA offsets", "column c is in panel c / S; each panel holds `rows` rows of S elements, even the last one",
+  g.check("BWMA offsets", "the detail names the first wrong element and S: draw that matrix's panels in memory, "
+          "the last one too, and count the elements before it",
           [&] { return offsets(hw::Arrangement::bwma, shapes, kernels); });
   g.check("lines of one array step",
-          "RWMA: one row's S bytes sit alone in a line (rows are K or N bytes apart); BWMA: the first S columns "
-          "of all rows are contiguous",
+          "draw the first S columns of A, W and Y in memory under the failing layout, with the line boundaries; "
+          "how far apart are two rows?",
           [&] { return hand_counts(gemms, true); });
   g.check("DRAM reads of a whole GEMM, cold cache large enough",
-          "with room for everything each line is read once: how many lines does a matrix fill, in either layout?",
+          "with room for everything, how often is each line read from DRAM?",
           [&] { return hand_counts(gemms, false); });
-  g.check("BWMA DRAM reads of a whole GEMM, LLC too small",
-          "between two uses of a line of A, how many other lines has the kernel touched?",
-          [&] { return small_llc_counts(small); });
-  g.info("a GEMM with an LLC too small to keep A", [&] { return small_llc({64, 256, 256, 8, 64}, kSmallLlc); });
+  const std::string small_llc_check = "BWMA DRAM reads of a whole GEMM, LLC too small";
+  const bool small_llc_passed =
+      g.check(small_llc_check, "between two uses of a line of A, how many other lines has the kernel touched?",
+              [&] { return small_llc_counts(small); });
+  // The same GEMM under both layouts: BWMA's counts are the answer to the check above.
+  const std::string small_llc_info = "a GEMM with an LLC too small to keep A";
+  if (small_llc_passed)
+    g.info(small_llc_info, [&] { return small_llc({64, 256, 256, 8, 64}, kSmallLlc); });
+  else
+    g.withheld(small_llc_info, small_llc_check);
   g.info("S and cores on one BERT-base encoder layer (plots page)",
          [&] { return sweep(plots, sweep_kernels, cores); });
   fmt::print("plots: {}\n", plots.write("Lab 3: data arrangement for accelerators").string());

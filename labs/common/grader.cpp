@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/error.h"
 #include "base/file_util.h"
 #include "report/chart.h"
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,7 +62,9 @@ Outcome compare(const std::string& what, std::span<const float> got, std::span<c
   return passed(fmt::format("{}: {} elements match, largest difference {:.2e}", what, got.size(), worst));
 }
 
-Grader::Grader(std::string lab) : lab_(std::move(lab)) { fmt::print("lab {}\n", lab_); }
+Grader::Grader(std::string lab, std::string results_json) : lab_(std::move(lab)), results_json_(std::move(results_json)) {
+  fmt::print("lab {}\n", lab_);
+}
 
 namespace {
 
@@ -104,26 +108,87 @@ Outcome run_in_child(const std::function<Outcome()>& fn, unsigned seconds) {
 
 }  // namespace
 
-void Grader::check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
+bool Grader::check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
                    unsigned seconds) {
-  ++total_;
   const Outcome o = run_in_child(fn, seconds);
-  if (o.pass) ++passed_;
+  checks_.push_back({name, o.pass, o.detail, hint});
   fmt::print("[{}] {}{}{}\n", o.pass ? "PASS" : "FAIL", name, o.detail.empty() ? "" : ": ", o.detail);
   if (!o.pass) fmt::print("       hint: {}\n", hint);
+  std::fflush(stdout);
+  return o.pass;
+}
+
+void Grader::print_info(const std::string& line) {
+  infos_.push_back(line);
+  fmt::print("{}\n", line);
   std::fflush(stdout);
 }
 
 void Grader::info(const std::string& name, const std::function<std::string()>& fn, unsigned seconds) {
   const Outcome o = run_in_child([&] { return passed(fn()); }, seconds);
-  fmt::print("[INFO] {}: {}{}\n", name, o.pass ? "" : "could not measure: ", o.detail);
-  std::fflush(stdout);
+  print_info(fmt::format("[INFO] {}: {}{}", name, o.pass ? "" : "could not measure: ", o.detail));
+}
+
+void Grader::withheld(const std::string& name, const std::string& until_check) {
+  print_info(fmt::format("[INFO] {}: shown once the check '{}' passes", name, until_check));
 }
 
 int Grader::finish() const {
-  fmt::print("lab {}: {} of {} checks passed{}\n", lab_, passed_, total_,
-             passed_ == total_ ? "" : fmt::format(" ({} checks failed)", total_ - passed_));
-  return passed_ == total_ ? 0 : 1;
+  const auto passed_count = std::count_if(checks_.begin(), checks_.end(), [](const CheckResult& c) { return c.pass; });
+  const auto total = static_cast<std::ptrdiff_t>(checks_.size());
+  const std::string summary =
+      fmt::format("lab {}: {} of {} checks passed{}", lab_, passed_count, total,
+                  passed_count == total ? "" : fmt::format(" ({} checks failed)", total - passed_count));
+  fmt::print("{}\n", summary);
+  if (!results_json_.empty()) {
+    try {
+      data::write_file_atomic(results_json_, gradescope_results_json(summary, checks_, infos_));
+    } catch (const std::exception& e) {
+      std::fflush(stdout);
+      fmt::print(stderr, "error: --json {}: could not write the results: {}\n", results_json_, e.what());
+      return 2;
+    }
+    fmt::print("results (Gradescope format): {}\n", results_json_);
+  }
+  std::fflush(stdout);
+  return passed_count == total ? 0 : 1;
+}
+
+std::string gradescope_results_json(const std::string& summary, const std::vector<CheckResult>& checks,
+                                    const std::vector<std::string>& infos) {
+  nlohmann::json tests = nlohmann::json::array();
+  int score = 0;
+  for (const CheckResult& c : checks) {
+    score += c.pass ? 1 : 0;
+    tests.push_back({{"name", c.name},
+                     {"score", c.pass ? 1 : 0},
+                     {"max_score", 1},
+                     {"status", c.pass ? "passed" : "failed"},
+                     {"output", c.pass ? c.detail : c.detail + "\nhint: " + c.hint},
+                     {"visibility", "visible"}});
+  }
+  std::string output = summary;
+  for (const auto& line : infos) output += "\n" + line;
+  const nlohmann::json results = {{"score", score},
+                                  {"max_score", static_cast<int>(checks.size())},
+                                  {"output", output},
+                                  {"visibility", "visible"},
+                                  {"stdout_visibility", "hidden"},
+                                  {"tests", tests}};
+  return results.dump(2) + "\n";
+}
+
+void add_results_json_option(CLI::App& app, std::string& file) {
+  app.add_option("--json", file,
+                 "Also write the results to FILE in the format of Gradescope's autograder (results.json)")
+      ->check([](const std::string& path) {
+        try {
+          data::check_output_writable(path, "--json");
+          return std::string();
+        } catch (const std::exception& e) {
+          return std::string(e.what());
+        }
+      });
 }
 
 PlotPage::PlotPage(std::filesystem::path dir, std::string lab) : dir_(std::move(dir)), lab_(std::move(lab)) {
@@ -165,6 +230,7 @@ void add_training_lab_options(CLI::App& app, TrainingLabOptions& o, const std::s
   app.add_option("--out", o.out, "Where the plots page and the training runs go");
   app.add_option("--steps", o.steps, steps_help)->check(CLI::PositiveNumber);
   app.add_flag("--quick", o.quick, quick_help);
+  add_results_json_option(app, o.results_json);
 }
 
 std::string source_dir() { return BERTLAB_SOURCE_DIR; }

@@ -2,7 +2,8 @@
 // The labs' grader: a list of checks, each run in a child process (fork) with a time limit, so
 // that a student function that crashes, loops or throws fails its check instead of ending the
 // grader. Each check prints PASS or FAIL, what was measured and, on failure, a hint; the grader
-// exits 1 if any check failed. Checks must not start OpenMP work in the parent: everything that
+// exits 1 if any check failed. With --json FILE it also writes the results in the format of
+// Gradescope's autograder (results.json: one point per check), for a course's grading system. Checks must not start OpenMP work in the parent: everything that
 // computes runs inside the check's function (in the child).
 #include <CLI/CLI.hpp>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace bertlab::lab {
 
@@ -28,23 +30,51 @@ inline Outcome failed(std::string detail) { return {false, std::move(detail)}; }
 Outcome compare(const std::string& what, std::span<const float> got, std::span<const float> want, double atol,
                 double rtol, size_t cols = 0);
 
+// One check as the grader printed it.
+struct CheckResult {
+  std::string name;
+  bool pass = false;
+  std::string detail;  // what was measured or found
+  std::string hint;    // printed under a failed check
+};
+
+// The results in the format of Gradescope's autograder (results.json): `score` and `max_score`
+// (one point per check), `output` (the summary and the [INFO] lines), `visibility`, and `tests`,
+// each with `name`, `score`, `max_score`, `status` ("passed" or "failed") and `output` (the
+// detail, and the hint when it failed).
+std::string gradescope_results_json(const std::string& summary, const std::vector<CheckResult>& checks,
+                                    const std::vector<std::string>& infos);
+
 class Grader {
  public:
-  explicit Grader(std::string lab);
+  // `results_json`: when not empty, finish() also writes the results there (gradescope_results_json),
+  // atomically.
+  explicit Grader(std::string lab, std::string results_json = {});
   // Runs `fn` in a child process. A signal, an exception, a non-finite result reported by fn
-  // or running past `seconds` is a failed check with `hint` printed under it.
-  void check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
+  // or running past `seconds` is a failed check with `hint` printed under it. Returns whether it
+  // passed.
+  bool check(const std::string& name, const std::string& hint, const std::function<Outcome()>& fn,
              unsigned seconds = 120);
   // A measurement for the handout's questions and plots, not graded: runs `fn` in a child like a
   // check and prints "[INFO] name: <what fn returns>" (or why it could not run).
   void info(const std::string& name, const std::function<std::string()>& fn, unsigned seconds = 300);
-  // Prints "lab NAME: P of N checks passed" and returns the exit code (0 only if all passed).
+  // A measurement that would give away the answer of a check that has not passed: prints
+  // "[INFO] name: shown once the check 'until_check' passes" instead of measuring.
+  void withheld(const std::string& name, const std::string& until_check);
+  // Prints "lab NAME: P of N checks passed", writes the results file if asked, and returns the
+  // exit code: 0 only if all passed, 1 if a check failed, 2 if the results file could not be written.
   int finish() const;
 
  private:
-  std::string lab_;
-  int passed_ = 0, total_ = 0;
+  void print_info(const std::string& line);
+  std::string lab_, results_json_;
+  std::vector<CheckResult> checks_;
+  std::vector<std::string> infos_;  // the [INFO] lines, for the results file
 };
+
+// Adds --json FILE (the results in Gradescope's format) to a grader's command line; a path that
+// cannot be written is an error naming --json before any check runs.
+void add_results_json_option(CLI::App& app, std::string& file);
 
 // A lab's page of plots (a self-contained HTML file, report/chart.h). Checks run in separate
 // processes, so each adds its sections as files under DIR/LAB.parts/; write() joins them, in
@@ -66,8 +96,9 @@ struct TrainingLabOptions {
   std::string out = "out/labs";        // the plots page and the runs
   int64_t steps = 100;                 // training steps of the lab's runs
   bool quick = false;                  // the test suite's smaller inputs
+  std::string results_json;            // --json: the results in Gradescope's format
 };
-// Adds --data, --out, --steps and --quick to the grader's command line.
+// Adds --data, --out, --steps, --quick and --json to the grader's command line.
 void add_training_lab_options(CLI::App& app, TrainingLabOptions& o, const std::string& steps_help,
                               const std::string& quick_help);
 

@@ -244,7 +244,7 @@ int main(int argc, char** argv) {
   add_training_lab_options(app, o, "Training steps of the last check", "A small model on the test fixtures (the test suite)");
   CLI11_PARSE(app, argc, argv);
 
-  Grader g("kernel: layernorm forward and backward");
+  Grader g("kernel: layernorm forward and backward", o.results_json);
   const PlotPage plots(o.out, "kernel");
   g.check("forward matches the reference on odd shapes",
           "mean and biased variance per row (divide by H, not H-1); eps goes inside the square root",

@@ -106,12 +106,24 @@ Outcome loss_scaling() {
         return failed(fmt::format("unscale_gradients, scale {:g}: gradient {} is {:.9g}, expected {:.9g}", scale, i,
                                   got[i], want[i]));
   }
-  for (float bad : {INFINITY, -INFINITY, NAN}) {
-    for (auto& v : g) v = d(gen);
-    g[g.size() - 1] = bad;  // the last one: a loop that stops early still has to find it
-    if (P::unscale_gradients(g.data(), g.size(), 1024.0f))
-      return failed(fmt::format("unscale_gradients returned true with a {} gradient (the last one)", bad));
-  }
+  // Overflows: the last gradient (a loop that stops early still has to find it), and the first
+  // and a middle one (every gradient is still unscaled: a loop that returns at the first
+  // infinity leaves the rest scaled).
+  const size_t places[] = {g.size() - 1, 0, g.size() / 2};
+  for (float bad : {INFINITY, -INFINITY, NAN})
+    for (size_t at : places) {
+      for (auto& v : g) v = d(gen);
+      g[at] = bad;
+      auto want = g;
+      for (auto& v : want) v *= 1.0f / 1024.0f;
+      if (P::unscale_gradients(g.data(), g.size(), 1024.0f))
+        return failed(fmt::format("unscale_gradients returned true with a {} gradient (gradient {})", bad, at));
+      for (size_t i = 0; i < g.size(); ++i)
+        if (i != at && std::memcmp(&g[i], &want[i], sizeof(float)) != 0)
+          return failed(fmt::format("unscale_gradients, scale 1024, a {} at gradient {}: gradient {} is {:.9g}, "
+                                    "expected {:.9g}",
+                                    bad, at, i, g[i], want[i]));
+    }
   // The scale over a scripted run: overflows at chosen steps, growth interval 3.
   const bool finite[] = {true, true, true, false, true, false, false, true, true, true, true, true, true, true};
   P::LossScaler s;
@@ -124,7 +136,8 @@ Outcome loss_scaling() {
                                 step + 1, finite[step] ? "finite" : "not finite", apply, s.scale, s.good_steps, want,
                                 r.scale, r.good));
   }
-  return passed(fmt::format("unscaling bit for bit at 4 scales, overflow found at 3 values, {} scripted steps",
+  return passed(fmt::format("unscaling bit for bit at 4 scales, overflow found at 3 values in 3 places with every "
+                            "other gradient unscaled, {} scripted steps",
                             std::size(finite)));
 }
 
@@ -204,15 +217,17 @@ int main(int argc, char** argv) {
   add_training_lab_options(app, o, "Training steps of each loss curve", "Fewer bit patterns and smaller measurements (the test suite)");
   CLI11_PARSE(app, argc, argv);
 
-  Grader g("precision: bf16 rounding and loss scaling");
+  Grader g("precision: bf16 rounding and loss scaling", o.results_json);
   const PlotPage plots(o.out, "precision");
   g.check(o.quick ? "float_to_bf16 on every 65537th float bit pattern" : "float_to_bf16 on all 2^32 float bit patterns",
-          "round to nearest even: add 0x7fff plus the lowest kept bit before dropping 16 bits; handle NaN first",
+          "the detail names the first float that rounds wrong: is it a NaN, an infinity, the largest floats, or "
+          "exactly half way between two bf16 values (its low 16 bits 0x8000)? Work that one through by hand",
           [&] { return rounding(o.quick ? 65537 : 1); }, 600);
-  g.check("bf16_to_float on all 65536 bf16 patterns", "bf16 is the upper half of a float's bits", widening);
+  g.check("bf16_to_float on all 65536 bf16 patterns", "the detail names the first pattern that widens wrong: compare "
+          "your float's bits with the bf16's, bit by bit", widening);
   g.check("loss scaling (GradScaler's rules)",
-          "multiply by the reciprocal of the scale; look at every gradient; on overflow: halve and reset; "
-          "grow on the growth_interval-th good step in a row",
+          "the detail names the first gradient or step that differs; reread lab.h's rules for that case and follow "
+          "your code through it by hand",
           loss_scaling);
   const std::string config = source_dir() + "/configs/bert-mini.json";
   if (!o.quick) {

@@ -21,7 +21,8 @@ struct LossScaler {
   int growth_interval = 2000;  // good steps in a row before the scale grows
   int good_steps = 0;          // good steps since the last overflow or growth
 };
-// Divides each of the n gradients by `scale` in place. Returns true if every result is finite.
+// Unscales each of the n gradients in place, as GradScaler does: multiplies it by the reciprocal
+// 1 / scale (computed once). Returns true if every result is finite.
 bool unscale_gradients(float* grads, size_t n, float scale);
 // Called once per step after unscaling, with whether the gradients were all finite. Returns
 // whether the optimizer may apply this step. An overflow skips the step, multiplies the scale

@@ -87,10 +87,14 @@ Outcome node_costs(OpKind kind, const std::vector<Run>& runs) {
       if (!got) continue;
       const double want_f = node_flops(g, n), want_b = double(node_min_bytes(g, n));
       auto off = [](double a, double b) { return !std::isfinite(a) || std::abs(a - b) > 1e-9 * std::abs(b) + 0.5; };
+      // Which count is off and which way, not the graph's numbers: those are the answer.
+      auto verdict = [&](double yours, double want) {
+        return !off(yours, want) ? "right" : !std::isfinite(yours) ? "not a number" : yours > want ? "too many" : "too few";
+      };
       if (off(got->flops, want_f) || off(got->bytes, want_b))
-        return failed(fmt::format("{} of {}: you give {:.0f} FLOPs and {:.0f} bytes, the graph {:.0f} FLOPs and "
-                                  "{:.0f} bytes",
-                                  describe(g, n), r.label(), got->flops, got->bytes, want_f, want_b));
+        return failed(fmt::format("{} of {}: your {:.0f} FLOPs are {}, your {:.0f} bytes are {}", describe(g, n),
+                                  r.label(), got->flops, verdict(got->flops, want_f), got->bytes,
+                                  verdict(got->bytes, want_b)));
       ++nodes;
     }
   }
@@ -204,8 +208,8 @@ void plot_shares(const PlotPage& plots) {
             bar_chart_svg({"share of the step's minimal bytes by category", "% of bytes", groups, bytes}));
 }
 
+// The bars show how every share moves: the answers. They are drawn once the predictions are right.
 Outcome check_predictions(const PlotPage& plots) {
-  plot_shares(plots);  // before the student's code runs, so the page has the bars either way
   const profile::Predictions p = profile::predictions();
   using PC = ProfileCategory;
   const Run base{"bert-mini", 8, 128, Precision::fp32};
@@ -226,15 +230,23 @@ Outcome check_predictions(const PlotPage& plots) {
       {"softmax share of bytes at seq 512", p.softmax_bytes_share_at_seq512, s0.byte_share({PC::softmax}),
        s512.byte_share({PC::softmax})},
   };
-  std::string detail, wrong;
+  std::string detail;
+  size_t wrong = 0;
   for (const Item& it : items) {
     const auto truth = move_of(it.before, it.after);
-    const std::string line = fmt::format("{}: {:.2f}% -> {:.2f}% ({}, you said {})", it.what, 100 * it.before,
-                                         100 * it.after, move_name(truth), move_name(it.predicted));
-    detail += (detail.empty() ? "" : "; ") + line;
-    if (truth != it.predicted) wrong += (wrong.empty() ? "" : "; ") + line;
+    detail += fmt::format("{}{}: {:.2f}% -> {:.2f}% ({})", detail.empty() ? "" : "; ", it.what, 100 * it.before,
+                          100 * it.after, move_name(truth));
+    if (truth != it.predicted) ++wrong;
   }
-  return wrong.empty() ? passed(detail) : failed("wrong: " + wrong);
+  // A failure says how many are wrong, not which, nor the shares: either would let a guess pass.
+  if (wrong > 0) {
+    plots.add("<h2>Where the FLOPs and the bytes of a training step are</h2>\n<p>The bars appear here once "
+              "your four predictions are right.</p>\n");
+    return failed(fmt::format("{} of your {} predictions {} wrong; the shares are shown once all are right", wrong,
+                              std::size(items), wrong == 1 ? "is" : "are"));
+  }
+  plot_shares(plots);
+  return passed(detail);
 }
 
 }  // namespace
@@ -245,6 +257,8 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--out", out, "Where the plots page goes");
   app.add_flag("--quick", quick, "Fewer graphs (the test suite)");
+  std::string results_json;
+  add_results_json_option(app, results_json);
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Run> runs = {{"bert-mini", 8, 128, Precision::fp32}, {"bert-base", 8, 128, Precision::fp32}};
@@ -252,16 +266,21 @@ int main(int argc, char** argv) {
     runs.push_back({"bert-mini", 2, 512, Precision::bf16});
     runs.push_back({"bert-tiny", 3, 77, Precision::fp32});
   }
-  Grader g("profile: the cost of a node, and where a training step's work goes");
+  Grader g("profile: the cost of a node, and where a training step's work goes", results_json);
   const PlotPage plots(out, "profile");
-  g.check("linear nodes", "the GEMM is rows x N x K; the epilogue adds 1 FLOP per output for the bias, 1 for the "
-          "residual, and the activation's; bytes: every input (x, W, b, residual) and y, 4 bytes each",
+  // Hints say where to look, not what the answer is.
+  const std::string cost_hint = "the detail says which count is off and which way; list the node's inputs (its "
+                                "shapes are printed) and compare each with what your function counts, in lab.h's "
+                                "conventions";
+  g.check("linear nodes", cost_hint + "; does the failing node have a residual or an activation?",
           [&] { return node_costs(OpKind::linear, runs); });
-  g.check("attention-score nodes", "one GEMM per sequence and head; the node reads only the Q and K thirds of qkv",
+  g.check("attention-score nodes", cost_hint + "; which parts of qkv does Q K^T use?",
           [&] { return node_costs(OpKind::attn_scores, runs); });
-  g.check("layernorm nodes", "gamma and beta are read too", [&] { return node_costs(OpKind::layernorm, runs); });
-  g.check("softmax nodes", "one read and one write per element", [&] { return node_costs(OpKind::softmax, runs); });
-  g.check("your predictions", "look at the bars on the plots page: which categories grow with S, which with S^2?",
+  g.check("layernorm nodes", cost_hint, [&] { return node_costs(OpKind::layernorm, runs); });
+  g.check("softmax nodes", cost_hint, [&] { return node_costs(OpKind::softmax, runs); });
+  g.check("your predictions",
+          "for each prediction, ask how the named nodes' counts and everyone else's grow: with S, with S^2 (per "
+          "sequence), with the number of micro-batches, or not at all",
           [&] { return check_predictions(plots); }, 300);
   fmt::print("plots: {}\n", plots.write("Lab 1: where the work of a BERT training step is").string());
   return g.finish();

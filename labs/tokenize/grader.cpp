@@ -203,6 +203,8 @@ int main(int argc, char** argv) {
   app.add_option("--corpus", corpus, "Corpus: 'brown' (scripts/fetch_corpus.sh) or a text file or directory");
   app.add_option("--out", out, "Where the plots page goes");
   app.add_flag("--quick", quick, "The test fixture corpus and small vocabularies (the test suite)");
+  std::string results_json;
+  add_results_json_option(app, results_json);
   CLI11_PARSE(app, argc, argv);
   if (quick) corpus = source_dir() + "/tests/data/corpus_small.txt";
   // The fixture has only a few documents: hold out more of them.
@@ -211,7 +213,7 @@ int main(int argc, char** argv) {
                                           : std::vector<size_t>{250, 1000, 4000, 16000};
   const std::vector<size_t> alphabets = quick ? std::vector<size_t>{20, 1000} : std::vector<size_t>{30, 1000};
 
-  Grader g("tokenize: WordPiece, longest match first");
+  Grader g("tokenize: WordPiece, longest match first", results_json);
   const PlotPage plots(out, "tokenize");
   g.check("hand-made words", "read labs/tokenize/lab.h again: longest piece first, \"##\" after the first piece, "
           "no backtracking, one [UNK] for the whole word, and count characters (code points), not bytes",
