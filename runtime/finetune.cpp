@@ -11,6 +11,7 @@
 
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
+#include "runtime/run_loop.h"
 #include "base/file_util.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
@@ -387,7 +388,125 @@ Heads finetuned_heads(const fs::path& dir) {
   return Heads::none;
 }
 
-FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event) {
+namespace {
+
+// The examples of both files, their labels (from the training file) and padded lengths.
+struct FinetuneData {
+  LabelSet labels;
+  EncodedSet train, eval;
+  int64_t S = 0, S_eval = 0;  // padded to the longest example of the set (rounded up to 8), at most the limit
+};
+
+FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& config, const data::BertTokenizer& tok,
+                                const std::function<void(std::string)>& say) {
+  // Sequences cut to the model's positions.
+  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
+  const size_t max_len = cap(o.max_seq_length);
+  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
+  FinetuneData d;
+  d.train = encode_file(o.train, o.task, tok, &d.labels, true, max_len);
+  d.eval = encode_file(o.eval, o.task, tok, &d.labels, true, eval_max_len);
+  check(d.labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(),
+        d.labels.size());
+  for (auto [name, set, len] : {std::tuple{"training", &d.train, max_len}, std::tuple{"evaluation", &d.eval, eval_max_len}})
+    if (set->truncated > 0)
+      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
+                      set->truncated, set->items.size(), name, len, set == &d.eval ? "eval-" : "",
+                      config.max_position_embeddings));
+  auto padded = [](const EncodedSet& set, size_t limit) {
+    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
+  };
+  d.S = padded(d.train, max_len), d.S_eval = padded(d.eval, eval_max_len);
+  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}",
+                  d.labels.size(), d.train.items.size(), d.eval.items.size(), d.S, d.S_eval,
+                  o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}", length_quantum(d.S))
+                                    : ""));
+  return d;
+}
+
+// The settings a resume must share with the checkpoint to continue it exactly (trainer_state.json).
+nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labels, int64_t max_steps,
+                                  int64_t warmup_steps) {
+  const auto& opt = o.optimizer;
+  return {{"format", "bertlab-trainer-state"},
+          {"version", 1},
+          {"kind", to_string(RunKind::finetune)},
+          {"task", task_flag(heads_for(o.task))},
+          {"labels", labels.names()},
+          {"train_sha256", sha256_file(o.train)},
+          {"eval_sha256", sha256_file(o.eval)},
+          {"vocab_sha256", sha256_file(o.model / "vocab.txt")},
+          {"seed", o.seed},
+          {"batch_size", o.batch_size},
+          {"accum_steps", o.accum_steps},
+          {"max_steps", max_steps},
+          {"max_seq_length", o.max_seq_length},
+          {"eval_max_seq_length", o.eval_max_seq_length},
+          {"group_by_length", o.group_by_length},
+          {"learning_rate", o.lr},
+          {"warmup_steps", warmup_steps},
+          {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
+          {"precision", to_string(o.precision)},
+          {"metric", o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1"},
+          {"from_scratch", o.from_scratch},
+          {"train", o.train.string()}};
+}
+
+// The keys of finetune_run_state that a resume must match; "train" (where the file was) may differ.
+constexpr std::initializer_list<const char*> kResumeKeys{
+    "task",           "labels",     "train_sha256",        "eval_sha256",     "vocab_sha256", "seed",
+    "batch_size",     "accum_steps", "max_steps",          "max_seq_length",  "eval_max_seq_length",
+    "group_by_length", "learning_rate", "warmup_steps",    "optimizer",       "precision",    "metric",
+    "from_scratch"};
+
+EvalResult eval_from_json(const nlohmann::json& j) {
+  EvalResult r;
+  r.loss = j.at("eval_loss").get<double>(), r.accuracy = j.at("eval_accuracy").get<double>();
+  r.macro_f1 = j.at("eval_macro_f1").get<double>(), r.count = j.at("eval_count").get<int64_t>();
+  r.majority_accuracy = j.at("eval_majority_class_accuracy").get<double>();
+  for (const auto& c : j.at("per_class"))
+    r.per_class.push_back({c.at("label").get<std::string>(), c.at("precision").get<double>(),
+                           c.at("recall").get<double>(), c.at("f1").get<double>(), c.at("support").get<int64_t>(),
+                           c.at("predicted").get<int64_t>()});
+  return r;
+}
+
+// What a fine-tuning run carries from step to step beyond the weights and moments: the best
+// model and its evaluation, and the counters behind the padding statistics. Saved in each
+// checkpoint, so that a resume ends as the uninterrupted run would.
+struct FinetuneProgress {
+  ParamStore best;  // the best model's parameters (when best_step > 0)
+  double best_metric = -1;
+  int64_t best_step = 0;
+  EvalResult best_eval;
+  int64_t sequences = 0, padded_tokens = 0;
+  double train_seconds = 0;  // wall clock: reported only, never compared
+
+  nlohmann::json to_json() const {
+    return {{"best_metric", best_metric}, {"best_step", best_step}, {"best_eval", eval_json(best_eval)},
+            {"sequences", sequences},     {"padded_tokens", padded_tokens}, {"train_seconds", train_seconds}};
+  }
+  void from_json(const nlohmann::json& st, const fs::path& file) {
+    check(st.contains("finetune") && st["finetune"].is_object(), "{}: field 'finetune' is missing", file.string());
+    try {
+      const auto& j = st["finetune"];
+      best_metric = j.at("best_metric").get<double>(), best_step = j.at("best_step").get<int64_t>();
+      best_eval = eval_from_json(j.at("best_eval"));
+      sequences = j.at("sequences").get<int64_t>(), padded_tokens = j.at("padded_tokens").get<int64_t>();
+      train_seconds = j.at("train_seconds").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: field 'finetune' is malformed: {}", file.string(), e.what());
+    }
+  }
+};
+
+constexpr const char* kBestModelFile = "best_model.safetensors";
+
+}  // namespace
+
+FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(const FinetuneEvent&)>& on_event,
+                        const std::atomic<bool>* stop) {
+  FinetuneOptions o = given;
   auto say = [&](std::string text) {
     FinetuneEvent e;
     e.kind = FinetuneEvent::message;
@@ -397,9 +516,18 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   check(o.batch_size > 0 && o.accum_steps > 0, "--batch-size and --accum-steps must be positive");
   check(o.max_steps > 0 || o.epochs > 0, "give --num-train-epochs > 0 or --max-steps > 0");
   check(!o.out.empty() && !o.train.empty() && !o.eval.empty(), "finetune needs --model, --train, --eval and --out");
-  check(o.overwrite || !fs::exists(o.out) || (fs::is_directory(o.out) && fs::is_empty(o.out)),
-        "output directory {} exists (use --overwrite to replace it)", o.out.string());
+  check(o.save_steps >= 0 && o.save_total_limit >= 0, "--save-steps and --save-total-limit must not be negative");
+  LoopOptions loop{o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite};
+  check_loop_options(loop);
   check_tokenizer(o.model);
+  // One writer per output directory, for the whole run; then the checkpoint, verified.
+  const DirLock lock = claim_output_dir(o.out, o.overwrite, !o.resume.empty());
+  o.resume = resume_dir(o.resume, o.out);
+  nlohmann::json saved;
+  if (!o.resume.empty()) saved = read_checkpoint_state(o.resume, RunKind::finetune);
+  const char* task_name = task_flag(heads_for(o.task));
+  if (!o.resume.empty())  // before the data is read as this task's format
+    check_resume_settings(saved, {{"task", task_name}}, {"task"}, o.resume);
   const Heads heads = heads_for(o.task);
   const Heads source_heads = finetuned_heads(o.model);
   check(source_heads == Heads::none || source_heads == heads,
@@ -411,37 +539,30 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   check(tok.vocab().size() <= static_cast<size_t>(config.vocab_size),
         "{}: the tokenizer has {} tokens, the model only {} (vocab_size)", o.model.string(), tok.vocab().size(),
         config.vocab_size);
+  const FinetuneData fd = read_finetune_data(o, config, tok, say);
+  const LabelSet& labels = fd.labels;
+  const EncodedSet &train = fd.train, &eval = fd.eval;
+  const int64_t L = labels.size(), S = fd.S;
 
-  // Data: labels from the training file; sequences cut to the model's positions.
-  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
-  const size_t max_len = cap(o.max_seq_length);
-  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
-  LabelSet labels;
-  EncodedSet train = encode_file(o.train, o.task, tok, &labels, true, max_len);
-  EncodedSet eval = encode_file(o.eval, o.task, tok, &labels, true, eval_max_len);
-  check(labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(), labels.size());
-  const int64_t L = labels.size();
-  for (auto [name, set, len] : {std::tuple{"training", &train, max_len}, std::tuple{"evaluation", &eval, eval_max_len}})
-    if (set->truncated > 0)
-      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
-                      set->truncated, set->items.size(), name, len, set == &eval ? "eval-" : "",
-                      config.max_position_embeddings));
-  // Batches are padded to the longest example of their set (rounded up to 8).
-  auto padded = [](const EncodedSet& set, size_t limit) {
-    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
-  };
-  const int64_t S = padded(train, max_len), S_eval = padded(eval, eval_max_len);
-  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}", L,
-                  train.items.size(), eval.items.size(), S, S_eval,
-                  o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}",
-                                                  length_quantum(S))
-                                    : ""));
+  const int64_t B = o.batch_size, K = o.accum_steps, N = static_cast<int64_t>(train.items.size());
+  const int64_t batches_per_epoch = (N + B - 1) / B;
+  const int64_t steps_per_epoch = std::max<int64_t>(1, (batches_per_epoch + K - 1) / K);
+  const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
+  TrainOptions sched;
+  sched.lr = o.lr, sched.max_steps = max_steps, sched.schedule = "linear";
+  sched.warmup_steps = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
+  loop.max_steps = max_steps;
+  loop.eval_steps = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
+  const nlohmann::json run_state = finetune_run_state(o, labels, max_steps, sched.warmup_steps);
+  if (!o.resume.empty()) check_resume_settings(saved, run_state, kResumeKeys, o.resume);
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
-  // one for the same labels).
+  // one for the same labels); or everything from the checkpoint.
   Model model = init_model(config, heads, o.seed, L);
   init_classifier(model.params, config, o.seed);
-  if (!o.from_scratch) {
+  if (!o.resume.empty()) {
+    say(fmt::format("resuming from {} (step {})", o.resume.string(), saved.at("step").get<int64_t>()));
+  } else if (!o.from_scratch) {
     check(fs::exists(o.model / "model.safetensors"), "model directory {} has no model.safetensors", o.model.string());
     bool same_labels = false;
     if (source_heads == heads)
@@ -451,15 +572,6 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   } else {
     say("from scratch: every weight randomly initialised");
   }
-
-  const int64_t B = o.batch_size, K = o.accum_steps, N = static_cast<int64_t>(train.items.size());
-  const int64_t batches_per_epoch = (N + B - 1) / B;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, (batches_per_epoch + K - 1) / K);
-  const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
-  TrainOptions sched;
-  sched.lr = o.lr, sched.max_steps = max_steps, sched.schedule = "linear";
-  sched.warmup_steps = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
-  const int64_t eval_every = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
 
   TrainingState state(model.params);
   const bool group = o.group_by_length;
@@ -472,14 +584,11 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
     return ex;
   });
-  LengthExecutors eval_ex(S_eval, group, [&](int64_t s) {
+  LengthExecutors eval_ex(fd.S_eval, group, [&](int64_t s) {
     return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, o.precision, o.optimizer.name),
                                       static_cast<const ParamStore&>(model.params));
   });
 
-  fs::create_directories(o.out);
-  std::ofstream metrics(o.out / "metrics.jsonl", std::ios::trunc);
-  check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
   const auto counts = majority_counts(train, L);
   const int32_t majority = static_cast<int32_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
   const auto eval_counts = majority_counts(eval, L);
@@ -487,26 +596,42 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   for (auto c : eval_counts) eval_total += c;
   const double majority_accuracy = eval_total ? double(eval_counts[majority]) / double(eval_total) : 0;
 
-  std::vector<float> best_params;
-  FinetuneResult result;
-  double best_metric = -1;
-  auto run_eval = [&](int64_t step) {
+  FinetuneProgress progress;
+  progress.best = ParamStore::like(model.params);
+  // Loads a checkpoint of this run: weights, moments, the best model and the counters.
+  auto restore = [&](const fs::path& dir) {
+    const nlohmann::json st = dir == o.resume ? saved : read_checkpoint_state(dir, RunKind::finetune);
+    load_checkpoint_weights(dir, model, state);
+    progress.from_json(st, dir / "trainer_state.json");
+    LoopState at = LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
+    if (progress.best_step == at.step)
+      std::copy_n(model.params.arena(), model.params.arena_size(), progress.best.arena());
+    else if (progress.best_step > 0)
+      load_hf_weights(progress.best, SafetensorsFile(dir / kBestModelFile));
+    return at;
+  };
+  LoopState start;
+  if (!o.resume.empty()) start = restore(o.resume);
+  MetricsLog metrics(o.out, start.step);
+
+  LoopHooks hooks;
+  hooks.evaluate = [&](int64_t step) {
     eval_ex.repack_weights();
     FinetuneEvent e;
     e.kind = FinetuneEvent::evaluation;
     e.step_index = step, e.max_steps = max_steps;
     e.eval = evaluate_set(eval_ex, eval, B, heads, L, tok, labels);
     e.eval.majority_accuracy = majority_accuracy;
-    e.best = e.eval.metric(o.metric) > best_metric;
+    e.best = e.eval.metric(o.metric) > progress.best_metric;
     if (e.best) {
-      best_metric = e.eval.metric(o.metric);
-      best_params.assign(model.params.arena(), model.params.arena() + model.params.arena_size());
-      result.best = e.eval, result.best_step = step;
+      progress.best_metric = e.eval.metric(o.metric);
+      std::copy_n(model.params.arena(), model.params.arena_size(), progress.best.arena());
+      progress.best_eval = e.eval, progress.best_step = step;
     }
     auto j = eval_json(e.eval);
     j.erase("per_class");
     j["step"] = step;
-    metrics << j.dump() << "\n" << std::flush;
+    metrics.write(j);
     on_event(e);
   };
 
@@ -534,19 +659,18 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
     return rows;
   };
 
-  double train_seconds = 0;
-  int64_t sequences = 0, padded_tokens = 0;
-  for (int64_t step = 1; step <= max_steps; ++step) {
+  hooks.step = [&](int64_t step, int64_t data_step) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::vector<const EncodedExample*>> micro(K);
     int64_t labelled = 0;
     for (int64_t k = 0; k < K; ++k) {
-      micro[k] = micro_rows((step - 1) * K + k);
+      micro[k] = micro_rows((data_step - 1) * K + k);
       for (auto* e : micro[k])
         for (int32_t l : e->labels) labelled += l != -100;
     }
     state.grads.zero();
     double loss_sum = 0, correct = 0, count = 0;
+    int64_t sequences = 0, padded_tokens = 0;
     Executor* last = nullptr;
     // The weights stay fixed until the update: pack (and cast) them once for the K micro-batches.
     const uint64_t weights_version = K > 1 ? next_weights_version() : 0;
@@ -565,37 +689,70 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
       last = ex;
     }
     const double loss = count > 0 ? loss_sum / count : 0;
-    check(std::isfinite(loss), "step {}: the loss is not finite", step);
+    if (!std::isfinite(loss)) throw NonfiniteError(fmt::format("step {}: the loss is not finite", step));
     auto& ctx = last->context();  // the optimizer of any of them updates the shared arenas
-    last->run(nullptr, kCommunication | kOptimizer);
-    check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite", step);
-    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last->run(nullptr, kCommunication | kOptimizer);  // leaves the parameters alone on non-finite gradients
+    if (!std::isfinite(ctx.grad_norm)) throw NonfiniteError(fmt::format("step {}: gradients are not finite", step));
+    progress.sequences += sequences, progress.padded_tokens += padded_tokens;
+    progress.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     FinetuneEvent e;
     e.kind = FinetuneEvent::step;
     e.step_index = step, e.max_steps = max_steps, e.loss = loss, e.lr = ctx.lr;
     e.accuracy = count > 0 ? correct / count : 0;
-    e.seq_per_s = double(sequences) / train_seconds;
-    e.eta_s = train_seconds / double(step) * double(max_steps - step);
-    metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
-                              {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}}.dump() << "\n";
+    e.seq_per_s = double(progress.sequences) / progress.train_seconds;
+    e.eta_s = progress.train_seconds / double(step) * double(max_steps - step);
+    metrics.write({{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
+                   {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}});
     on_event(e);
-    if (step % eval_every == 0 || step == max_steps) run_eval(step);
-  }
-  result.steps = max_steps;
-  result.train_seq_per_s = train_seconds > 0 ? double(sequences) / train_seconds : 0;
+  };
+  hooks.save = [&](const fs::path& dir, const LoopState& at) {
+    nlohmann::json st = run_state;
+    st["step"] = at.step;
+    st["loop"] = at.to_json();
+    st["finetune"] = progress.to_json();
+    // The checkpoint is a fine-tuned model directory as well (config.json with the labels).
+    save_checkpoint(dir, model, state, st, o.model, [&](const fs::path& tmp) {
+      data::write_file_atomic(tmp / "config.json", finetuned_config(config, heads, labels).dump(2) + "\n");
+      if (progress.best_step > 0 && progress.best_step != at.step) save_hf_weights(tmp / kBestModelFile, progress.best);
+    });
+  };
+  hooks.restore = restore;
+  hooks.stop_requested = [&] { return stop && stop->load(); };
+  hooks.on_event = [&](const LoopEvent& e) {
+    switch (e.kind) {
+      case LoopEvent::checkpoint: return say(fmt::format("saved {}", e.path));
+      case LoopEvent::skipped: return say(fmt::format("{}: its update skipped (--on-nonfinite skip)", e.reason));
+      case LoopEvent::rolled_back:
+        return say(fmt::format("{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)",
+                               e.reason, e.path));
+      case LoopEvent::interrupted:
+        return say(fmt::format("stopped by signal after step {}; resume with --resume {}/checkpoint-{}", e.step,
+                               o.out.string(), e.step));
+    }
+  };
+  const LoopState end = run_loop(loop, start, hooks, metrics);
+
+  FinetuneResult result;
+  result.steps = end.step;
+  result.best = progress.best_eval, result.best_step = progress.best_step;
+  result.train_seq_per_s = progress.train_seconds > 0 ? double(progress.sequences) / progress.train_seconds : 0;
   result.seq_len = S;
-  result.mean_padded_length = sequences > 0 ? double(padded_tokens) / double(B * max_steps * K) : 0;
+  result.mean_padded_length = progress.sequences > 0 ? double(progress.padded_tokens) / double(B * end.step * K) : 0;
   result.graphs = train_ex.count();
+  result.interrupted = end.step < max_steps;
+  if (result.interrupted) return result;
   // The best model at the top of the output directory (load_best_model_at_end + save_model).
-  std::copy(best_params.begin(), best_params.end(), model.params.arena());
-  write_model(o.out, config, heads, labels, model.params, o.model);
+  write_model(o.out, config, heads, labels, progress.best, o.model);
   auto results = eval_json(result.best);
   results["best_step"] = result.best_step;
   results["metric"] = o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1";
-  results["train_seq_per_s"] = result.train_seq_per_s;
   results["seq_len"] = S;
   results["mean_padded_seq_len"] = result.mean_padded_length;
   data::write_file_atomic(o.out / "eval_results.json", results.dump(2) + "\n");
+  // Wall-clock figures apart, so that eval_results.json of a resumed run equals an uninterrupted one's.
+  const nlohmann::json throughput{{"train_seq_per_s", result.train_seq_per_s}, {"train_seconds", progress.train_seconds},
+                                  {"steps", end.step}};
+  data::write_file_atomic(o.out / "train_results.json", throughput.dump(2) + "\n");
   return result;
 }
 
