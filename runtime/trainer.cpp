@@ -148,6 +148,74 @@ void agree_across_ranks(dist::World& world, const nlohmann::json& run_state, con
   }
 }
 
+// The model's config: from a checkpoint, a model directory or a config.json.
+BertConfig model_config(const TrainOptions& o, const data::PretrainingDataset& train_set) {
+  fs::path config_source = !o.resume.empty() ? o.resume : !o.model.empty() ? o.model : o.config;
+  check(!config_source.empty(), "give --config, --model or --resume");
+  BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
+                                                      : load_config(config_source);
+  // With --resume the model comes from the checkpoint; a --config or --model given as well
+  // must describe the same model, not be silently ignored.
+  if (!o.resume.empty())
+    for (const auto& given : {o.config, o.model})
+      if (!given.empty())
+        check_same_model(config, fs::is_directory(given) ? load_config(given / "config.json") : load_config(given),
+                         o.resume, given == o.config);
+  // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
+  // the tokenizer.
+  if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());
+  return config;
+}
+
+// The held-out data (rank 0 only), opened before training, so that data that cannot be
+// evaluated with this model is refused now rather than at the first evaluation.
+std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, const BertConfig& config, bool writer) {
+  std::optional<data::PretrainingDataset> eval_set;
+  const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
+  if (writer) {
+    eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
+    if (!o.eval_data.empty()) {
+      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
+            "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
+            (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
+      check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
+            "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
+            eval_set->seq_len(), config.max_position_embeddings);
+    }
+  }
+  return eval_set;
+}
+
+// Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
+void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, const TrainOptions& o) {
+    saved.emplace("world_size", 1);  // checkpoints from before data parallelism
+    saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
+    saved.emplace("dropout", true);
+    check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
+                                             "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
+    // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
+    if (saved.contains("data_fingerprint"))
+      check(saved["data_fingerprint"] == run_state["data_fingerprint"],
+            "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
+            "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
+            run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
+            saved["data_fingerprint"].dump());
+}
+
+TrainEvent to_train_event(const LoopEvent& e) {
+  TrainEvent ev;
+  switch (e.kind) {
+    case LoopEvent::checkpoint: ev.kind = TrainEvent::checkpoint; break;
+    case LoopEvent::skipped: ev.kind = TrainEvent::skipped; break;
+    case LoopEvent::rolled_back: ev.kind = TrainEvent::rolled_back; break;
+    case LoopEvent::interrupted: ev.kind = TrainEvent::interrupted; break;
+  }
+  ev.step_index = e.step;
+  ev.path = e.path;
+  ev.reason = e.reason;
+  return ev;
+}
+
 }  // namespace
 
 const char* to_string(RunKind k) {
@@ -272,7 +340,6 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   nlohmann::json saved;  // before anything else is read from the checkpoint: verified, and of pretraining
   if (!o.resume.empty()) saved = read_checkpoint_state(o.resume, RunKind::pretraining);
   data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
-  const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
   check(!o.nsp || !train_set.packed(),
         "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
@@ -280,21 +347,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
         o.seq_len, S, o.data.string());
 
-  // The model: from a checkpoint, a model directory or a config.
-  fs::path config_source = !o.resume.empty() ? o.resume : !o.model.empty() ? o.model : o.config;
-  check(!config_source.empty(), "give --config, --model or --resume");
-  BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
-                                                      : load_config(config_source);
-  // With --resume the model comes from the checkpoint; a --config or --model given as well
-  // must describe the same model, not be silently ignored.
-  if (!o.resume.empty())
-    for (const auto& given : {o.config, o.model})
-      if (!given.empty())
-        check_same_model(config, fs::is_directory(given) ? load_config(given / "config.json") : load_config(given),
-                         o.resume, given == o.config);
-  // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
-  // the tokenizer.
-  if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());
+  const BertConfig config = model_config(o, train_set);
   Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
                                 : load_model(o.model, Heads::pretraining, o.seed);
   check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
@@ -303,20 +356,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   check(S <= config.max_position_embeddings, "the data's sequence length {} exceeds max_position_embeddings {}",
         S, config.max_position_embeddings);
 
-  // The held-out data is opened before training, so that data that cannot be evaluated with
-  // this model is refused now rather than at the first evaluation.
-  std::optional<data::PretrainingDataset> eval_set;
-  if (writer) {
-    eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
-    if (!o.eval_data.empty()) {
-      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
-            "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
-            (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
-      check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
-            "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
-            eval_set->seq_len(), config.max_position_embeddings);
-    }
-  }
+  const std::optional<data::PretrainingDataset> eval_set = open_eval_set(o, config, writer);
 
   RunSpec run;
   run.batch = o.batch_size;
@@ -340,18 +380,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   agree_across_ranks(world, run_state, o, config);
   LoopState start;
   if (!o.resume.empty()) {
-    saved.emplace("world_size", 1);  // checkpoints from before data parallelism
-    saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
-    saved.emplace("dropout", true);
-    check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
-                                             "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
-    // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
-    if (saved.contains("data_fingerprint"))
-      check(saved["data_fingerprint"] == run_state["data_fingerprint"],
-            "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
-            "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
-            run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
-            saved["data_fingerprint"].dump());
+    check_resumable(saved, run_state, o);
     load_checkpoint_weights(o.resume, model, stepper.state());
     start = LoopState::from_trainer_state(saved, (o.resume / "trainer_state.json").string());
   }
@@ -427,15 +456,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   };
   hooks.on_event = [&](const LoopEvent& e) {
     if (!writer) return;
-    TrainEvent ev;
-    ev.kind = e.kind == LoopEvent::checkpoint  ? TrainEvent::checkpoint
-              : e.kind == LoopEvent::skipped   ? TrainEvent::skipped
-              : e.kind == LoopEvent::rolled_back ? TrainEvent::rolled_back
-                                                 : TrainEvent::interrupted;
-    ev.step_index = e.step;
-    ev.path = e.path;
-    ev.reason = e.reason;
-    on_event(ev);
+    on_event(to_train_event(e));
   };
   const LoopState end = run_loop(loop, start, hooks, metrics);
   if (!writer || end.step < o.max_steps) return end.step;
