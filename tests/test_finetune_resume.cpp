@@ -197,7 +197,7 @@ TEST_CASE("metrics.jsonl after a resume ends at the checkpoint's last line, step
   CHECK_THROWS_WITH(on_nonfinite_from_string("retry"), Contains("--on-nonfinite retry: expected one of stop, skip, rollback"));
 }
 
-TEST_CASE("--on-nonfinite: stop as before, skip drops the update, rollback goes back past the data", "[finetune][cli][reliability]") {
+TEST_CASE("finetune --on-nonfinite: stop as before, skip drops the update, rollback goes back past the data", "[finetune][cli][reliability]") {
   SeqTask t;
   SECTION("stop (the default) ends the run with the step") {
     auto r = run_bertlab(t.args(t.d / "out", "--debug-nonfinite-batch 3"));
@@ -248,6 +248,17 @@ TEST_CASE("--on-nonfinite: stop as before, skip drops the update, rollback goes 
     auto state = read_json_file(t.d / "out/checkpoint-6/trainer_state.json");
     CHECK(state.at("loop").at("data_offset") == 1);
     CHECK(state.at("loop").at("rollbacks") == 1);
+    // Killed after the rollback, resumed from the checkpoint before it: the spike, the rollback
+    // and the steps after it happen again, and the run ends as the uninterrupted one did.
+    fs::create_directories(t.d / "again");
+    fs::copy(t.d / "out/checkpoint-4", t.d / "again/checkpoint-4", fs::copy_options::recursive);
+    fs::copy_file(t.d / "out/metrics.jsonl", t.d / "again/metrics.jsonl");
+    r = run_bertlab(t.args(t.d / "again", "--on-nonfinite rollback --save-steps 2 --debug-nonfinite-batch 5 --resume latest"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(slurp(t.d / "again/model.safetensors") == slurp(t.d / "out/model.safetensors"));
+    CHECK(slurp(t.d / "again/eval_results.json") == slurp(t.d / "out/eval_results.json"));
+    CHECK(metric_lines(t.d / "again/metrics.jsonl") == metric_lines(t.d / "out/metrics.jsonl"));
     // A spike before the first periodic checkpoint goes back to the start (checkpoint-0).
     r = run_bertlab(t.args(t.d / "early", "--on-nonfinite rollback --save-steps 4 --debug-nonfinite-batch 1"));
     INFO(r.output);
