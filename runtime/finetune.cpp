@@ -424,32 +424,39 @@ FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& conf
   return d;
 }
 
+const char* metric_name(FinetuneMetric m) {
+  switch (m) {
+    case FinetuneMetric::accuracy: return "accuracy";
+    case FinetuneMetric::macro_f1: return "macro_f1";
+  }
+  return "";
+}
+
 // The settings a resume must share with the checkpoint to continue it exactly (trainer_state.json).
 nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labels, int64_t max_steps,
                                   int64_t warmup_steps) {
   const auto& opt = o.optimizer;
-  return {{"format", "bertlab-trainer-state"},
-          {"version", 1},
-          {"kind", to_string(RunKind::finetune)},
-          {"task", task_flag(heads_for(o.task))},
-          {"labels", labels.names()},
-          {"train_sha256", sha256_file(o.train)},
-          {"eval_sha256", sha256_file(o.eval)},
-          {"vocab_sha256", sha256_file(o.model / "vocab.txt")},
-          {"seed", o.seed},
-          {"batch_size", o.batch_size},
-          {"accum_steps", o.accum_steps},
-          {"max_steps", max_steps},
-          {"max_seq_length", o.max_seq_length},
-          {"eval_max_seq_length", o.eval_max_seq_length},
-          {"group_by_length", o.group_by_length},
-          {"learning_rate", o.lr},
-          {"warmup_steps", warmup_steps},
-          {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
-          {"precision", to_string(o.precision)},
-          {"metric", o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1"},
-          {"from_scratch", o.from_scratch},
-          {"train", o.train.string()}};
+  nlohmann::json state = trainer_state_header(RunKind::finetune);
+  state.update({{"task", task_flag(heads_for(o.task))},
+                {"labels", labels.names()},
+                {"train_sha256", sha256_file(o.train)},
+                {"eval_sha256", sha256_file(o.eval)},
+                {"vocab_sha256", sha256_file(o.model / "vocab.txt")},
+                {"seed", o.seed},
+                {"batch_size", o.batch_size},
+                {"accum_steps", o.accum_steps},
+                {"max_steps", max_steps},
+                {"max_seq_length", o.max_seq_length},
+                {"eval_max_seq_length", o.eval_max_seq_length},
+                {"group_by_length", o.group_by_length},
+                {"learning_rate", o.lr},
+                {"warmup_steps", warmup_steps},
+                {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
+                {"precision", to_string(o.precision)},
+                {"metric", metric_name(o.metric)},
+                {"from_scratch", o.from_scratch},
+                {"train", o.train.string()}});
+  return state;
 }
 
 // The keys of finetune_run_state that a resume must match; "train" (where the file was) may differ.
@@ -657,7 +664,7 @@ class FinetuneRun {
     write_model(o_.out, config_, heads_, fd_.labels, progress_.best, o_.model);
     auto results = eval_json(r.best);
     results["best_step"] = r.best_step;
-    results["metric"] = o_.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1";
+    results["metric"] = metric_name(o_.metric);
     results["seq_len"] = fd_.S;
     results["mean_padded_seq_len"] = r.mean_padded_length;
     data::write_file_atomic(o_.out / "eval_results.json", results.dump(2) + "\n");

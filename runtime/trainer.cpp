@@ -188,18 +188,18 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
 
 // Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
 void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, const TrainOptions& o) {
-    saved.emplace("world_size", 1);  // checkpoints from before data parallelism
-    saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
-    saved.emplace("dropout", true);
-    check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
-                                             "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
-    // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
-    if (saved.contains("data_fingerprint"))
-      check(saved["data_fingerprint"] == run_state["data_fingerprint"],
-            "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
-            "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
-            run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
-            saved["data_fingerprint"].dump());
+  saved.emplace("world_size", 1);  // checkpoints from before data parallelism
+  saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
+  saved.emplace("dropout", true);
+  check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
+                                           "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
+  // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
+  if (saved.contains("data_fingerprint"))
+    check(saved["data_fingerprint"] == run_state["data_fingerprint"],
+          "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
+          "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
+          run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
+          saved["data_fingerprint"].dump());
 }
 
 TrainEvent to_train_event(const LoopEvent& e) {
@@ -217,6 +217,10 @@ TrainEvent to_train_event(const LoopEvent& e) {
 }
 
 }  // namespace
+
+nlohmann::json trainer_state_header(RunKind kind) {
+  return {{"format", kStateFormat}, {"version", kStateVersion}, {"kind", to_string(kind)}};
+}
 
 const char* to_string(RunKind k) {
   switch (k) {
@@ -273,12 +277,13 @@ nlohmann::json read_checkpoint_state(const fs::path& dir, RunKind expected) {
   verify_manifest(dir);
   const fs::path file = dir / "trainer_state.json";
   nlohmann::json state = read_trainer_state(file);
+  // Checkpoints from before fine-tuning had them are pretraining ones, without the field.
   const nlohmann::json kind = state.value("kind", nlohmann::json(to_string(RunKind::pretraining)));
   check(kind == to_string(expected),
         "cannot resume from {}: it is a {} checkpoint ({}: field 'kind' is {}), expected a {} checkpoint "
         "(`bertlab train` resumes pretraining checkpoints, `bertlab finetune` fine-tuning ones)",
-        dir.string(), kind.is_string() ? kind.get<std::string>() : kind.dump(), file.string(), kind.dump(),
-        to_string(expected));
+        dir.string(), kind.is_string() ? kind.get<std::string>() : kind.dump(), file.string(),
+        state.contains("kind") ? kind.dump() : "absent", to_string(expected));
   return state;
 }
 
@@ -369,14 +374,13 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   run.dropout = o.dropout;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
-  nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
-                           {"kind", to_string(RunKind::pretraining)},
-                           {"seed", o.seed},               {"batch_size", o.batch_size},
-                           {"accum_steps", o.accum_steps}, {"seq_len", S},
-                           {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
-                           {"world_size", W},              {"nsp", o.nsp},
-                           {"dropout", o.dropout},
-                           {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}};
+  nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
+  run_state.update({{"seed", o.seed},               {"batch_size", o.batch_size},
+                    {"accum_steps", o.accum_steps}, {"seq_len", S},
+                    {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
+                    {"world_size", W},              {"nsp", o.nsp},
+                    {"dropout", o.dropout},
+                    {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});
   agree_across_ranks(world, run_state, o, config);
   LoopState start;
   if (!o.resume.empty()) {

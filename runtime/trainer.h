@@ -65,6 +65,8 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
 // Which command wrote a checkpoint (trainer_state.json field "kind"; absent: pretraining).
 enum class RunKind : uint8_t { pretraining, finetune };
 const char* to_string(RunKind k);
+// The fields every trainer_state.json starts with: format, version and kind.
+nlohmann::json trainer_state_header(RunKind kind);
 
 // Checkpoint I/O, exposed for tests: DIR holds config.json, model.safetensors, vocab.txt (when
 // the data has one), optimizer.safetensors and trainer_state.json, and whatever `extra` writes
