@@ -16,7 +16,7 @@ namespace {
 
 struct FinetuneCli {
   FinetuneOptions o;
-  std::string task, model, train, eval, out, metric = "accuracy";
+  std::string task, model, train, eval, out, resume, metric = "accuracy", on_nonfinite = "stop";
   int threads = 0;
 };
 
@@ -38,6 +38,13 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--eval", c->eval, "Evaluation file, same format")->required();
   cmd->add_option("--out", c->out, "Output directory (best model, eval_results.json, metrics.jsonl)")->required();
   cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
+  cmd->add_option("--resume", c->resume,
+                  "Continue from a fine-tuning checkpoint directory ('latest': the newest complete one in --out); "
+                  "the other flags must be those of the run that wrote it");
+  cmd->add_option("--save-steps", o.save_steps, "Checkpoint every N steps and at the end (0: no checkpoints)")
+      ->check(non_negative_number())->capture_default_str();
+  cmd->add_option("--save-total-limit", o.save_total_limit, "Checkpoints kept (0: all)")
+      ->check(non_negative_number())->capture_default_str();
   cmd->add_option("--learning-rate", o.lr, "Peak learning rate")->check(positive_number())->capture_default_str();
   cmd->add_option("--num-train-epochs", o.epochs, "Epochs (unless --max-steps)")->capture_default_str();
   cmd->add_option("--max-steps", o.max_steps, "Optimizer steps (overrides --num-train-epochs)");
@@ -62,11 +69,14 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_flag("--from-scratch", o.from_scratch, "Random initial weights (a control for the gain from pretraining)");
   cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(positive_number());
   add_precision_option(*cmd, o.precision);
+  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite);
   cmd->callback([c] {
     set_threads(c->threads);
     FinetuneOptions o = c->o;
     o.task = c->task == "token-cls" ? data::TaskKind::token_classification : data::TaskKind::sequence_classification;
-    o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out;
+    o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out, o.resume = c->resume;
+    parse_nonfinite_action(c->on_nonfinite, o.nonfinite);
+    const std::atomic<bool>* stop = stop_on_signals();
     o.metric = c->metric == "macro_f1" ? FinetuneMetric::macro_f1 : FinetuneMetric::accuracy;
     const bool tty = isatty(fileno(stderr));
     auto on_event = [&](const FinetuneEvent& e) {
@@ -88,7 +98,8 @@ void add_finetune_command(CLI::App& root) {
           return;
       }
     };
-    FinetuneResult r = finetune(o, on_event);
+    FinetuneResult r = finetune(o, on_event, stop);
+    if (r.interrupted) return;
     fmt::print("finetune: best model (step {} of {}) in {}\n", r.best_step, r.steps, o.out.string());
     print_eval(r.best, "eval");
     fmt::print("{:<16} {:>9} {:>9} {:>9} {:>8}\n", "label", "precision", "recall", "f1", "support");

@@ -2,7 +2,6 @@
 #include <fmt/core.h>
 
 #include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <unistd.h>
 
@@ -14,9 +13,6 @@
 namespace bertlab::app {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void request_stop(int) { g_stop.store(true); }
 
 std::string clock_str(double seconds) {
   const auto s = static_cast<int64_t>(seconds);
@@ -30,6 +26,7 @@ struct TrainCli {
   int threads = 0;
   double bucket_mb = 25;
   std::string allreduce_dtype = "fp32";
+  std::string on_nonfinite = "stop";
 };
 
 }  // namespace
@@ -72,6 +69,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: at the end)");
   cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
+  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite);
   add_threads_option(*cmd, c->threads);
   add_precision_option(*cmd, o.precision);
   // Data parallel (mpirun -np N): how the gradient allreduce runs (runtime/grad_sync.h).
@@ -96,8 +94,8 @@ void add_train_command(CLI::App& root) {
     o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
-    std::signal(SIGINT, request_stop);
-    std::signal(SIGTERM, request_stop);
+    parse_nonfinite_action(c->on_nonfinite, o.nonfinite);
+    const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));
     // "loss L (mlm M, nsp N)"; masked LM only (--no-nsp) has no NSP loss to print.
     auto losses = [&](const StepStats& s) {
@@ -124,13 +122,20 @@ void add_train_command(CLI::App& root) {
         case TrainEvent::checkpoint:
           fmt::print(stderr, "saved {}\n", e.path);
           return;
+        case TrainEvent::skipped:
+          fmt::print(stderr, "{}: its update skipped (--on-nonfinite skip)\n", e.reason);
+          return;
+        case TrainEvent::rolled_back:
+          fmt::print(stderr, "{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)\n",
+                     e.reason, e.path);
+          return;
         case TrainEvent::interrupted:
           fmt::print(stderr, "stopped by signal after step {}; resume with --resume {}/checkpoint-{}\n",
                      e.step_index, o.out.string(), e.step_index);
           return;
       }
     };
-    int64_t last = train(o, on_event, &g_stop);
+    int64_t last = train(o, on_event, stop);
     fmt::print(stderr, "done: {} steps; model in {}\n", last, o.out.string());
   });
 }

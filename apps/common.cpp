@@ -1,5 +1,7 @@
 #include "apps/common.h"
 
+#include <csignal>
+
 #include <cmath>
 
 #include <omp.h>
@@ -104,6 +106,35 @@ void set_threads(int threads) {
 }
 
 int omp_threads() { return omp_get_max_threads(); }
+
+void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action) {
+  cmd.add_option("--on-nonfinite", action,
+                 "When a step's loss or gradients are not finite: stop (default), skip (drop the step's update, "
+                 "at most --nonfinite-limit times in --nonfinite-window steps) or rollback (to the newest "
+                 "checkpoint, past the data batches since it; at most --nonfinite-limit times; needs --save-steps)")
+      ->capture_default_str();
+  cmd.add_option("--nonfinite-limit", policy.limit, "Skips per window, or rollbacks per run")
+      ->check(positive_number())->capture_default_str();
+  cmd.add_option("--nonfinite-window", policy.window, "Steps of the window that --nonfinite-limit counts skips in")
+      ->check(positive_number())->capture_default_str();
+  // A test hook (hidden): the data batches of these steps, in the original order, give a non-finite loss.
+  cmd.add_option("--debug-nonfinite-batch", policy.inject_at)->group("")->check(positive_number())->delimiter(',');
+}
+
+void parse_nonfinite_action(const std::string& action, NonfinitePolicy& policy) {
+  policy.action = on_nonfinite_from_string(action, "--on-nonfinite");
+}
+
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void request_stop(int) { g_stop.store(true); }
+}  // namespace
+
+const std::atomic<bool>* stop_on_signals() {
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  return &g_stop;
+}
 
 void write_text_atomically(const std::string& path, const std::string& text) {
   if (path == "-") {

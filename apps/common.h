@@ -1,11 +1,13 @@
 #pragma once
 // Options and helpers shared by several subcommands.
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/bert_builder.h"
+#include "runtime/run_loop.h"
 
 namespace bertlab::app {
 
@@ -40,6 +42,15 @@ int omp_threads();  // the thread count in force
 // and CLI::NonNegativeNumber, whose message prints the range up to 1.8e308 in full.
 CLI::Validator positive_number();
 CLI::Validator non_negative_number();
+
+// --on-nonfinite stop|skip|rollback, --nonfinite-limit, --nonfinite-window and the hidden test
+// hook --debug-nonfinite-batch (train and finetune). The action is parsed into `policy` by
+// parse_nonfinite_action in the command's callback.
+void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action);
+void parse_nonfinite_action(const std::string& action, NonfinitePolicy& policy);
+
+// From now on SIGINT and SIGTERM set the returned flag, which training polls once per step.
+const std::atomic<bool>* stop_on_signals();
 
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);

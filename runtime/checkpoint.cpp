@@ -230,6 +230,13 @@ fs::path newest_valid_checkpoint(const fs::path& out) {
   return {};
 }
 
+fs::path resume_dir(const fs::path& resume, const fs::path& out) {
+  if (resume != "latest") return resume;
+  fs::path newest = newest_valid_checkpoint(out);
+  check(!newest.empty(), "--resume latest: {} holds no complete checkpoint", out.string());
+  return newest;
+}
+
 void verify_manifest(const fs::path& dir) {
   std::error_code ec;
   check(fs::is_directory(dir, ec), "checkpoint {} does not exist", dir.string());

@@ -35,6 +35,9 @@ void write_manifest(const std::filesystem::path& dir);
 void verify_manifest(const std::filesystem::path& dir);
 // The checkpoint-N directory of `out` with the largest N whose manifest verifies; empty if none.
 std::filesystem::path newest_valid_checkpoint(const std::filesystem::path& out);
+// The checkpoint a --resume names: "latest" is the newest valid checkpoint of `out` (an error
+// when there is none), anything else the directory itself; empty stays empty.
+std::filesystem::path resume_dir(const std::filesystem::path& resume, const std::filesystem::path& out);
 // The checkpoint-N directories of `out` in order of N (names that are not checkpoint-<digits>
 // in the range of int64 are skipped).
 std::vector<std::filesystem::path> checkpoints_in(const std::filesystem::path& out);

@@ -11,6 +11,7 @@
 
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
+#include "runtime/run_loop.h"
 #include "base/file_util.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
@@ -387,7 +388,352 @@ Heads finetuned_heads(const fs::path& dir) {
   return Heads::none;
 }
 
-FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event) {
+namespace {
+
+// The examples of both files, their labels (from the training file) and padded lengths.
+struct FinetuneData {
+  LabelSet labels;
+  EncodedSet train, eval;
+  int64_t S = 0, S_eval = 0;  // padded to the longest example of the set (rounded up to 8), at most the limit
+};
+
+FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& config, const data::BertTokenizer& tok,
+                                const std::function<void(std::string)>& say) {
+  // Sequences cut to the model's positions.
+  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
+  const size_t max_len = cap(o.max_seq_length);
+  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
+  FinetuneData d;
+  d.train = encode_file(o.train, o.task, tok, &d.labels, true, max_len);
+  d.eval = encode_file(o.eval, o.task, tok, &d.labels, true, eval_max_len);
+  check(d.labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(),
+        d.labels.size());
+  for (auto [name, set, len] : {std::tuple{"training", &d.train, max_len}, std::tuple{"evaluation", &d.eval, eval_max_len}})
+    if (set->truncated > 0)
+      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
+                      set->truncated, set->items.size(), name, len, set == &d.eval ? "eval-" : "",
+                      config.max_position_embeddings));
+  auto padded = [](const EncodedSet& set, size_t limit) {
+    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
+  };
+  d.S = padded(d.train, max_len), d.S_eval = padded(d.eval, eval_max_len);
+  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}",
+                  d.labels.size(), d.train.items.size(), d.eval.items.size(), d.S, d.S_eval,
+                  o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}", length_quantum(d.S))
+                                    : ""));
+  return d;
+}
+
+const char* metric_name(FinetuneMetric m) {
+  switch (m) {
+    case FinetuneMetric::accuracy: return "accuracy";
+    case FinetuneMetric::macro_f1: return "macro_f1";
+  }
+  return "";
+}
+
+// The settings a resume must share with the checkpoint to continue it exactly (trainer_state.json).
+nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labels, int64_t max_steps,
+                                  int64_t warmup_steps) {
+  const auto& opt = o.optimizer;
+  nlohmann::json state = trainer_state_header(RunKind::finetune);
+  state.update({{"task", task_flag(heads_for(o.task))},
+                {"labels", labels.names()},
+                {"train_sha256", sha256_file(o.train)},
+                {"eval_sha256", sha256_file(o.eval)},
+                {"vocab_sha256", sha256_file(o.model / "vocab.txt")},
+                {"seed", o.seed},
+                {"batch_size", o.batch_size},
+                {"accum_steps", o.accum_steps},
+                {"max_steps", max_steps},
+                {"max_seq_length", o.max_seq_length},
+                {"eval_max_seq_length", o.eval_max_seq_length},
+                {"group_by_length", o.group_by_length},
+                {"learning_rate", o.lr},
+                {"warmup_steps", warmup_steps},
+                {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
+                {"precision", to_string(o.precision)},
+                {"metric", metric_name(o.metric)},
+                {"from_scratch", o.from_scratch},
+                {"train", o.train.string()}});
+  return state;
+}
+
+// The keys of finetune_run_state that a resume must match; "train" (where the file was) may differ.
+constexpr std::initializer_list<const char*> kResumeKeys{
+    "task",           "labels",     "train_sha256",        "eval_sha256",     "vocab_sha256", "seed",
+    "batch_size",     "accum_steps", "max_steps",          "max_seq_length",  "eval_max_seq_length",
+    "group_by_length", "learning_rate", "warmup_steps",    "optimizer",       "precision",    "metric",
+    "from_scratch"};
+
+EvalResult eval_from_json(const nlohmann::json& j) {
+  EvalResult r;
+  r.loss = j.at("eval_loss").get<double>(), r.accuracy = j.at("eval_accuracy").get<double>();
+  r.macro_f1 = j.at("eval_macro_f1").get<double>(), r.count = j.at("eval_count").get<int64_t>();
+  r.majority_accuracy = j.at("eval_majority_class_accuracy").get<double>();
+  for (const auto& c : j.at("per_class"))
+    r.per_class.push_back({c.at("label").get<std::string>(), c.at("precision").get<double>(),
+                           c.at("recall").get<double>(), c.at("f1").get<double>(), c.at("support").get<int64_t>(),
+                           c.at("predicted").get<int64_t>()});
+  return r;
+}
+
+// What a fine-tuning run carries from step to step beyond the weights and moments: the best
+// model and its evaluation, and the counters behind the padding statistics. Saved in each
+// checkpoint, so that a resume ends as the uninterrupted run would.
+struct FinetuneProgress {
+  ParamStore best;  // the best model's parameters (when best_step > 0)
+  double best_metric = -1;
+  int64_t best_step = 0;
+  EvalResult best_eval;
+  int64_t sequences = 0, padded_tokens = 0;
+  double train_seconds = 0;  // wall clock: reported only, never compared
+
+  nlohmann::json to_json() const {
+    return {{"best_metric", best_metric}, {"best_step", best_step}, {"best_eval", eval_json(best_eval)},
+            {"sequences", sequences},     {"padded_tokens", padded_tokens}, {"train_seconds", train_seconds}};
+  }
+  void from_json(const nlohmann::json& st, const fs::path& file) {
+    check(st.contains("finetune") && st["finetune"].is_object(), "{}: field 'finetune' is missing", file.string());
+    try {
+      const auto& j = st["finetune"];
+      best_metric = j.at("best_metric").get<double>(), best_step = j.at("best_step").get<int64_t>();
+      best_eval = eval_from_json(j.at("best_eval"));
+      sequences = j.at("sequences").get<int64_t>(), padded_tokens = j.at("padded_tokens").get<int64_t>();
+      train_seconds = j.at("train_seconds").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: field 'finetune' is malformed: {}", file.string(), e.what());
+    }
+  }
+};
+
+constexpr const char* kBestModelFile = "best_model.safetensors";
+
+// One fine-tuning run: the model, its executors, the data order and the progress a checkpoint
+// keeps. Its methods are the run loop's hooks; it stays where it was built (the executors'
+// factories refer to it).
+class FinetuneRun {
+ public:
+  using Say = std::function<void(std::string)>;
+  // `run_state`: finetune_run_state of these options and data.
+  FinetuneRun(const FinetuneOptions& o, const BertConfig& config, const data::BertTokenizer& tok, FinetuneData fd,
+              nlohmann::json run_state, const std::function<void(const FinetuneEvent&)>& on_event)
+      : o_(o), config_(config), heads_(heads_for(o.task)), tok_(tok), fd_(std::move(fd)), L_(fd_.labels.size()),
+        N_(static_cast<int64_t>(fd_.train.items.size())), batches_per_epoch_((N_ + o.batch_size - 1) / o.batch_size),
+        run_state_(std::move(run_state)),
+        model_(init_model(config, heads_, o.seed, L_)), state_(model_.params), on_event_(on_event),
+        train_ex_(fd_.S, o.group_by_length, [this](int64_t s) { return make_executor(s, true); }),
+        eval_ex_(fd_.S_eval, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }) {
+    sched_.lr = o.lr, sched_.schedule = "linear";
+    sched_.max_steps = run_state_.at("max_steps").get<int64_t>();
+    sched_.warmup_steps = run_state_.at("warmup_steps").get<int64_t>();
+    init_classifier(model_.params, config, o.seed);
+    progress_.best = ParamStore::like(model_.params);
+    const auto counts = majority_counts(fd_.train, L_);
+    const auto majority = std::max_element(counts.begin(), counts.end()) - counts.begin();
+    const auto eval_counts = majority_counts(fd_.eval, L_);
+    int64_t eval_total = 0;
+    for (auto c : eval_counts) eval_total += c;
+    majority_accuracy_ = eval_total ? double(eval_counts[majority]) / double(eval_total) : 0;
+  }
+
+  int64_t max_steps() const { return sched_.max_steps; }
+
+  // The encoder from the model directory, and its classifier when it holds one for these labels.
+  void load_pretrained(Heads source_heads, const Say& say) {
+    check(fs::exists(o_.model / "model.safetensors"), "model directory {} has no model.safetensors", o_.model.string());
+    bool same_labels = false;
+    if (source_heads == heads_)
+      same_labels = id2label(read_json_file(o_.model / "config.json", "model config"), o_.model / "config.json") ==
+                    fd_.labels.names();
+    auto fresh = load_encoder_weights(model_.params, SafetensorsFile(o_.model / "model.safetensors"), same_labels);
+    if (!fresh.empty()) say(fmt::format("newly initialised: {}", fmt::join(fresh, ", ")));
+  }
+
+  // A checkpoint of this run: weights, moments, the best model and the counters.
+  LoopState restore(const fs::path& dir) {
+    const nlohmann::json st = read_checkpoint_state(dir, RunKind::finetune);
+    load_checkpoint_weights(dir, model_, state_);
+    progress_.from_json(st, dir / "trainer_state.json");
+    LoopState at = LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
+    if (progress_.best_step == at.step)
+      std::copy_n(model_.params.arena(), model_.params.arena_size(), progress_.best.arena());
+    else if (progress_.best_step > 0)
+      load_hf_weights(progress_.best, SafetensorsFile(dir / kBestModelFile));
+    return at;
+  }
+
+  void save(const fs::path& dir, const LoopState& at) const {
+    nlohmann::json st = run_state_;
+    st["step"] = at.step;
+    st["loop"] = at.to_json();
+    st["finetune"] = progress_.to_json();
+    // The checkpoint is a fine-tuned model directory as well (config.json with the labels).
+    save_checkpoint(dir, model_, state_, st, o_.model, [&](const fs::path& tmp) {
+      data::write_file_atomic(tmp / "config.json", finetuned_config(config_, heads_, fd_.labels).dump(2) + "\n");
+      if (progress_.best_step > 0 && progress_.best_step != at.step) save_hf_weights(tmp / kBestModelFile, progress_.best);
+    });
+  }
+
+  void open_log(int64_t resumed_step) { metrics_ = MetricsLog(o_.out, resumed_step); }
+  MetricsLog& log() { return metrics_; }
+
+  void evaluate(int64_t step) {
+    eval_ex_.repack_weights();
+    FinetuneEvent e;
+    e.kind = FinetuneEvent::evaluation;
+    e.step_index = step, e.max_steps = max_steps();
+    e.eval = evaluate_set(eval_ex_, fd_.eval, o_.batch_size, heads_, L_, tok_, fd_.labels);
+    e.eval.majority_accuracy = majority_accuracy_;
+    e.best = e.eval.metric(o_.metric) > progress_.best_metric;
+    if (e.best) {
+      progress_.best_metric = e.eval.metric(o_.metric);
+      std::copy_n(model_.params.arena(), model_.params.arena_size(), progress_.best.arena());
+      progress_.best_eval = e.eval, progress_.best_step = step;
+    }
+    auto j = eval_json(e.eval);
+    j.erase("per_class");
+    j["step"] = step;
+    metrics_.write(j);
+    on_event_(e);
+  }
+
+  // Optimizer step `step` on the micro-batches of step `data_step`.
+  void step(int64_t step, int64_t data_step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t B = o_.batch_size, K = o_.accum_steps;
+    std::vector<std::vector<const EncodedExample*>> micro(K);
+    int64_t labelled = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      micro[k] = micro_rows((data_step - 1) * K + k);
+      for (auto* e : micro[k])
+        for (int32_t l : e->labels) labelled += l != -100;
+    }
+    state_.grads.zero();
+    double loss_sum = 0, correct = 0, count = 0;
+    int64_t sequences = 0, padded_tokens = 0;
+    Executor* last = nullptr;
+    // The weights stay fixed until the update: pack (and cast) them once for the K micro-batches.
+    const uint64_t weights_version = K > 1 ? next_weights_version() : 0;
+    for (int64_t k = 0; k < K; ++k) {
+      auto [ex, s] = train_ex_.at(micro[k]);
+      auto& ctx = ex->context();
+      ctx.step = step, ctx.micro = k, ctx.weights_version = weights_version;
+      ctx.lr = learning_rate(sched_, step);
+      ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
+      fill_batch(*ex, micro[k], B, s, heads_, tok_.pad_id(), tok_.cls_id());
+      ex->run(nullptr, kForward | kBackward);
+      const float* out = ex->output("loss");
+      loss_sum += out[0], correct += out[1], count += out[2];
+      sequences += static_cast<int64_t>(micro[k].size());
+      padded_tokens += B * s;
+      last = ex;
+    }
+    const double loss = count > 0 ? loss_sum / count : 0;
+    if (!std::isfinite(loss)) throw NonfiniteError(fmt::format("step {}: the loss is not finite", step));
+    auto& ctx = last->context();  // the optimizer of any of them updates the shared arenas
+    last->run(nullptr, kCommunication | kOptimizer);  // leaves the parameters alone on non-finite gradients
+    if (!std::isfinite(ctx.grad_norm)) throw NonfiniteError(fmt::format("step {}: gradients are not finite", step));
+    progress_.sequences += sequences, progress_.padded_tokens += padded_tokens;
+    progress_.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    FinetuneEvent e;
+    e.kind = FinetuneEvent::step;
+    e.step_index = step, e.max_steps = max_steps(), e.loss = loss, e.lr = ctx.lr;
+    e.accuracy = count > 0 ? correct / count : 0;
+    e.seq_per_s = double(progress_.sequences) / progress_.train_seconds;
+    e.eta_s = progress_.train_seconds / double(step) * double(max_steps() - step);
+    metrics_.write({{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
+                    {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}});
+    on_event_(e);
+  }
+
+  // The result of a run that ended at `end`; when it completed, the best model at the top of the
+  // output directory (load_best_model_at_end + save_model) and the results beside it.
+  FinetuneResult finish(const LoopState& end) {
+    FinetuneResult r;
+    r.steps = end.step;
+    r.best = progress_.best_eval, r.best_step = progress_.best_step;
+    r.train_seq_per_s = progress_.train_seconds > 0 ? double(progress_.sequences) / progress_.train_seconds : 0;
+    r.seq_len = fd_.S;
+    r.mean_padded_length = progress_.sequences > 0 ? double(progress_.padded_tokens) /
+                                                         double(o_.batch_size * end.step * o_.accum_steps)
+                                                   : 0;
+    r.graphs = train_ex_.count();
+    r.interrupted = end.step < max_steps();
+    if (r.interrupted) return r;
+    write_model(o_.out, config_, heads_, fd_.labels, progress_.best, o_.model);
+    auto results = eval_json(r.best);
+    results["best_step"] = r.best_step;
+    results["metric"] = metric_name(o_.metric);
+    results["seq_len"] = fd_.S;
+    results["mean_padded_seq_len"] = r.mean_padded_length;
+    data::write_file_atomic(o_.out / "eval_results.json", results.dump(2) + "\n");
+    // Wall-clock figures apart, so that eval_results.json of a resumed run equals an uninterrupted one's.
+    const nlohmann::json throughput{
+        {"train_seq_per_s", r.train_seq_per_s}, {"train_seconds", progress_.train_seconds}, {"steps", end.step}};
+    data::write_file_atomic(o_.out / "train_results.json", throughput.dump(2) + "\n");
+    return r;
+  }
+
+ private:
+  std::unique_ptr<Executor> make_executor(int64_t S, bool train) {
+    Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.name);
+    if (!train) return std::make_unique<Executor>(std::move(g), static_cast<const ParamStore&>(model_.params));
+    auto ex = std::make_unique<Executor>(std::move(g), model_.params, &state_);
+    auto& ctx = ex->context();
+    ctx.seed = o_.seed;
+    ctx.beta1 = o_.optimizer.beta1, ctx.beta2 = o_.optimizer.beta2, ctx.eps = o_.optimizer.eps;
+    ctx.weight_decay = o_.optimizer.weight_decay, ctx.max_grad_norm = o_.optimizer.max_grad_norm;
+    return ex;
+  }
+
+  // Micro-batch m of the run: every epoch a permutation from (seed, epoch); the last batch may be short.
+  std::vector<const EncodedExample*> micro_rows(int64_t m) {
+    const int64_t B = o_.batch_size, N = N_;
+    const int64_t epoch = m / batches_per_epoch_, first = (m % batches_per_epoch_) * B;
+    const auto& items = fd_.train.items;
+    if (epoch != order_epoch_) {
+      order_.resize(N);
+      for (int64_t i = 0; i < N; ++i) order_[i] = i;
+      std::mt19937_64 rng(o_.seed * 1000003ull + static_cast<uint64_t>(epoch));
+      std::shuffle(order_.begin(), order_.end(), rng);
+      // Grouping by length (Hugging Face's LengthGroupedSampler): mega-batches of 50 batches of
+      // the shuffled order, each sorted by length, longest first.
+      if (o_.group_by_length)
+        for (int64_t m0 = 0; m0 < N; m0 += 50 * B)
+          std::stable_sort(order_.begin() + m0, order_.begin() + std::min(N, m0 + 50 * B),
+                           [&](int64_t a, int64_t b) { return items[a].ids.size() > items[b].ids.size(); });
+      order_epoch_ = epoch;
+    }
+    std::vector<const EncodedExample*> rows;
+    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&items[order_[i]]);
+    return rows;
+  }
+
+  const FinetuneOptions& o_;
+  const BertConfig& config_;
+  const Heads heads_;
+  const data::BertTokenizer& tok_;
+  const FinetuneData fd_;
+  const int64_t L_, N_, batches_per_epoch_;
+  TrainOptions sched_;  // the learning-rate schedule
+  const nlohmann::json run_state_;
+  Model model_;
+  TrainingState state_;
+  const std::function<void(const FinetuneEvent&)>& on_event_;
+  LengthExecutors train_ex_, eval_ex_;
+  double majority_accuracy_ = 0;
+  FinetuneProgress progress_;
+  std::vector<int64_t> order_;
+  int64_t order_epoch_ = -1;
+  MetricsLog metrics_;
+};
+
+}  // namespace
+
+FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(const FinetuneEvent&)>& on_event,
+                        const std::atomic<bool>* stop) {
+  FinetuneOptions o = given;
   auto say = [&](std::string text) {
     FinetuneEvent e;
     e.kind = FinetuneEvent::message;
@@ -397,9 +743,19 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   check(o.batch_size > 0 && o.accum_steps > 0, "--batch-size and --accum-steps must be positive");
   check(o.max_steps > 0 || o.epochs > 0, "give --num-train-epochs > 0 or --max-steps > 0");
   check(!o.out.empty() && !o.train.empty() && !o.eval.empty(), "finetune needs --model, --train, --eval and --out");
-  check(o.overwrite || !fs::exists(o.out) || (fs::is_directory(o.out) && fs::is_empty(o.out)),
-        "output directory {} exists (use --overwrite to replace it)", o.out.string());
+  check(o.save_steps >= 0 && o.save_total_limit >= 0, "--save-steps and --save-total-limit must not be negative");
+  LoopOptions loop{o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite};
+  check_loop_options(loop);
   check_tokenizer(o.model);
+  // One writer per output directory, for the whole run; then the checkpoint, verified.
+  const DirLock lock = claim_output_dir(o.out, o.overwrite, !o.resume.empty());
+  o.resume = resume_dir(o.resume, o.out);
+  nlohmann::json saved;
+  if (!o.resume.empty()) {
+    saved = read_checkpoint_state(o.resume, RunKind::finetune);
+    // Before the data is read in this task's format.
+    check_resume_settings(saved, {{"task", task_flag(heads_for(o.task))}}, {"task"}, o.resume);
+  }
   const Heads heads = heads_for(o.task);
   const Heads source_heads = finetuned_heads(o.model);
   check(source_heads == Heads::none || source_heads == heads,
@@ -411,192 +767,50 @@ FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const
   check(tok.vocab().size() <= static_cast<size_t>(config.vocab_size),
         "{}: the tokenizer has {} tokens, the model only {} (vocab_size)", o.model.string(), tok.vocab().size(),
         config.vocab_size);
+  FinetuneData fd = read_finetune_data(o, config, tok, say);
 
-  // Data: labels from the training file; sequences cut to the model's positions.
-  auto cap = [&](int64_t n) { return static_cast<size_t>(std::min(n, config.max_position_embeddings)); };
-  const size_t max_len = cap(o.max_seq_length);
-  const size_t eval_max_len = cap(o.eval_max_seq_length > 0 ? o.eval_max_seq_length : o.max_seq_length);
-  LabelSet labels;
-  EncodedSet train = encode_file(o.train, o.task, tok, &labels, true, max_len);
-  EncodedSet eval = encode_file(o.eval, o.task, tok, &labels, true, eval_max_len);
-  check(labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(), labels.size());
-  const int64_t L = labels.size();
-  for (auto [name, set, len] : {std::tuple{"training", &train, max_len}, std::tuple{"evaluation", &eval, eval_max_len}})
-    if (set->truncated > 0)
-      say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
-                      set->truncated, set->items.size(), name, len, set == &eval ? "eval-" : "",
-                      config.max_position_embeddings));
-  // Batches are padded to the longest example of their set (rounded up to 8).
-  auto padded = [](const EncodedSet& set, size_t limit) {
-    return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
-  };
-  const int64_t S = padded(train, max_len), S_eval = padded(eval, eval_max_len);
-  say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}", L,
-                  train.items.size(), eval.items.size(), S, S_eval,
-                  o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}",
-                                                  length_quantum(S))
-                                    : ""));
+  const int64_t B = o.batch_size, K = o.accum_steps, N = static_cast<int64_t>(fd.train.items.size());
+  const int64_t steps_per_epoch = std::max<int64_t>(1, ((N + B - 1) / B + K - 1) / K);
+  const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
+  const int64_t warmup = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
+  loop.max_steps = max_steps;
+  loop.eval_steps = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
+  nlohmann::json run_state = finetune_run_state(o, fd.labels, max_steps, warmup);
+  if (!o.resume.empty()) check_resume_settings(saved, run_state, kResumeKeys, o.resume);
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
-  // one for the same labels).
-  Model model = init_model(config, heads, o.seed, L);
-  init_classifier(model.params, config, o.seed);
-  if (!o.from_scratch) {
-    check(fs::exists(o.model / "model.safetensors"), "model directory {} has no model.safetensors", o.model.string());
-    bool same_labels = false;
-    if (source_heads == heads)
-      same_labels = id2label(read_json_file(o.model / "config.json", "model config"), o.model / "config.json") == labels.names();
-    auto fresh = load_encoder_weights(model.params, SafetensorsFile(o.model / "model.safetensors"), same_labels);
-    if (!fresh.empty()) say(fmt::format("newly initialised: {}", fmt::join(fresh, ", ")));
+  // one for the same labels); or everything from the checkpoint.
+  FinetuneRun run(o, config, tok, std::move(fd), std::move(run_state), on_event);
+  LoopState start;
+  if (!o.resume.empty()) {
+    say(fmt::format("resuming from {} (step {})", o.resume.string(), saved.at("step").get<int64_t>()));
+    start = run.restore(o.resume);
+  } else if (!o.from_scratch) {
+    run.load_pretrained(source_heads, say);
   } else {
     say("from scratch: every weight randomly initialised");
   }
+  run.open_log(start.step);
 
-  const int64_t B = o.batch_size, K = o.accum_steps, N = static_cast<int64_t>(train.items.size());
-  const int64_t batches_per_epoch = (N + B - 1) / B;
-  const int64_t steps_per_epoch = std::max<int64_t>(1, (batches_per_epoch + K - 1) / K);
-  const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
-  TrainOptions sched;
-  sched.lr = o.lr, sched.max_steps = max_steps, sched.schedule = "linear";
-  sched.warmup_steps = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
-  const int64_t eval_every = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
-
-  TrainingState state(model.params);
-  const bool group = o.group_by_length;
-  LengthExecutors train_ex(S, group, [&](int64_t s) {
-    auto ex = std::make_unique<Executor>(classification_graph(config, heads, L, B, s, true, o.precision, o.optimizer.name),
-                                         model.params, &state);
-    auto& ctx = ex->context();
-    ctx.seed = o.seed;
-    ctx.beta1 = o.optimizer.beta1, ctx.beta2 = o.optimizer.beta2, ctx.eps = o.optimizer.eps;
-    ctx.weight_decay = o.optimizer.weight_decay, ctx.max_grad_norm = o.optimizer.max_grad_norm;
-    return ex;
-  });
-  LengthExecutors eval_ex(S_eval, group, [&](int64_t s) {
-    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, o.precision, o.optimizer.name),
-                                      static_cast<const ParamStore&>(model.params));
-  });
-
-  fs::create_directories(o.out);
-  std::ofstream metrics(o.out / "metrics.jsonl", std::ios::trunc);
-  check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
-  const auto counts = majority_counts(train, L);
-  const int32_t majority = static_cast<int32_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
-  const auto eval_counts = majority_counts(eval, L);
-  int64_t eval_total = 0;
-  for (auto c : eval_counts) eval_total += c;
-  const double majority_accuracy = eval_total ? double(eval_counts[majority]) / double(eval_total) : 0;
-
-  std::vector<float> best_params;
-  FinetuneResult result;
-  double best_metric = -1;
-  auto run_eval = [&](int64_t step) {
-    eval_ex.repack_weights();
-    FinetuneEvent e;
-    e.kind = FinetuneEvent::evaluation;
-    e.step_index = step, e.max_steps = max_steps;
-    e.eval = evaluate_set(eval_ex, eval, B, heads, L, tok, labels);
-    e.eval.majority_accuracy = majority_accuracy;
-    e.best = e.eval.metric(o.metric) > best_metric;
-    if (e.best) {
-      best_metric = e.eval.metric(o.metric);
-      best_params.assign(model.params.arena(), model.params.arena() + model.params.arena_size());
-      result.best = e.eval, result.best_step = step;
+  LoopHooks hooks;
+  hooks.step = [&](int64_t step, int64_t data_step) { run.step(step, data_step); };
+  hooks.evaluate = [&](int64_t step) { run.evaluate(step); };
+  hooks.save = [&](const fs::path& dir, const LoopState& at) { run.save(dir, at); };
+  hooks.restore = [&](const fs::path& dir) { return run.restore(dir); };
+  hooks.stop_requested = [&] { return stop && stop->load(); };
+  hooks.on_event = [&](const LoopEvent& e) {
+    switch (e.kind) {
+      case LoopEvent::checkpoint: return say(fmt::format("saved {}", e.path));
+      case LoopEvent::skipped: return say(fmt::format("{}: its update skipped (--on-nonfinite skip)", e.reason));
+      case LoopEvent::rolled_back:
+        return say(fmt::format("{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)",
+                               e.reason, e.path));
+      case LoopEvent::interrupted:
+        return say(fmt::format("stopped by signal after step {}; resume with --resume {}/checkpoint-{}", e.step,
+                               o.out.string(), e.step));
     }
-    auto j = eval_json(e.eval);
-    j.erase("per_class");
-    j["step"] = step;
-    metrics << j.dump() << "\n" << std::flush;
-    on_event(e);
   };
-
-  // Data order: every epoch a permutation from (seed, epoch); the last batch may be short.
-  std::vector<int64_t> order;
-  int64_t order_epoch = -1;
-  auto micro_rows = [&](int64_t m) {
-    const int64_t epoch = m / batches_per_epoch, first = (m % batches_per_epoch) * B;
-    if (epoch != order_epoch) {
-      order.resize(N);
-      for (int64_t i = 0; i < N; ++i) order[i] = i;
-      std::mt19937_64 rng(o.seed * 1000003ull + static_cast<uint64_t>(epoch));
-      std::shuffle(order.begin(), order.end(), rng);
-      // Grouping by length (Hugging Face's LengthGroupedSampler): mega-batches of 50 batches of
-      // the shuffled order, each sorted by length, longest first.
-      if (group)
-        for (int64_t m0 = 0; m0 < N; m0 += 50 * B)
-          std::stable_sort(order.begin() + m0, order.begin() + std::min(N, m0 + 50 * B), [&](int64_t a, int64_t b) {
-            return train.items[a].ids.size() > train.items[b].ids.size();
-          });
-      order_epoch = epoch;
-    }
-    std::vector<const EncodedExample*> rows;
-    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&train.items[order[i]]);
-    return rows;
-  };
-
-  double train_seconds = 0;
-  int64_t sequences = 0, padded_tokens = 0;
-  for (int64_t step = 1; step <= max_steps; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<const EncodedExample*>> micro(K);
-    int64_t labelled = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      micro[k] = micro_rows((step - 1) * K + k);
-      for (auto* e : micro[k])
-        for (int32_t l : e->labels) labelled += l != -100;
-    }
-    state.grads.zero();
-    double loss_sum = 0, correct = 0, count = 0;
-    Executor* last = nullptr;
-    // The weights stay fixed until the update: pack (and cast) them once for the K micro-batches.
-    const uint64_t weights_version = K > 1 ? next_weights_version() : 0;
-    for (int64_t k = 0; k < K; ++k) {
-      auto [ex, s] = train_ex.at(micro[k]);
-      auto& ctx = ex->context();
-      ctx.step = step, ctx.micro = k, ctx.weights_version = weights_version;
-      ctx.lr = learning_rate(sched, step);
-      ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
-      fill_batch(*ex, micro[k], B, s, heads, tok.pad_id(), tok.cls_id());
-      ex->run(nullptr, kForward | kBackward);
-      const float* out = ex->output("loss");
-      loss_sum += out[0], correct += out[1], count += out[2];
-      sequences += static_cast<int64_t>(micro[k].size());
-      padded_tokens += B * s;
-      last = ex;
-    }
-    const double loss = count > 0 ? loss_sum / count : 0;
-    check(std::isfinite(loss), "step {}: the loss is not finite", step);
-    auto& ctx = last->context();  // the optimizer of any of them updates the shared arenas
-    last->run(nullptr, kCommunication | kOptimizer);
-    check(std::isfinite(ctx.grad_norm), "step {}: gradients are not finite", step);
-    train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    FinetuneEvent e;
-    e.kind = FinetuneEvent::step;
-    e.step_index = step, e.max_steps = max_steps, e.loss = loss, e.lr = ctx.lr;
-    e.accuracy = count > 0 ? correct / count : 0;
-    e.seq_per_s = double(sequences) / train_seconds;
-    e.eta_s = train_seconds / double(step) * double(max_steps - step);
-    metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
-                              {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}}.dump() << "\n";
-    on_event(e);
-    if (step % eval_every == 0 || step == max_steps) run_eval(step);
-  }
-  result.steps = max_steps;
-  result.train_seq_per_s = train_seconds > 0 ? double(sequences) / train_seconds : 0;
-  result.seq_len = S;
-  result.mean_padded_length = sequences > 0 ? double(padded_tokens) / double(B * max_steps * K) : 0;
-  result.graphs = train_ex.count();
-  // The best model at the top of the output directory (load_best_model_at_end + save_model).
-  std::copy(best_params.begin(), best_params.end(), model.params.arena());
-  write_model(o.out, config, heads, labels, model.params, o.model);
-  auto results = eval_json(result.best);
-  results["best_step"] = result.best_step;
-  results["metric"] = o.metric == FinetuneMetric::accuracy ? "accuracy" : "macro_f1";
-  results["train_seq_per_s"] = result.train_seq_per_s;
-  results["seq_len"] = S;
-  results["mean_padded_seq_len"] = result.mean_padded_length;
-  data::write_file_atomic(o.out / "eval_results.json", results.dump(2) + "\n");
-  return result;
+  return run.finish(run_loop(loop, start, hooks, run.log()));
 }
 
 int64_t predict(const PredictOptions& o, const std::function<void(const std::string&)>& log) {

@@ -3,6 +3,7 @@
 // heads (runtime/bert_builder.h), as run_glue.py / run_ner.py do it: labels from the training
 // file, linear warmup and decay, AdamW, evaluation (accuracy, macro-F1, per-class precision and
 // recall), the best model by the chosen metric kept; and prediction with a fine-tuned model.
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "runtime/data/task_data.h"
 #include "runtime/precision.h"
+#include "runtime/run_loop.h"
 #include "runtime/safetensors.h"
 #include "runtime/train_step.h"
 
@@ -21,6 +23,7 @@ struct FinetuneOptions {
   data::TaskKind task = data::TaskKind::sequence_classification;
   std::filesystem::path model;  // bertlab or Hugging Face model directory (with vocab.txt)
   std::filesystem::path train, eval, out;
+  std::filesystem::path resume;  // a fine-tuning checkpoint, or "latest": the newest complete one in `out`
   bool overwrite = false;
   double epochs = 3.0;
   int64_t max_steps = 0;  // > 0: overrides epochs
@@ -41,6 +44,11 @@ struct FinetuneOptions {
   // Hugging Face's group_by_length: batches of similar lengths, each padded only to its own
   // longest example (rounded up to a quarter of the maximum), in training and evaluation.
   bool group_by_length = false;
+  // Checkpoints (runtime/trainer.h format, plus best_model.safetensors when the best model is
+  // not the current one): every save_steps steps and at the end; 0: none.
+  int64_t save_steps = 0;
+  int64_t save_total_limit = 2;
+  NonfinitePolicy nonfinite;  // --on-nonfinite stop | skip | rollback
 };
 
 struct ClassMetrics {
@@ -78,12 +86,15 @@ struct FinetuneResult {
   int64_t seq_len = 0;           // the padded sequence length used (the longest, when grouping)
   double mean_padded_length = 0;  // mean padded length of the training batches
   int64_t graphs = 0;             // training graphs built (one per padded length)
+  bool interrupted = false;       // stopped on request after `steps` (a checkpoint written, no model)
 };
 
 // Trains and writes the best model to `out` (config.json with num_labels, id2label, label2id,
 // architectures; model.safetensors; vocab.txt; tokenizer_config.json; eval_results.json;
-// metrics.jsonl).
-FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event);
+// train_results.json (throughput); metrics.jsonl), holding the lock of `out` throughout. Stops
+// early, after writing a checkpoint, when `stop` becomes true (SIGINT/SIGTERM).
+FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event,
+                        const std::atomic<bool>* stop = nullptr);
 
 struct PredictOptions {
   std::filesystem::path model, input, output;

@@ -98,13 +98,15 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
   stats.mlm_loss = sums[0], stats.mlm_accuracy = sums[1], stats.nsp_loss = sums[3];
   stats.masked = static_cast<int64_t>(sums[2]), stats.sequences = static_cast<int64_t>(sums[4]);
   stats = finish(stats);
-  check(std::isfinite(stats.loss()), "step {}: the loss is not finite (masked LM {}, NSP {})",
-        step, stats.mlm_loss, stats.nsp_loss);
+  if (!std::isfinite(stats.loss()))
+    throw NonfiniteError(fmt::format("step {}: the loss is not finite (masked LM {}, NSP {})", step, stats.mlm_loss,
+                                     stats.nsp_loss));
   train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
   stats.grad_norm = ctx.grad_norm;
   // Not check(): its arguments are evaluated every step, and this one scans the whole arena.
   if (!std::isfinite(ctx.grad_norm))
-    fail("step {}: gradients are not finite; first: grad of '{}'", step, first_non_finite(state_.grads));
+    throw NonfiniteError(
+        fmt::format("step {}: gradients are not finite; first: grad of '{}'", step, first_non_finite(state_.grads)));
   return stats;
 }
 

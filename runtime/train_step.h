@@ -6,6 +6,7 @@
 
 #include "runtime/executor.h"
 #include "runtime/model.h"
+#include "runtime/run_loop.h"
 
 namespace bertlab {
 
@@ -28,7 +29,7 @@ class TrainStepper {
   // Builds the training graph for micro-batches of `run.batch` x `run.seq` (run.mode = train).
   TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed);
 
-  // One optimizer step (1-based `step`) with learning rate `lr`. Throws Error naming the step
+  // One optimizer step (1-based `step`) with learning rate `lr`. Throws NonfiniteError naming the step
   // and the first non-finite tensor when the loss or a gradient is not finite; the parameters
   // are then left as they were before the step.
   StepStats step(std::span<const BertInputs> micro_batches, int64_t step, float lr);

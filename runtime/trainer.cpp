@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "base/dir_lock.h"
 #include "runtime/checkpoint.h"
 #include "runtime/distributed.h"
 #include "base/json_file.h"
@@ -116,21 +117,6 @@ void check_same_model(const BertConfig& checkpoint, const BertConfig& here, cons
           it.key(), a.at(it.key()).dump(), it.value().dump());
 }
 
-// Keeps the lines of `file` whose step is at most `step` (dropping a torn last line).
-void truncate_metrics(const fs::path& file, int64_t step) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) return;
-  std::ifstream in(file, std::ios::binary);
-  std::string kept;
-  for (std::string line; std::getline(in, line);) {
-    if (in.eof()) break;  // no newline: a line cut by a kill
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() <= step)
-      kept += line + "\n";
-  }
-  data::write_file_atomic(file, kept);
-}
-
 // Under mpirun every rank must train the same run: the same settings, model and data (ranks
 // started with other flags or data would train apart, or wait forever in a collective once
 // their step counts differ). Rank 0's settings go to all; a rank that differs stops the job.
@@ -162,10 +148,91 @@ void agree_across_ranks(dist::World& world, const nlohmann::json& run_state, con
   }
 }
 
+// The model's config: from a checkpoint, a model directory or a config.json.
+BertConfig model_config(const TrainOptions& o, const data::PretrainingDataset& train_set) {
+  fs::path config_source = !o.resume.empty() ? o.resume : !o.model.empty() ? o.model : o.config;
+  check(!config_source.empty(), "give --config, --model or --resume");
+  BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
+                                                      : load_config(config_source);
+  // With --resume the model comes from the checkpoint; a --config or --model given as well
+  // must describe the same model, not be silently ignored.
+  if (!o.resume.empty())
+    for (const auto& given : {o.config, o.model})
+      if (!given.empty())
+        check_same_model(config, fs::is_directory(given) ? load_config(given / "config.json") : load_config(given),
+                         o.resume, given == o.config);
+  // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
+  // the tokenizer.
+  if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());
+  return config;
+}
+
+// The held-out data (rank 0 only), opened before training, so that data that cannot be
+// evaluated with this model is refused now rather than at the first evaluation.
+std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, const BertConfig& config, bool writer) {
+  std::optional<data::PretrainingDataset> eval_set;
+  const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
+  if (writer) {
+    eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
+    if (!o.eval_data.empty()) {
+      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
+            "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
+            (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
+      check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
+            "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
+            eval_set->seq_len(), config.max_position_embeddings);
+    }
+  }
+  return eval_set;
+}
+
+// Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
+void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, const TrainOptions& o) {
+  saved.emplace("world_size", 1);  // checkpoints from before data parallelism
+  saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
+  saved.emplace("dropout", true);
+  check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
+                                           "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
+  // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
+  if (saved.contains("data_fingerprint"))
+    check(saved["data_fingerprint"] == run_state["data_fingerprint"],
+          "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
+          "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
+          run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
+          saved["data_fingerprint"].dump());
+}
+
+TrainEvent to_train_event(const LoopEvent& e) {
+  TrainEvent ev;
+  switch (e.kind) {
+    case LoopEvent::checkpoint: ev.kind = TrainEvent::checkpoint; break;
+    case LoopEvent::skipped: ev.kind = TrainEvent::skipped; break;
+    case LoopEvent::rolled_back: ev.kind = TrainEvent::rolled_back; break;
+    case LoopEvent::interrupted: ev.kind = TrainEvent::interrupted; break;
+  }
+  ev.step_index = e.step;
+  ev.path = e.path;
+  ev.reason = e.reason;
+  return ev;
+}
+
 }  // namespace
 
+nlohmann::json trainer_state_header(RunKind kind) {
+  return {{"format", kStateFormat}, {"version", kStateVersion}, {"kind", to_string(kind)}};
+}
+
+const char* to_string(RunKind k) {
+  switch (k) {
+    case RunKind::pretraining: return "pretraining";
+    case RunKind::finetune: return "finetune";
+  }
+  return "";
+}
+
 void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
-                     const nlohmann::json& trainer_state, const fs::path& vocab_dir) {
+                     const nlohmann::json& trainer_state, const fs::path& vocab_dir,
+                     const std::function<void(const fs::path&)>& extra) {
   // Built under a hidden name, the manifest written last, then renamed into place: a
   // checkpoint-N directory is complete or absent. On any failure (a full disk) the partial
   // directory is removed and the checkpoints already there are left as they were.
@@ -182,6 +249,7 @@ void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s
     }
     write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
     data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
+    if (extra) extra(tmp);
     write_manifest(tmp);
     fs::remove_all(dir);
     fs::rename(tmp, dir);
@@ -205,8 +273,31 @@ nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file
   return state;
 }
 
-nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) {
+nlohmann::json read_checkpoint_state(const fs::path& dir, RunKind expected) {
   verify_manifest(dir);
+  const fs::path file = dir / "trainer_state.json";
+  nlohmann::json state = read_trainer_state(file);
+  // Checkpoints from before fine-tuning had them are pretraining ones, without the field.
+  const nlohmann::json kind = state.value("kind", nlohmann::json(to_string(RunKind::pretraining)));
+  check(kind == to_string(expected),
+        "cannot resume from {}: it is a {} checkpoint ({}: field 'kind' is {}), expected a {} checkpoint "
+        "(`bertlab train` resumes pretraining checkpoints, `bertlab finetune` fine-tuning ones)",
+        dir.string(), kind.is_string() ? kind.get<std::string>() : kind.dump(), file.string(),
+        state.contains("kind") ? kind.dump() : "absent", to_string(expected));
+  return state;
+}
+
+void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
+                           std::initializer_list<const char*> keys, const fs::path& dir) {
+  const std::string file = (dir / "trainer_state.json").string();
+  for (const char* key : keys) {
+    check(saved.contains(key), "{}: field '{}' is missing", file, key);
+    check(saved.at(key) == now.at(key), "cannot resume {} exactly: {} was {} there, {} now ({})", dir.string(), key,
+          saved.at(key).dump().substr(0, 200), now.at(key).dump().substr(0, 200), file);
+  }
+}
+
+void load_checkpoint_weights(const fs::path& dir, Model& m, TrainingState& s) {
   check_same_model(load_config(dir / "config.json"), m.config, dir, false);
   load_hf_weights(m.params, SafetensorsFile(dir / "model.safetensors"));
   SafetensorsFile opt(dir / "optimizer.safetensors");
@@ -214,16 +305,17 @@ nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) 
     opt.read_f32("exp_avg:" + p.name, p.shape, s.exp_avg.data(p.name));
     opt.read_f32("exp_avg_sq:" + p.name, p.shape, s.exp_avg_sq.data(p.name));
   }
-  return read_trainer_state(dir / "trainer_state.json");
+}
+
+nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) {
+  nlohmann::json state = read_checkpoint_state(dir, RunKind::pretraining);
+  load_checkpoint_weights(dir, m, s);
+  return state;
 }
 
 int64_t train(const TrainOptions& given, const std::function<void(const TrainEvent&)>& on_event,
               const std::atomic<bool>* stop) {
   TrainOptions o = given;
-  if (o.resume == "latest") {  // the newest checkpoint of --out whose manifest verifies
-    o.resume = newest_valid_checkpoint(o.out);
-    check(!o.resume.empty(), "--resume latest: {} holds no complete checkpoint", o.out.string());
-  }
   check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
         "--batch-size, --accum-steps and --max-steps must be positive");
   check(!o.out.empty(), "--out is required");
@@ -237,21 +329,22 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
           "--max-steps {} x --accum-steps {} x --batch-size {} x {} ranks is more than 2^53 instances",
           o.max_steps, o.accum_steps, o.batch_size, W);
   }
-  if (!o.resume.empty()) verify_manifest(o.resume);  // before anything is read from it
   // Data parallel (mpirun -np W): every rank trains on its share of each batch; rank 0 alone
   // writes the output directory, checkpoints and metrics, evaluates and reports.
   auto& world = dist::World::get();
   const bool writer = world.rank() == 0;
   const int64_t W = world.size();
-  if (writer) {
-    check(o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_directory(o.out),
-          "--out {} is not a directory", o.out.string());
-    check(!o.resume.empty() || o.overwrite || !fs::exists(o.out) || fs::is_empty(o.out),
-          "output directory {} exists (use --overwrite to replace it, or --resume a checkpoint)",
-          o.out.string());
-  }
+  LoopOptions loop{o.out,   o.max_steps, o.eval_steps, o.save_steps, o.save_total_limit,
+                   true,    writer,      o.nonfinite};
+  check_loop_options(loop);
+  check(W == 1 || o.nonfinite.action == OnNonfinite::stop,
+        "--on-nonfinite {}: a data-parallel run ({} ranks) can only stop on a non-finite loss", to_string(o.nonfinite.action), W);
+  // One writer per output directory, for the whole run.
+  const DirLock lock = writer ? claim_output_dir(o.out, o.overwrite, !o.resume.empty()) : DirLock();
+  o.resume = resume_dir(o.resume, o.out);
+  nlohmann::json saved;  // before anything else is read from the checkpoint: verified, and of pretraining
+  if (!o.resume.empty()) saved = read_checkpoint_state(o.resume, RunKind::pretraining);
   data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
-  const fs::path eval_dir = o.eval_data.empty() ? o.data : o.eval_data;
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
   check(!o.nsp || !train_set.packed(),
         "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
@@ -259,21 +352,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
         o.seq_len, S, o.data.string());
 
-  // The model: from a checkpoint, a model directory or a config.
-  fs::path config_source = !o.resume.empty() ? o.resume : !o.model.empty() ? o.model : o.config;
-  check(!config_source.empty(), "give --config, --model or --resume");
-  BertConfig config = fs::is_directory(config_source) ? load_config(config_source / "config.json")
-                                                      : load_config(config_source);
-  // With --resume the model comes from the checkpoint; a --config or --model given as well
-  // must describe the same model, not be silently ignored.
-  if (!o.resume.empty())
-    for (const auto& given : {o.config, o.model})
-      if (!given.empty())
-        check_same_model(config, fs::is_directory(given) ? load_config(given / "config.json") : load_config(given),
-                         o.resume, given == o.config);
-  // A new model takes its vocabulary size from the data, as run_mlm.py resizes embeddings to
-  // the tokenizer.
-  if (o.model.empty() && o.resume.empty()) config.vocab_size = static_cast<int64_t>(train_set.vocab_size());
+  const BertConfig config = model_config(o, train_set);
   Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
                                 : load_model(o.model, Heads::pretraining, o.seed);
   check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
@@ -282,20 +361,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   check(S <= config.max_position_embeddings, "the data's sequence length {} exceeds max_position_embeddings {}",
         S, config.max_position_embeddings);
 
-  // The held-out data is opened before training, so that data that cannot be evaluated with
-  // this model is refused now rather than at the first evaluation.
-  std::optional<data::PretrainingDataset> eval_set;
-  if (writer) {
-    eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
-    if (!o.eval_data.empty()) {
-      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
-            "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
-            (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
-      check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,
-            "--eval-data {}: sequence length {} exceeds max_position_embeddings {}", o.eval_data.string(),
-            eval_set->seq_len(), config.max_position_embeddings);
-    }
-  }
+  const std::optional<data::PretrainingDataset> eval_set = open_eval_set(o, config, writer);
 
   RunSpec run;
   run.batch = o.batch_size;
@@ -308,74 +374,58 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   run.dropout = o.dropout;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
-  nlohmann::json run_state{{"format", kStateFormat},       {"version", kStateVersion},
-                           {"seed", o.seed},               {"batch_size", o.batch_size},
-                           {"accum_steps", o.accum_steps}, {"seq_len", S},
-                           {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
-                           {"world_size", W},              {"nsp", o.nsp},
-                           {"dropout", o.dropout},
-                           {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}};
+  nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
+  run_state.update({{"seed", o.seed},               {"batch_size", o.batch_size},
+                    {"accum_steps", o.accum_steps}, {"seq_len", S},
+                    {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
+                    {"world_size", W},              {"nsp", o.nsp},
+                    {"dropout", o.dropout},
+                    {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});
   agree_across_ranks(world, run_state, o, config);
-  int64_t start = 0;
+  LoopState start;
   if (!o.resume.empty()) {
-    auto saved = load_checkpoint(o.resume, model, stepper.state());
-    saved.emplace("world_size", 1);  // checkpoints from before data parallelism
-    saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
-    saved.emplace("dropout", true);
-    const std::string state_file = (o.resume / "trainer_state.json").string();
-    for (const char* key : {"seed", "batch_size", "accum_steps", "seq_len", "optimizer", "dynamic_masking", "world_size",
-                            "nsp", "dropout"}) {
-      check(saved.contains(key), "{}: field '{}' is missing", state_file, key);
-      check(saved.at(key) == run_state.at(key),
-            "cannot resume {} exactly: {} was {} there, {} now", o.resume.string(), key,
-            saved.at(key).dump(), run_state.at(key).dump());
-    }
-    // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
-    if (saved.contains("data_fingerprint"))
-      check(saved["data_fingerprint"] == run_state["data_fingerprint"],
-            "cannot resume {} exactly: the training data differs: {} (fingerprint {}) is not the data the checkpoint "
-            "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
-            run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
-            saved["data_fingerprint"].dump());
-    start = saved.at("step").get<int64_t>();
+    check_resumable(saved, run_state, o);
+    load_checkpoint_weights(o.resume, model, stepper.state());
+    start = LoopState::from_trainer_state(saved, (o.resume / "trainer_state.json").string());
   }
   // Every rank starts from rank 0's parameters (they already agree: same seed or checkpoint).
   world.broadcast(model.params.arena(), model.params.arena_size());
-  std::ofstream metrics;
-  if (writer) {
-    fs::create_directories(o.out);
-    // After a kill, the log may hold steps past the checkpoint (and half a line): keep only
-    // the lines of steps up to the one resumed from, so that no step is lost or repeated.
-    if (start > 0) truncate_metrics(o.out / "metrics.jsonl", start);
-    metrics.open(o.out / "metrics.jsonl", start > 0 ? std::ios::app : std::ios::trunc);
-    check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
-  }
-  // One line at a time, flushed: a killed run loses at most the line being written.
-  auto log_line = [&](const nlohmann::json& line) {
-    metrics << line.dump() << "\n" << std::flush;
-    check(metrics.good(), "cannot write {}", (o.out / "metrics.jsonl").string());
-  };
+  MetricsLog metrics = writer ? MetricsLog(o.out, start.step) : MetricsLog();
 
-  auto write_checkpoint = [&](int64_t step) {
-    if (!writer) return;
-    nlohmann::json st = run_state;
-    st["step"] = step;
-    st["instances_seen"] = step * o.accum_steps * o.batch_size * W;
-    st["data"] = o.data.string();
-    const fs::path dir = o.out / fmt::format("checkpoint-{}", step);
-    save_checkpoint(dir, model, stepper.state(), st, o.data);
-    auto all = checkpoints_in(o.out);
-    for (size_t i = 0; o.save_total_limit > 0 && i + o.save_total_limit < all.size(); ++i)
-      fs::remove_all(all[i]);
+  InstanceStream stream(train_set);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<BertInputs> micro(o.accum_steps);
+  int64_t steps_run = 0;  // in this process, for the rate
+  LoopHooks hooks;
+  hooks.step = [&](int64_t step, int64_t data_step) {
+    // Micro-batch k of the step is W x batch_size instances of the stream; rank r takes the
+    // r-th share, so W ranks see the batches of one process with a W times larger batch.
+    for (int64_t k = 0; k < o.accum_steps; ++k) {
+      uint64_t first =
+          static_cast<uint64_t>((((data_step - 1) * o.accum_steps + k) * W + world.rank()) * o.batch_size);
+      micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
+    }
+    const float lr = learning_rate(o, step);
+    StepStats s = stepper.step(micro, step, lr);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double per_step = elapsed / double(++steps_run);
     TrainEvent ev;
-    ev.kind = TrainEvent::checkpoint;
     ev.step_index = step;
-    ev.path = dir.string();
+    ev.max_steps = o.max_steps;
+    ev.stats = s;
+    ev.lr = lr;
+    ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
+    ev.eta_s = per_step * double(o.max_steps - step);
+    if (!writer) return;
+    nlohmann::json line = {{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
+                           {"mlm_accuracy", s.mlm_accuracy}, {"grad_norm", s.grad_norm},
+                           {"lr", lr}, {"seq_per_s", ev.seq_per_s}};
+    if (o.nsp) line["nsp_loss"] = s.nsp_loss;  // masked LM only: no NSP field
+    metrics.write(line);
     on_event(ev);
   };
-  auto run_eval = [&](int64_t step) {
-    if (!writer) return;  // no collective inside: the other ranks go on to the next step
-    if (eval_set->size() == 0) return;
+  hooks.evaluate = [&](int64_t step) {
+    if (!writer || eval_set->size() == 0) return;  // no collective inside: the other ranks go on
     TrainEvent ev;
     ev.kind = TrainEvent::eval;
     ev.step_index = step;
@@ -386,62 +436,38 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
                            {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
                            {"eval_most_frequent_accuracy", ev.baseline_accuracy}};
     if (o.nsp) line["eval_nsp_loss"] = ev.stats.nsp_loss;  // masked LM only: no NSP field
-    log_line(line);
+    metrics.write(line);
     on_event(ev);
   };
-
-  InstanceStream stream(train_set);
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<BertInputs> micro(o.accum_steps);
-  int64_t step = start;
-  while (step < o.max_steps) {
-    ++step;
-    // Micro-batch k of the step is W x batch_size instances of the stream; rank r takes the
-    // r-th share, so W ranks see the batches of one process with a W times larger batch.
-    for (int64_t k = 0; k < o.accum_steps; ++k) {
-      uint64_t first = static_cast<uint64_t>((((step - 1) * o.accum_steps + k) * W + world.rank()) * o.batch_size);
-      micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
-    }
-    const float lr = learning_rate(o, step);
-    StepStats s = stepper.step(micro, step, lr);
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double per_step = elapsed / double(step - start);
-    TrainEvent ev;
-    ev.step_index = step;
-    ev.max_steps = o.max_steps;
-    ev.stats = s;
-    ev.lr = lr;
-    ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
-    ev.eta_s = per_step * double(o.max_steps - step);
-    if (writer) {
-      nlohmann::json line = {{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
-                             {"mlm_accuracy", s.mlm_accuracy}, {"grad_norm", s.grad_norm},
-                             {"lr", lr}, {"seq_per_s", ev.seq_per_s}};
-      if (o.nsp) line["nsp_loss"] = s.nsp_loss;  // masked LM only: no NSP field
-      log_line(line);
-      on_event(ev);
-    }
-    if (o.eval_steps > 0 && step % o.eval_steps == 0) run_eval(step);
-    // A signal may reach the ranks in different steps: stop together when any rank has it.
-    double stop_votes = stop && stop->load() ? 1 : 0;
-    world.allreduce_sum(&stop_votes, 1);
-    const bool stopping = stop_votes > 0;
-    if ((o.save_steps > 0 && step % o.save_steps == 0) || stopping || step == o.max_steps)
-      write_checkpoint(step);
-    if (stopping) {
-      TrainEvent stopped;
-      stopped.kind = TrainEvent::interrupted;
-      stopped.step_index = step;
-      if (writer) on_event(stopped);
-      return step;
-    }
-  }
-  if (!writer) return step;
+  hooks.save = [&](const fs::path& dir, const LoopState& at) {
+    nlohmann::json st = run_state;
+    st["step"] = at.step;
+    st["loop"] = at.to_json();
+    st["instances_seen"] = at.step * o.accum_steps * o.batch_size * W;
+    st["data"] = o.data.string();
+    save_checkpoint(dir, model, stepper.state(), st, o.data);
+  };
+  hooks.restore = [&](const fs::path& dir) {
+    const auto st = read_checkpoint_state(dir, RunKind::pretraining);
+    load_checkpoint_weights(dir, model, stepper.state());
+    return LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
+  };
+  // A signal may reach the ranks in different steps: stop together when any rank has it.
+  hooks.stop_requested = [&] {
+    double votes = stop && stop->load() ? 1 : 0;
+    world.allreduce_sum(&votes, 1);
+    return votes > 0;
+  };
+  hooks.on_event = [&](const LoopEvent& e) {
+    if (!writer) return;
+    on_event(to_train_event(e));
+  };
+  const LoopState end = run_loop(loop, start, hooks, metrics);
+  if (!writer || end.step < o.max_steps) return end.step;
   // The final model at the top of the output directory, as Hugging Face's Trainer leaves it.
   save_model_dir(o.out, model.config, model.params);
   copy_vocab(o.data, o.out);
-  if (o.eval_steps == 0 || o.max_steps % o.eval_steps != 0) run_eval(step);
-  return step;
+  return end.step;
 }
 
 }  // namespace bertlab

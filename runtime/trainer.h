@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/run_loop.h"
 #include "runtime/train_step.h"
 
 namespace bertlab {
@@ -39,15 +40,17 @@ struct TrainOptions {
   int64_t save_steps = 0;            // 0: only at the end
   int64_t save_total_limit = 2;
   int64_t log_steps = 10, eval_steps = 0, eval_batches = 20;
+  NonfinitePolicy nonfinite;         // --on-nonfinite stop | skip | rollback
 };
 
 struct TrainEvent {
-  enum Kind { step, eval, checkpoint, interrupted } kind = step;
+  enum Kind { step, eval, checkpoint, interrupted, skipped, rolled_back } kind = step;
   int64_t step_index = 0, max_steps = 0;
   StepStats stats;
   double lr = 0, seq_per_s = 0, eta_s = 0;
   double baseline_accuracy = 0;  // eval: accuracy of always predicting the most frequent label
-  std::string path;              // checkpoint: where it was written
+  std::string path;              // checkpoint: where it was written; rolled_back: the one returned to
+  std::string reason;            // skipped, rolled_back: why (the step's error)
 };
 
 // Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps
@@ -59,14 +62,32 @@ float learning_rate(const TrainOptions& o, int64_t step);
 int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)>& on_event,
               const std::atomic<bool>* stop = nullptr);
 
+// Which command wrote a checkpoint (trainer_state.json field "kind"; absent: pretraining).
+enum class RunKind : uint8_t { pretraining, finetune };
+const char* to_string(RunKind k);
+// The fields every trainer_state.json starts with: format, version and kind.
+nlohmann::json trainer_state_header(RunKind kind);
+
 // Checkpoint I/O, exposed for tests: DIR holds config.json, model.safetensors, vocab.txt (when
-// the data has one), optimizer.safetensors and trainer_state.json.
+// the data has one), optimizer.safetensors and trainer_state.json, and whatever `extra` writes
+// into the directory (before the manifest, so that it is verified with the rest).
 void save_checkpoint(const std::filesystem::path& dir, const Model& m, const TrainingState& s,
-                     const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir);
+                     const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir,
+                     const std::function<void(const std::filesystem::path&)>& extra = {});
 // DIR/trainer_state.json: format, version and step checked (the other fields at resume).
 nlohmann::json read_trainer_state(const std::filesystem::path& file);
 // The same checks of a parsed trainer state; `file` names it in errors. Returns `state`.
 nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file);
+// Verifies DIR's manifest and reads its trainer state, refusing a checkpoint of another kind
+// (a pretraining checkpoint given to finetune, or the reverse), naming the file.
+nlohmann::json read_checkpoint_state(const std::filesystem::path& dir, RunKind expected);
+// Refuses a resume whose settings differ from the checkpoint's: every key of `keys` must be in
+// `saved` (DIR/trainer_state.json) and equal to `now`'s; the error names the setting.
+void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
+                           std::initializer_list<const char*> keys, const std::filesystem::path& dir);
+// The weights (model.safetensors, checked to be of m's shape) and moments of a checkpoint.
+void load_checkpoint_weights(const std::filesystem::path& dir, Model& m, TrainingState& s);
+// read_checkpoint_state(dir, pretraining) + load_checkpoint_weights; returns the trainer state.
 nlohmann::json load_checkpoint(const std::filesystem::path& dir, Model& m, TrainingState& s);
 
 }  // namespace bertlab

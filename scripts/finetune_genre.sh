@@ -35,6 +35,7 @@ for init, name in (("pretrained", "pretrained, fine-tuned"), ("scratch", "random
     if init not in inits:
         continue
     r = json.load(open(f"{out}/genre-{init}/eval_results.json"))
+    r.update(json.load(open(f"{out}/genre-{init}/train_results.json")))
     print(f"  {name:<26} {100 * r['eval_accuracy']:.1f}%  (macro-F1 {r['eval_macro_f1']:.3f}, {r['train_seq_per_s']:.0f} seq/s)")
 print(f"  {'majority class':<26} {100 * meta['majority_class_accuracy']:.1f}%")
 PY

@@ -36,6 +36,7 @@ if os.path.exists(metrics):
 print(f"POS tagging, {len(meta['eval_documents'])} held-out documents ({meta['labels']} tags), token accuracy:")
 for init, name in (("pretrained", "pretrained, fine-tuned"), ("scratch", "random init, fine-tuned")):
     r = json.load(open(f"{out}/pos-{init}/eval_results.json"))
+    r.update(json.load(open(f"{out}/pos-{init}/train_results.json")))
     print(f"  {name:<26} {100 * r['eval_accuracy']:.1f}%  (macro-F1 {r['eval_macro_f1']:.3f}, {r['train_seq_per_s']:.0f} seq/s)")
 print(f"  {'most frequent tag per word':<26} {100 * meta['most_frequent_tag_accuracy']:.1f}%")
 print(f"  {'majority tag':<26} {100 * meta['majority_class_accuracy']:.1f}%")

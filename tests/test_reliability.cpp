@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/json_file.h"
 #include "runtime/safetensors.h"
+#include "runtime/trainer.h"
 #include "test_configs.h"
 #include "test_util.h"
 
@@ -399,6 +400,29 @@ TEST_CASE("metrics.jsonl holds every step once after a resume over a longer log"
     if (j.contains("loss")) steps.push_back(j["step"].get<int64_t>());
   }
   CHECK(steps == std::vector<int64_t>{1, 2, 3, 4, 5});
+}
+
+TEST_CASE("train --on-nonfinite: stop as before, rollback in the run loop fine-tuning shares", "[reliability][train][cli]") {
+  TempDir dir("nonfinite");
+  auto stop = run_bertlab(train_args(prepared() / "data", dir / "stop", 3, "--debug-nonfinite-batch 2"));
+  CHECK(stop.exit_code == 1);
+  CHECK_THAT(stop.output, Contains("error: step 2: the loss is not finite"));
+  CHECK(newest_valid_checkpoint(dir / "stop").empty());
+  auto r = run_bertlab(train_args(prepared() / "data", dir / "rb", 4,
+                                  "--on-nonfinite rollback --save-steps 2 --debug-nonfinite-batch 3"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<int64_t> steps;
+  nlohmann::json rollback;
+  std::ifstream in(dir / "rb/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) steps.push_back(j["step"].get<int64_t>());
+    if (j.value("event", "") == "rollback") rollback = j;
+  }
+  CHECK(steps == std::vector<int64_t>{1, 2, 3, 4});
+  CHECK(rollback.at("to_step") == 2);
+  CHECK(read_trainer_state(dir / "rb/checkpoint-4/trainer_state.json").at("loop").at("data_offset") == 1);
 }
 
 TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", "[reliability][tokenizer]") {
