@@ -48,6 +48,13 @@ const char* to_string(CoreIsa i) {
   }
   return "?";
 }
+const char* to_string(CoreWalk w) {
+  switch (w) {
+    case CoreWalk::exact: return "exact";
+    case CoreWalk::sampled: return "sampled";
+  }
+  return "?";
+}
 const char* to_string(CpuModel m) {
   switch (m) {
     case CpuModel::calibrated: return "calibrated";
@@ -76,6 +83,12 @@ ComputeModel compute_model_from(const std::string& s, const std::string& origin)
         "array-issue-only model is 'loosely_coupled'",
         origin);
   fail("{}: field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got '{}'", origin, s);
+}
+
+CoreWalk core_walk_from(const std::string& s, const std::string& origin) {
+  for (const CoreWalk w : {CoreWalk::exact, CoreWalk::sampled})
+    if (s == to_string(w)) return w;
+  fail("{}: field 'core_walk' must be exact or sampled, got '{}'", origin, s);
 }
 
 CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
@@ -208,7 +221,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
                                             "pad_to_kernel", "rwma_block_rows", "core", "tlb", "l1", "llc", "dram"};
   static constexpr const char* kCpuOnly[] = {"machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
                                              "parallel_region_us", "elementwise_gelem_per_s"};
-  static constexpr const char* kAcceleratorOnly[] = {"array"};
+  static constexpr const char* kAcceleratorOnly[] = {"array", "core_walk"};
   const bool cpu = s.kind == SystemKind::cpu;
   auto list = [](const auto& a) { return std::vector<const char*>(std::begin(a), std::end(a)); };
   const std::vector<const char*> own = cpu ? list(kCpuOnly) : list(kAcceleratorOnly);
@@ -260,6 +273,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
     if (a.contains("scalesim_memory")) s.array.scalesim_memory = scalesim_memory_from(a.at("scalesim_memory"), origin);
+    s.core_walk = core_walk_from(field_or<std::string>(j, "core_walk", to_string(CoreWalk::exact), "", origin), origin);
   }
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
@@ -466,6 +480,7 @@ json system_to_json(const SystemDesc& s) {
                   {"bytes_per_issue", s.array.bytes_per_issue},
                   {"cycles_per_issue", s.array.cycles_per_issue},
                   {"output_cycles_per_issue", s.array.output_cycles_per_issue}};
+    j["core_walk"] = to_string(s.core_walk);
     if (const auto& m = s.array.scalesim_memory)
       j["array"]["scalesim_memory"] = {{"ifmap_sram_kb", m->ifmap_sram_kb},
                                        {"filter_sram_kb", m->filter_sram_kb},

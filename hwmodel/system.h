@@ -35,6 +35,13 @@ enum class ComputeModel : uint8_t { in_order_core, loosely_coupled, scalesim };
 enum class CoreIsa : uint8_t { aarch64, x86_64 };
 const char* to_string(CoreIsa i);
 const char* to_string(ComputeModel m);
+// How the in_order_core model walks a GEMM's schedule through the cache simulator (core_walk.h
+// gemm_share): exact, every tile; sampled, the first iterations, one representative and the
+// last of each of its outer loops, the representative's counts weighted by the iterations it
+// stands for (instructions and array issues stay exact). `bertlab_hwref model` always walks
+// exactly.
+enum class CoreWalk : uint8_t { exact, sampled };
+const char* to_string(CoreWalk w);
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
 enum class CpuModel : uint8_t { calibrated, roofline };
 const char* to_string(CpuModel m);
@@ -150,6 +157,7 @@ struct SystemDesc {
   CoreIsa core_isa = CoreIsa::aarch64;  // in_order_core: whose instruction counts
   double issue_width = 1;            // in_order_core: instructions issued per cycle (gem5-X's MinorCPU: 2)
   ArrayDesc array;
+  CoreWalk core_walk = CoreWalk::exact;  // in_order_core: how GEMM schedules are walked
   CacheDesc l1;                      // per core
   CacheDesc llc;                     // shared
   TlbDesc tlb;                       // per core (in_order_core)
