@@ -173,10 +173,15 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     const int64_t blocks = ceil_div(M, rb), per_l2 = std::max<int64_t>(1, std::min<int64_t>(512 / rb, blocks));
     const int64_t kt2 = std::max<int64_t>(1, std::min<int64_t>(256, K) / S / kt1);
     const int64_t nt2 = std::max<int64_t>(1, std::min<int64_t>(256, N) / S / nt1);
-    for (const Visit& gi : loop_visits(ceil_div(blocks, per_l2), sampled)) {
+    // A loop is sampled only when no loop around it comes back to its data: skipped iterations
+    // would shrink the footprint between the visits (an operand that overflows the LLC would hit).
+    // The weight chunks (kc, nc) come back for every sequence group; the output chunks (nc) for
+    // every K chunk.
+    const int64_t groups = ceil_div(blocks, per_l2), kchunks = ceil_div(KT, kt2 * kt1);
+    for (const Visit& gi : loop_visits(groups, sampled)) {
       const auto [b0, b1] = core_rows(std::min(per_l2, blocks - gi.index * per_l2), P, core, 1);
-      for (const Visit& kc : loop_visits(ceil_div(KT, kt2 * kt1), sampled))
-        for (const Visit& nc : loop_visits(ceil_div(NT, nt2 * nt1), sampled))
+      for (const Visit& kc : loop_visits(kchunks, sampled && groups == 1))
+        for (const Visit& nc : loop_visits(ceil_div(NT, nt2 * nt1), sampled && groups == 1 && kchunks == 1))
           for (int64_t blk = b0; blk < b1; ++blk)
             for (int64_t tr2 = 0; tr2 < kt2; ++tr2)
               for (int64_t tc2 = 0; tc2 < nt2; ++tc2)

@@ -55,7 +55,10 @@ int64_t LruCache::set_of(uint64_t line) const {
 LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag, int64_t weight) {
   Result r;
   if (line == mru_line_) {
-    if (write) dirty_[mru_way_] = 1, tag_[mru_way_] = tag, weight_[mru_way_] = weight;
+    if (write) {
+      if (!dirty_[mru_way_]) weight_[mru_way_] = weight;  // the dirty episode's first writer
+      dirty_[mru_way_] = 1, tag_[mru_way_] = tag;
+    }
     r.hit = true;
     return r;
   }
@@ -65,9 +68,9 @@ LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag, int64_
     if (line_[w] == line) {
       stamp_[w] = clock_;
       if (write) {
+        if (!dirty_[w]) weight_[w] = weight;  // the dirty episode's first writer
         dirty_[w] = 1;
         tag_[w] = tag;
-        weight_[w] = weight;
       }
       mru_line_ = line, mru_way_ = w;
       r.hit = true;

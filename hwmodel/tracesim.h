@@ -34,7 +34,10 @@ class LruCache {
   };
   // `line` is the line address (byte address / line size); `tag` names the writer stream;
   // `weight`: how many accesses of the full walk this one stands for (1 but in a sampled walk,
-  // core_walk.h), kept with a written line so that its write-back counts as often.
+  // core_walk.h). A line keeps the weight of the first write since it was last clean, and its
+  // write-back counts that many times: a line two neighbouring iterations share is written back
+  // once for the pair, so it belongs to the first (a sampled walk re-warms with weight 0 the
+  // iteration before a representative, whose shared line then counts nothing).
   Result access(uint64_t line, bool write, int32_t tag, int64_t weight = 1);
   struct DirtyLine {
     uint64_t line;

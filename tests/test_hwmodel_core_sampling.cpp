@@ -76,13 +76,22 @@ double rel(double sampled, double exact) { return exact == 0 ? std::abs(sampled)
 
 // Shapes whose sampled loops have edges: N not a multiple of the RWMA chunk (256 columns) nor of
 // S x cores (a partial last chunk, cores with unequal panel counts), M not a multiple of the RWMA
-// block (a partial block), and several products (the attention heads' instances loop).
+// block (a partial block), and many products (the attention heads' instances loop). N is large
+// enough that RWMA's N-chunk loop (45 chunks) is sampled; K within one K chunk (RWMA samples its
+// N chunks only then: with several K chunks the output chunks come back for each).
+// Tolerances: cycles within the 1% the sampled walk is held to; L1 and TLB misses within 10%, since
+// an iteration's L1 sets and page crossings depend on its place (the representatives sample those
+// phases); LLC misses within 10% and DRAM bytes within 5%: with unequal shares (RWMA, M 136: a
+// block of 128 rows on core 0, one of 8 on core 1) the cores fall out of step differently when
+// both walk fewer chunks, and which core loads a shared weight chunk first moves (8% of the LLC
+// misses here; within 0.1% with one core). A lost or misplaced weight is off by the
+// sampling factor (4x and more).
 TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMMs", "[hwmodel][core][sampling]") {
   SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
   struct Shape {
     int64_t m, k, n, instances;
   };
-  const Shape shape = GENERATE(Shape{200, 96, 1288, 1}, Shape{64, 40, 72, 7}, Shape{136, 256, 1544, 1});
+  const Shape shape = GENERATE(Shape{40, 64, 11272, 1}, Shape{16, 24, 40, 48}, Shape{136, 32, 11272, 1});
   const int64_t S = GENERATE(4, 8);
   const int64_t P = GENERATE(1, 2);
   const Arrangement a = GENERATE(Arrangement::rwma, Arrangement::bwma);
@@ -109,9 +118,9 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
   INFO(fmt::format("relative errors: L1 {:.4f} LLC {:.4f} TLB {:.4f} DRAM bytes {:.4f} row misses {:.4f} cycles {:.5f}; "
                    "steps {} of {}",
                    l1, llc, tlb, dram, rows, cycles, x.steps, e.steps));
-  CHECK(l1 < 0.02);
-  CHECK(llc < 0.05);
-  CHECK(tlb < 0.02);
+  CHECK(l1 < 0.10);
+  CHECK(llc < 0.10);
+  CHECK(tlb < 0.10);
   CHECK(dram < 0.05);
   CHECK(cycles < 0.01);
 }
