@@ -88,7 +88,7 @@ ComputeModel compute_model_from(const std::string& s, const std::string& origin)
 CoreWalk core_walk_from(const std::string& s, const std::string& origin) {
   for (const CoreWalk w : {CoreWalk::exact, CoreWalk::sampled})
     if (s == to_string(w)) return w;
-  fail("{}: field 'core_walk' must be exact or sampled, got '{}'", origin, s);
+  fail("{}: field 'core.walk' must be exact or sampled, got '{}'", origin, s);
 }
 
 CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
@@ -221,7 +221,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
                                             "pad_to_kernel", "rwma_block_rows", "core", "tlb", "l1", "llc", "dram"};
   static constexpr const char* kCpuOnly[] = {"machine", "precision", "gemm_peak_gflops", "cpu_model", "resident_gbps",
                                              "parallel_region_us", "elementwise_gelem_per_s"};
-  static constexpr const char* kAcceleratorOnly[] = {"array", "core_walk"};
+  static constexpr const char* kAcceleratorOnly[] = {"array"};
   const bool cpu = s.kind == SystemKind::cpu;
   auto list = [](const auto& a) { return std::vector<const char*>(std::begin(a), std::end(a)); };
   const std::vector<const char*> own = cpu ? list(kCpuOnly) : list(kAcceleratorOnly);
@@ -238,7 +238,8 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.pad_to_kernel = field_or<bool>(j, "pad_to_kernel", true, "", origin);
   s.rwma_block_rows = field_or<int64_t>(j, "rwma_block_rows", 128, "", origin);
   const json core = field_or<json>(j, "core", json::object(), "", origin);
-  check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width"}, "core", origin);
+  check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width", "walk"}, "core",
+                     origin);
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
@@ -246,6 +247,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   check(isa == "aarch64" || isa == "x86_64", "{}: field 'core.isa' must be aarch64 or x86_64, got '{}'", origin, isa);
   s.core_isa = isa == "aarch64" ? CoreIsa::aarch64 : CoreIsa::x86_64;
   s.issue_width = field_or<double>(core, "issue_width", 1, "core", origin);
+  s.core_walk = core_walk_from(field_or<std::string>(core, "walk", to_string(CoreWalk::exact), "core", origin), origin);
   check(std::isfinite(s.issue_width) && s.issue_width >= 1 && s.issue_width <= 16,
         "{}: field 'core.issue_width' must be a number of instructions per cycle in 1..16, got {}", origin,
         s.issue_width);
@@ -273,7 +275,6 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);
     if (a.contains("scalesim_memory")) s.array.scalesim_memory = scalesim_memory_from(a.at("scalesim_memory"), origin);
-    s.core_walk = core_walk_from(field_or<std::string>(j, "core_walk", to_string(CoreWalk::exact), "", origin), origin);
   }
   s.l1 = cache_from(field<json>(j, "l1", "", origin), "l1", origin);
   s.llc = cache_from(field<json>(j, "llc", "", origin), "llc", origin);
@@ -450,7 +451,8 @@ json system_to_json(const SystemDesc& s) {
            {"overlap", s.overlap},
            {"memory_parallelism", s.memory_parallelism},
            {"isa", to_string(s.core_isa)},
-           {"issue_width", s.issue_width}}},
+           {"issue_width", s.issue_width},
+           {"walk", to_string(s.core_walk)}}},
          {"tlb",
           {{"entries", s.tlb.entries},
            {"ways", s.tlb.ways},
@@ -480,7 +482,6 @@ json system_to_json(const SystemDesc& s) {
                   {"bytes_per_issue", s.array.bytes_per_issue},
                   {"cycles_per_issue", s.array.cycles_per_issue},
                   {"output_cycles_per_issue", s.array.output_cycles_per_issue}};
-    j["core_walk"] = to_string(s.core_walk);
     if (const auto& m = s.array.scalesim_memory)
       j["array"]["scalesim_memory"] = {{"ifmap_sram_kb", m->ifmap_sram_kb},
                                        {"filter_sram_kb", m->filter_sram_kb},

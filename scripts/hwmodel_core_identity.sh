@@ -10,7 +10,7 @@
 # - `estimate --json` and `--csv` of bert-mini and bert-base inference, seq 128 (--heads none and
 #   the default, the pretraining heads);
 # - `estimate --json` and `--csv` of the bert-base training graph, seq 128.
-# SYSTEM overrides the system file; its "core_walk" field is dropped (binaries from before the
+# SYSTEM overrides the system file; its "core.walk" field is dropped (binaries from before the
 # field refuse it), so both walk exactly. PARTS (default "mini base train hwref") picks a subset.
 # Exit status 1 when any output differs.
 set -euo pipefail
@@ -25,7 +25,7 @@ trap 'rm -rf "$tmp"' EXIT
 /usr/bin/python3 - "$SYSTEM" "$tmp/system.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-j.pop("core_walk", None)
+j.get("core", {}).pop("walk", None)
 json.dump(j, open(sys.argv[2], "w"), indent=1)
 PY
 SYSTEM=$tmp/system.json

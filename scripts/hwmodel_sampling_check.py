@@ -4,7 +4,7 @@
 Usage: hwmodel_sampling_check.py EXACT.csv SAMPLED.csv [LABEL]
 
 Both are `bertlab estimate --csv` of one graph over the same configurations (kernel x cores x
-arrangement), one with "core_walk": "exact", one with "sampled". Prints, per metric, the worst
+arrangement), one with "core": {"walk": "exact"}, one with "sampled". Prints, per metric, the worst
 per-node relative error |sampled - exact| / exact (the node, configuration and both values), and
 the worst relative error of the whole-graph BWMA-over-RWMA speedup per (kernel, cores). Exit
 status 0; the caller judges the numbers against its targets.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sampled core walk ("core_walk": "sampled", docs/hwmodel.md) against the exact walk, per
+# The sampled core walk ("core": {"walk": "sampled"}, docs/hwmodel.md) against the exact walk, per
 # node class, on the paper system (configs/systems/paper-ticsat.json) at S = 4, 8, 16, 32, 1/2/4
 # cores, both arrangements:
 #   scripts/hwmodel_sampling_check.sh [OUT_DIR]
@@ -20,7 +20,7 @@ for walk in exact sampled; do
   /usr/bin/python3 - configs/systems/paper-ticsat.json "$out/system_$walk.json" "$walk" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-j["core_walk"] = sys.argv[3]
+j.setdefault("core", {})["walk"] = sys.argv[3]
 json.dump(j, open(sys.argv[2], "w"))
 PY
 done
