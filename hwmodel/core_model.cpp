@@ -72,9 +72,9 @@ CoreShare layer_share(LayerOp op, Arrangement arr, const LayerDims& d, const Sys
       return row_share({{{v}, v}}, s, h, 3, false, line, P, core, {ids[0]}, ids[0]);
     }
     case LayerOp::residual_add:  // attn += x, in storage order, per 4-byte word
-      return line_share({{ids[0], at(0), ops[0].bytes, false}, {ids[1], at(1), ops[0].bytes, true}}, 4, line, P, core);
+      return line_share({{ids[0], at(0), ops[0].bytes, false}, {ids[1], at(1), ops[0].bytes, true}}, 4, sys, core);
     case LayerOp::gelu:  // a lookup per byte of ff, in place
-      return line_share({{ids[0], at(0), ops[0].bytes, true}}, 1, line, P, core);
+      return line_share({{ids[0], at(0), ops[0].bytes, true}}, 1, sys, core);
     case LayerOp::qkv:
     case LayerOp::scores:
     case LayerOp::context:
@@ -115,8 +115,10 @@ CoreCoefficients coefficients_from_json(const nlohmann::json& j, const std::stri
   return c;
 }
 
-OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys, const CoreCoefficients& c,
+OpModel model_op(LayerOp op, Arrangement a, const LayerDims& d, const SystemDesc& sys_in, const CoreCoefficients& c,
                  const CoreStack& stack) {
+  SystemDesc sys = sys_in;
+  sys.core_walk = CoreWalk::exact;  // the side tool checked against valgrind walks every tile
   const int64_t P = sys.cores, S = sys.array.kernel;
   check(P >= 1 && (S == 4 || S == 8 || S == 16 || S == 32), "core model: cores {} / kernel {} not supported", P, S);
   check(sys.qkv == QkvSchedule::fused,

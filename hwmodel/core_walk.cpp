@@ -1,6 +1,7 @@
 #include "hwmodel/core_walk.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "base/error.h"
@@ -15,9 +16,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // A GEMM tile as the core walks it: w_rows weight rows of w_bytes (RWMA: S strided rows of
 // the row-major weight; BWMA: one contiguous S x S tile), then `rows` input rows and output
 // rows, the output row lagging the input by the array's 2S - 1 rows of fill.
+// weight: the tiles of the full schedule it stands for (1 but in a sampled walk's representatives).
 struct Tile {
   uint64_t w, in, out;
   int64_t w_stride, w_rows, w_bytes, in_stride, out_stride, rows;
+  int64_t weight = 1;
 };
 
 // S: the array; W: words per streamed row; word: bytes per word; row_bytes: bytes of a
@@ -30,7 +33,7 @@ CoreSteps tile_steps(std::vector<Tile> tiles, int64_t S, int64_t W, int64_t word
     while (t < tiles.size()) {
       const Tile& x = tiles[t];
       if (phase < x.w_rows) {
-        out.push_back({b, x.w + phase * x.w_stride, x.w_bytes, false});
+        out.push_back({b, x.w + phase * x.w_stride, x.w_bytes, false, x.weight});
         ++phase;
         return true;
       }
@@ -40,11 +43,11 @@ CoreSteps tile_steps(std::vector<Tile> tiles, int64_t S, int64_t W, int64_t word
       const int64_t i = phase - x.w_rows, L = W * (2 * S - 1) - 1;
       const int64_t total = W * (x.rows + 2 * S - 1) - 1;
       if (i * W < total) {
-        if (i < x.rows) out.push_back({a, x.in + i * x.in_stride, row_bytes, false});
+        if (i < x.rows) out.push_back({a, x.in + i * x.in_stride, row_bytes, false, x.weight});
         const int64_t o0 = std::max<int64_t>(0, i * W - L), o1 = std::min(std::min((i + 1) * W, total) - L, x.rows * W);
         for (int64_t o = o0; o < o1;) {
           const int64_t r = o / W, end = std::min(o1, (r + 1) * W);
-          out.push_back({y, x.out + r * x.out_stride + (o % W) * word, (end - o) * word, true});
+          out.push_back({y, x.out + r * x.out_stride + (o % W) * word, (end - o) * word, true, x.weight});
           o = end;
         }
         ++phase;
@@ -54,6 +57,57 @@ CoreSteps tile_steps(std::vector<Tile> tiles, int64_t S, int64_t W, int64_t word
     }
     return false;
   };
+}
+
+// Sampled walks (SystemDesc::core_walk): iterations of a loop walked before its representatives.
+// Two: the first meets cold caches, the second the state the loop leaves behind itself (the
+// previous iteration's lines), which every later iteration meets too.
+constexpr int64_t kSampleHead = 2;
+// A loop is sampled only when that walks at most a quarter of its iterations: a short loop's
+// edges weigh too much to extrapolate from, and walking it costs little.
+constexpr int64_t kSampleMinSaving = 4;
+
+// Representative blocks of a sampled loop, spread evenly over its steady iterations: the cache
+// state an iteration meets varies with its place (which L1 and LLC sets its lines take beside
+// the reused operand's), so one place alone can be several percent off the mean.
+constexpr int64_t kSampleStrata = 4;
+
+// An iteration of a schedule's loop as walked, and how many iterations it stands for.
+struct Visit {
+  int64_t index, weight;
+};
+// Every iteration once (exact), or, sampled: the first kSampleHead; the steady iterations up
+// to the last split into kSampleStrata equal strata, each walked as its first `block`
+// iterations standing for the whole stratum, after the iteration before it walked with weight 0
+// (it restores what the skipped iterations leave for their successor: the lines and pages two
+// neighbouring chunks share); and the last (an edge: a partial chunk, the final state the flush
+// writes back). The block spans the period at which the iterations' addresses
+// cross pages (an iteration that advances an operand by a quarter page misses the TLB every
+// fourth time); a stratum's iterations are shared out evenly over its block (the first ones
+// one more when they do not divide).
+std::vector<Visit> loop_visits(int64_t count, bool sampled, int64_t block = 1) {
+  std::vector<Visit> v;
+  block = std::max<int64_t>(1, block);
+  if (!sampled || count < kSampleMinSaving * (kSampleHead + kSampleStrata * (block + 1) + 1)) {
+    for (int64_t i = 0; i < count; ++i) v.push_back({i, 1});
+    return v;
+  }
+  for (int64_t i = 0; i < kSampleHead; ++i) v.push_back({i, 1});  // the cold start and the warm-up
+  const int64_t middle = count - kSampleHead - 1;
+  for (int64_t k = 0; k < kSampleStrata; ++k) {
+    const int64_t first = kSampleHead + middle * k / kSampleStrata, n = middle * (k + 1) / kSampleStrata - middle * k / kSampleStrata;
+    if (first - 1 != v.back().index) v.push_back({first - 1, 0});  // re-warms what the skip left cold, counts nothing
+    for (int64_t i = 0; i < block; ++i) v.push_back({first + i, n / block + (i < n % block ? 1 : 0)});
+  }
+  v.push_back({count - 1, 1});  // the edge
+  return v;
+}
+
+// Iterations after which an operand advancing `advance` bytes per iteration has crossed a page
+// (a power of two; 1 without a TLB), at most 64: the representative block of loop_visits.
+int64_t page_period(const SystemDesc& s, int64_t advance) {
+  if (s.tlb.entries <= 0 || advance <= 0) return 1;
+  return std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>((s.tlb.page_bytes + advance - 1) / advance)), 1, 64);
 }
 
 // An S x S weight tile is one contiguous block when the view stores S-column panels of
@@ -85,15 +139,18 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
   const int64_t S = w.S, P = s.cores, e = w.instances.empty() ? 1 : w.instances.front()[0].elem;
   const int64_t word = s.array.bytes_per_issue, W = ceil_div(S * e, word);
   const int64_t M = w.m, K = w.k, N = w.n, KT = K / S, NT = N / S;
+  const bool sampled = s.core_walk == CoreWalk::sampled;
   std::vector<Tile> tiles;
   CoreShare c;
-  auto add = [&](const Tile& x) {
+  auto add = [&](Tile x, int64_t weight) {
+    x.weight = weight;
     tiles.push_back(x);
-    c.units += W * x.rows;
-    c.groups += 1;
-    c.issues += S * W + W * (x.rows + 2 * S - 1) - 1;  // weight rows, streamed rows with fill and drain
+    c.units += weight * W * x.rows;
+    c.groups += weight;
+    c.issues += weight * (S * W + W * (x.rows + 2 * S - 1) - 1);  // weight rows, streamed rows with fill and drain
   };
-  for (const auto& [av, bv, yv] : w.instances) {
+  for (const Visit& in : loop_visits(static_cast<int64_t>(w.instances.size()), sampled)) {
+    const auto& [av, bv, yv] = w.instances[static_cast<size_t>(in.index)];
     const bool whole = contiguous_tiles(bv, S);
     auto tile = [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
       return Tile{bv.addr(kt * S, nt * S), av.addr(row0, kt * S), yv.addr(row0, nt * S), whole ? 0 : bv.row_stride,
@@ -101,8 +158,10 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     };
     if (w.arrangement == Arrangement::bwma) {
       const auto [p0, p1] = core_rows(NT, P, core, 1);
-      for (int64_t np = p0; np < p1; ++np)
-        for (int64_t kt = 0; kt < KT; ++kt) add(tile(kt, np, 0, M));
+      // Per panel the weight panel and the output panel advance: the block spans a page of the smaller.
+      const int64_t block = page_period(s, std::min(bv.panel_stride, yv.panel_stride));
+      for (const Visit& np : loop_visits(p1 - p0, sampled, block))
+        for (int64_t kt = 0; kt < KT; ++kt) add(tile(kt, p0 + np.index, 0, M), in.weight * np.weight);
       continue;
     }
     // TiC-SAT's RWMA blocking (smm_gem.cc): L1 groups of 64 K-rows x 32 N-columns (more
@@ -114,19 +173,24 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     const int64_t blocks = ceil_div(M, rb), per_l2 = std::max<int64_t>(1, std::min<int64_t>(512 / rb, blocks));
     const int64_t kt2 = std::max<int64_t>(1, std::min<int64_t>(256, K) / S / kt1);
     const int64_t nt2 = std::max<int64_t>(1, std::min<int64_t>(256, N) / S / nt1);
-    for (int64_t gi = 0; gi * per_l2 < blocks; ++gi) {
-      const auto [b0, b1] = core_rows(std::min(per_l2, blocks - gi * per_l2), P, core, 1);
-      for (int64_t kc = 0; kc < KT; kc += kt2 * kt1)
-        for (int64_t nc = 0; nc < NT; nc += nt2 * nt1)
+    // A loop is sampled only when no loop around it comes back to its data: skipped iterations
+    // would shrink the footprint between the visits (an operand that overflows the LLC would hit).
+    // The weight chunks (kc, nc) come back for every sequence group; the output chunks (nc) for
+    // every K chunk.
+    const int64_t groups = ceil_div(blocks, per_l2), kchunks = ceil_div(KT, kt2 * kt1);
+    for (const Visit& gi : loop_visits(groups, sampled)) {
+      const auto [b0, b1] = core_rows(std::min(per_l2, blocks - gi.index * per_l2), P, core, 1);
+      for (const Visit& kc : loop_visits(kchunks, sampled && groups == 1))
+        for (const Visit& nc : loop_visits(ceil_div(NT, nt2 * nt1), sampled && groups == 1 && kchunks == 1))
           for (int64_t blk = b0; blk < b1; ++blk)
             for (int64_t tr2 = 0; tr2 < kt2; ++tr2)
               for (int64_t tc2 = 0; tc2 < nt2; ++tc2)
                 for (int64_t tr1 = 0; tr1 < kt1; ++tr1)
                   for (int64_t tc1 = 0; tc1 < nt1; ++tc1) {
-                    const int64_t kt = kc + tr2 * kt1 + tr1, nt = nc + tc2 * nt1 + tc1;
+                    const int64_t kt = kc.index * kt2 * kt1 + tr2 * kt1 + tr1, nt = nc.index * nt2 * nt1 + tc2 * nt1 + tc1;
                     if (kt >= KT || nt >= NT) continue;  // a partial chunk at the edge
-                    const int64_t row0 = (gi * per_l2 + blk) * rb;
-                    add(tile(kt, nt, row0, std::min(rb, M - row0)));
+                    const int64_t row0 = (gi.index * per_l2 + blk) * rb;
+                    add(tile(kt, nt, row0, std::min(rb, M - row0)), in.weight * gi.weight * kc.weight * nc.weight);
                   }
     }
   }
@@ -212,32 +276,43 @@ CoreShare row_share(const std::vector<RowMats>& mats, int64_t rows, int64_t len,
   return c;
 }
 
-CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, int64_t line, int64_t P,
-                     int64_t core) {
+CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, const SystemDesc& s, int64_t core) {
+  const int64_t line = s.l1.line_bytes, P = s.cores;
   CoreShare c;
   struct Part {
     LineStream s;
     int64_t l0, l1;
   };
   std::vector<Part> parts;
-  int64_t steps = 0;
-  for (const auto& s : streams) {
-    const auto [l0, l1] = core_rows(ceil_div(s.bytes, line), P, core, 1);
-    parts.push_back({s, l0, l1});
-    steps = std::max(steps, l1 - l0);
+  std::vector<int64_t> ends{0};  // the steps at which a stream ends: the steps between two walk the same streams
+  for (const auto& x : streams) {
+    const auto [l0, l1] = core_rows(ceil_div(x.bytes, line), P, core, 1);
+    parts.push_back({x, l0, l1});
+    ends.push_back(l1 - l0);
   }
   if (!parts.empty()) {
     const Part& f = parts.front();
     const int64_t span = std::max<int64_t>(0, std::min(f.s.bytes, f.l1 * line) - f.l0 * line);
     c.units = span / unit_bytes, c.groups = 1;
   }
+  std::sort(ends.begin(), ends.end());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  // Sampled: each run of steps over the same streams a loop of lines (no line is touched twice),
+  // its block the lines of a page. Exact: every step (not listed: a stream may have millions).
+  const bool sampled = s.core_walk == CoreWalk::sampled;
+  std::vector<Visit> visits;
+  for (size_t i = 1; sampled && i < ends.size(); ++i)
+    for (const Visit& v : loop_visits(ends[i] - ends[i - 1], true, page_period(s, line)))
+      visits.push_back({ends[i - 1] + v.index, v.weight});
+  const int64_t steps = sampled ? static_cast<int64_t>(visits.size()) : ends.back();
   int64_t k = 0;
   c.steps = [=](std::vector<CoreSeg>& o) mutable {
     if (k >= steps) return false;
+    const Visit v = sampled ? visits[static_cast<size_t>(k)] : Visit{k, 1};
     for (const auto& p : parts) {
-      if (p.l0 + k >= p.l1) continue;
-      const int64_t off = (p.l0 + k) * line;
-      o.push_back({p.s.op, p.s.base + off, std::min(line, p.s.bytes - off), p.s.write});
+      if (p.l0 + v.index >= p.l1) continue;
+      const int64_t off = (p.l0 + v.index) * line;
+      o.push_back({p.s.op, p.s.base + off, std::min(line, p.s.bytes - off), p.s.write, v.weight});
     }
     ++k;
     return true;
@@ -246,22 +321,89 @@ CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes,
 }
 
 PageLru::PageLru(int64_t entries, int64_t ways)
-    : sets_(ways == 0 ? 1 : entries / ways), ways_(ways == 0 ? entries : ways), lru_(static_cast<size_t>(sets_)) {}
+    : sets_(ways == 0 ? 1 : entries / ways),
+      ways_(ways == 0 ? entries : ways),
+      page_(static_cast<size_t>(entries), kEmpty),
+      prev_(static_cast<size_t>(entries), kNone),
+      next_(static_cast<size_t>(entries), kNone),
+      head_(static_cast<size_t>(sets_), kNone),
+      used_(static_cast<size_t>(sets_), 0) {
+  size_t table = 4;  // at most a quarter full: short probe runs
+  while (table < static_cast<size_t>(4 * entries)) table *= 2;
+  key_.assign(table, kEmpty);
+  val_.assign(table, kNone);
+  shift_ = 64 - std::countr_zero(table);
+}
+
+int32_t PageLru::find(uint64_t page) const {
+  const size_t mask = key_.size() - 1;
+  for (size_t i = slot_of(page);; i = (i + 1) & mask) {
+    if (key_[i] == page) return val_[i];
+    if (key_[i] == kEmpty) return kNone;
+  }
+}
+
+void PageLru::table_insert(uint64_t page, int32_t e) {
+  const size_t mask = key_.size() - 1;
+  size_t i = slot_of(page);
+  while (key_[i] != kEmpty) i = (i + 1) & mask;
+  key_[i] = page, val_[i] = e;
+}
+
+// Linear probing's deletion by backward shift: later keys of the run move into the hole when
+// their home slot does not lie cyclically between the hole and them.
+void PageLru::table_erase(uint64_t page) {
+  const size_t mask = key_.size() - 1;
+  size_t i = slot_of(page);
+  while (key_[i] != page) i = (i + 1) & mask;
+  for (size_t j = (i + 1) & mask; key_[j] != kEmpty; j = (j + 1) & mask) {
+    const size_t home = slot_of(key_[j]);
+    if (((j - home) & mask) < ((j - i) & mask)) continue;  // home in (i, j]: stays
+    key_[i] = key_[j], val_[i] = val_[j];
+    i = j;
+  }
+  key_[i] = kEmpty, val_[i] = kNone;
+}
+
+void PageLru::unlink(int32_t e) {
+  next_[prev_[e]] = next_[e];
+  prev_[next_[e]] = prev_[e];
+}
+
+void PageLru::push_front(int64_t set, int32_t e) {  // e becomes the most recent of its set
+  const int32_t h = head_[set];
+  if (h == kNone) {
+    prev_[e] = next_[e] = e;
+  } else {
+    prev_[e] = prev_[h], next_[e] = h;
+    next_[prev_[h]] = e, prev_[h] = e;
+  }
+  head_[set] = e;
+}
 
 bool PageLru::access(uint64_t page) {
   if (page == last_) return true;
   last_ = page;
-  auto& set = lru_[static_cast<size_t>(page % static_cast<uint64_t>(sets_))];  // modulo index (sets: a power of two)
-  if (const auto it = where_.find(page); it != where_.end()) {
-    set.splice(set.begin(), set, it->second);  // most recent first
+  const int64_t set = static_cast<int64_t>(page & static_cast<uint64_t>(sets_ - 1));  // modulo index (sets: a power of two)
+  if (const int32_t e = find(page); e != kNone) {
+    if (e != head_[set]) {  // most recent first
+      unlink(e);
+      push_front(set, e);
+    }
     return true;
   }
-  if (static_cast<int64_t>(set.size()) == ways_) {
-    where_.erase(set.back());
-    set.pop_back();
+  int32_t e;
+  if (used_[set] < ways_) {
+    e = static_cast<int32_t>(set * ways_ + used_[set]++);
+  } else {  // evict the least recent: the ring's tail, before the head
+    e = prev_[head_[set]];
+    table_erase(page_[e]);
+    if (e == head_[set]) head_[set] = kNone;  // a one-way set
+    else unlink(e);
   }
-  set.push_front(page);
-  where_[page] = set.begin();
+  page_[e] = page;
+  table_insert(page, e);
+  push_front(set, e);
   return false;
 }
 
@@ -284,11 +426,11 @@ void CoreSim::touch_stack(int64_t core, size_t i) {
 }
 
 // Every page the access touches is looked up in the core's TLB; a miss is a page walk.
-void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes) {
+void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes, int64_t weight) {
   if (tlb_.empty() || bytes <= 0) return;
   const uint64_t page = static_cast<uint64_t>(sys_.tlb.page_bytes);
   for (uint64_t p = addr / page; p <= (addr + bytes - 1) / page; ++p)
-    if (!tlb_[core].access(p)) ++tlb_misses_[core];
+    if (!tlb_[core].access(p)) tlb_misses_[core] += weight;
 }
 
 std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
@@ -340,9 +482,9 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
       if (!live[core]) continue;
       buf.clear();
       live[core] = shares[core].steps(buf);
-      for (const auto& g : buf) translate(core, g.addr, g.bytes);
+      for (const auto& g : buf) translate(core, g.addr, g.bytes, g.weight);
       if (!within) {
-        for (const auto& g : buf) sim_.access(core, g.op, g.addr, g.bytes, g.write);
+        for (const auto& g : buf) sim_.access(core, g.op, g.addr, g.bytes, g.write, g.weight);
       } else {  // line by line, the locals of rates above one touch per step between them
         int64_t accesses = 0;
         for (const auto& g : buf)
@@ -350,7 +492,7 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
         for (const auto& g : buf)
           for (uint64_t at = g.addr; at < g.addr + g.bytes;) {
             const uint64_t end = std::min(g.addr + g.bytes, (at / line + 1) * line);
-            sim_.access(core, g.op, at, static_cast<int64_t>(end - at), g.write);
+            sim_.access(core, g.op, at, static_cast<int64_t>(end - at), g.write, g.weight);
             stack_between(core, accesses);
             at = end;
           }

@@ -13,8 +13,6 @@
 // them (GEMM: tiles; row ops: rows; transposes: blocks or tiles), and the array's issues.
 #include <cstdint>
 #include <functional>
-#include <list>
-#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -26,12 +24,15 @@
 namespace bertlab::hw {
 
 // One access of a schedule step: `bytes` at `addr` of operand `op`; write = read-modify-write
-// (the kernels add into their outputs and rewrite in-place operands).
+// (the kernels add into their outputs and rewrite in-place operands). weight: how many
+// accesses of the full schedule it stands for (1, but in a sampled walk's representative
+// iterations, see gemm_share).
 struct CoreSeg {
   int op;
   uint64_t addr;
   int64_t bytes;
   bool write;
+  int64_t weight = 1;
 };
 // A core's schedule: each call appends one step's accesses (a weight-tile row, a streamed
 // row with the output words it completes, a row pass, a line); false when it is done.
@@ -42,7 +43,11 @@ struct CoreShare {
   CoreSteps steps;
 };
 
-// TiC-SAT's GEMM schedules, core `core` of s.cores. BWMA: per product, the core's contiguous
+// TiC-SAT's GEMM schedules, core `core` of s.cores. s.core_walk sampled: the outer loops
+// (products; BWMA output panels; RWMA sequence groups, K and N chunks) walk their first
+// iterations, representatives spread over the rest and their last; the representatives' tiles
+// carry the weight of the iterations they stand for (core_walk.cpp loop_visits), and units,
+// groups and issues are summed with those weights (the same totals as the exact walk). BWMA: per product, the core's contiguous
 // range of output panels; per panel, per k-tile: the S x S weight tile, the input panel row
 // by row, the output panel. RWMA: sequence blocks of s.rwma_block_rows rows, up to 512 rows
 // of blocks per L2 group split over the cores; K in chunks of 256, then N chunks of 256, the
@@ -85,7 +90,9 @@ struct LineStream {
   int64_t bytes;
   bool write;
 };
-CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, int64_t line, int64_t P, int64_t core);
+// Lines of s.l1.line_bytes over s.cores cores; s.core_walk: every line, or sampled as a loop of
+// lines (gemm_share).
+CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, const SystemDesc& s, int64_t core);
 
 // The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array
 // instruction stand-in's state): one private line per entry, in L1 set `l1_set`, warm and
@@ -99,18 +106,31 @@ struct CoreStack {
   std::vector<StackLine> lines;
 };
 
-// A data TLB: LRU over page numbers in `sets` sets of `ways` entries, O(1) per lookup (a list
-// per set in recency order, and a map from page to its place).
+// A data TLB: LRU over page numbers in `sets` sets of `ways` entries, O(1) per lookup: the
+// entries in flat arrays, each set's entries on an index-linked ring in recency order, and an
+// open-addressed table from page to entry (no allocation after construction).
 class PageLru {
  public:
   PageLru(int64_t entries, int64_t ways);
   bool access(uint64_t page);  // true on a hit; a miss installs the page, evicting the set's LRU
 
  private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  static constexpr int32_t kNone = -1;
+  int32_t find(uint64_t page) const;  // the page's entry, or kNone
+  void unlink(int32_t e);
+  void push_front(int64_t set, int32_t e);
+  void table_insert(uint64_t page, int32_t e);
+  void table_erase(uint64_t page);
+  size_t slot_of(uint64_t page) const { return static_cast<size_t>((page * 0x9E3779B97F4A7C15ull) >> shift_); }
   int64_t sets_, ways_;
-  uint64_t last_ = ~uint64_t{0};  // the most recent page: a hit that changes no order
-  std::vector<std::list<uint64_t>> lru_;  // per set, most recent first
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> where_;
+  uint64_t last_ = kEmpty;  // the most recent page: a hit that changes no order
+  std::vector<uint64_t> page_;          // per entry (set s holds entries s * ways .. s * ways + ways - 1)
+  std::vector<int32_t> prev_, next_;    // per entry: the ring of its set, most recent at head_
+  std::vector<int32_t> head_, used_;    // per set: most recent entry (kNone: empty), entries in use
+  std::vector<uint64_t> key_;           // open-addressed table: page (kEmpty: free) ...
+  std::vector<int32_t> val_;            // ... and its entry
+  int shift_ = 64;
 };
 
 // The exact simulator driven by shares: run() walks one kernel's shares (share c on core c),
@@ -128,7 +148,7 @@ class CoreSim {
 
  private:
   void touch_stack(int64_t core, size_t i);
-  void translate(int64_t core, uint64_t addr, int64_t bytes);
+  void translate(int64_t core, uint64_t addr, int64_t bytes, int64_t weight);
   const SystemDesc& sys_;
   CoreStack stack_;
   TraceSim sim_;

@@ -112,7 +112,7 @@ void run_lines(CorePricer& p, const SystemDesc& s, const std::vector<LineStream>
                int64_t unit_bytes, NodeEstimate& n, bool terms) {
   if (streams.empty()) return;
   std::vector<CoreShare> shares;
-  for (int64_t c = 0; c < s.cores; ++c) shares.push_back(line_share(streams, unit_bytes, s.l1.line_bytes, s.cores, c));
+  for (int64_t c = 0; c < s.cores; ++c) shares.push_back(line_share(streams, unit_bytes, s, c));
   p.run(shares, kernel, n, terms);
 }
 

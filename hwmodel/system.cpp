@@ -55,6 +55,13 @@ const char* to_string(CoreIsa i) {
   }
   return "?";
 }
+const char* to_string(CoreWalk w) {
+  switch (w) {
+    case CoreWalk::exact: return "exact";
+    case CoreWalk::sampled: return "sampled";
+  }
+  return "?";
+}
 const char* to_string(CpuModel m) {
   switch (m) {
     case CpuModel::calibrated: return "calibrated";
@@ -83,6 +90,12 @@ ComputeModel compute_model_from(const std::string& s, const std::string& origin)
         "array-issue-only model is 'loosely_coupled'",
         origin);
   fail("{}: field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got '{}'", origin, s);
+}
+
+CoreWalk core_walk_from(const std::string& s, const std::string& origin) {
+  for (const CoreWalk w : {CoreWalk::exact, CoreWalk::sampled})
+    if (s == to_string(w)) return w;
+  fail("{}: field 'core.walk' must be exact or sampled, got '{}'", origin, s);
 }
 
 CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
@@ -241,7 +254,8 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   check(qkv == "fused" || qkv == "per_head", "{}: field 'qkv' must be fused or per_head, got '{}'", origin, qkv);
   s.qkv = qkv == "fused" ? QkvSchedule::fused : QkvSchedule::per_head;
   const json core = field_or<json>(j, "core", json::object(), "", origin);
-  check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width"}, "core", origin);
+  check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width", "walk"}, "core",
+                     origin);
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
@@ -249,6 +263,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   check(isa == "aarch64" || isa == "x86_64", "{}: field 'core.isa' must be aarch64 or x86_64, got '{}'", origin, isa);
   s.core_isa = isa == "aarch64" ? CoreIsa::aarch64 : CoreIsa::x86_64;
   s.issue_width = field_or<double>(core, "issue_width", 1, "core", origin);
+  s.core_walk = core_walk_from(field_or<std::string>(core, "walk", to_string(CoreWalk::exact), "core", origin), origin);
   check(std::isfinite(s.issue_width) && s.issue_width >= 1 && s.issue_width <= 16,
         "{}: field 'core.issue_width' must be a number of instructions per cycle in 1..16, got {}", origin,
         s.issue_width);
@@ -482,7 +497,8 @@ json system_to_json(const SystemDesc& s) {
            {"overlap", s.overlap},
            {"memory_parallelism", s.memory_parallelism},
            {"isa", to_string(s.core_isa)},
-           {"issue_width", s.issue_width}}},
+           {"issue_width", s.issue_width},
+           {"walk", to_string(s.core_walk)}}},
          {"tlb",
           {{"entries", s.tlb.entries},
            {"ways", s.tlb.ways},

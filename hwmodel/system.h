@@ -42,6 +42,13 @@ const char* to_string(ComputeModel m);
 // the attention output (TiC-SAT's multihead_transpose).
 enum class QkvSchedule : uint8_t { fused, per_head };
 const char* to_string(QkvSchedule q);
+// How the in_order_core model walks a GEMM's schedule through the cache simulator (core_walk.h
+// gemm_share): exact, every tile; sampled, the first iterations, one representative and the
+// last of each of its outer loops, the representative's counts weighted by the iterations it
+// stands for (instructions and array issues stay exact). `bertlab_hwref model` always walks
+// exactly.
+enum class CoreWalk : uint8_t { exact, sampled };
+const char* to_string(CoreWalk w);
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
 enum class CpuModel : uint8_t { calibrated, roofline };
 const char* to_string(CpuModel m);
@@ -107,7 +114,7 @@ inline int64_t CacheDesc::set_of(int64_t line) const { return SetIndex(*this)(li
 // A per-core data TLB (in_order_core systems): `entries` translations of `page_bytes` pages,
 // `ways`-way set associative (0: fully associative), LRU. A miss walks `walk_levels` levels of
 // the page table, each one access served by the LLC (gem5-X's table walker has no walk cache
-// and sits below the L1): walk_levels x llc.hit_cycles per miss. entries 0: no TLB modelled.
+// and sits below the L1): walk_levels LLC accesses per miss (latency.h). entries 0: no TLB modelled.
 struct TlbDesc {
   int64_t entries = 0;
   int64_t ways = 0;
@@ -175,6 +182,7 @@ struct SystemDesc {
   CoreIsa core_isa = CoreIsa::aarch64;  // in_order_core: whose instruction counts
   double issue_width = 1;            // in_order_core: instructions issued per cycle (gem5-X's MinorCPU: 2)
   ArrayDesc array;
+  CoreWalk core_walk = CoreWalk::exact;  // in_order_core: how GEMM schedules are walked
   CacheDesc l1;                      // per core
   CacheDesc llc;                     // shared
   BusDesc llc_bus;                   // L1s to LLC

@@ -41,10 +41,10 @@ void Traffic::add(const Traffic& o) {
 LruCache::LruCache(const CacheDesc& d)
     : index_(d), sets_(d.sets()), ways_(d.ways) {
   const size_t n = static_cast<size_t>(sets_ * ways_);
-  line_.assign(n, 0);
+  line_.assign(n, kInvalid);
   stamp_.assign(n, 0);
   tag_.assign(n, 0);
-  valid_.assign(n, 0);
+  weight_.assign(n, 1);
   dirty_.assign(n, 0);
 }
 
@@ -52,19 +52,23 @@ int64_t LruCache::set_of(uint64_t line) const {
   return index_(static_cast<int64_t>(line));
 }
 
-LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {
+LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag, int64_t weight) {
   Result r;
   if (line == mru_line_) {
-    if (write) dirty_[mru_way_] = 1, tag_[mru_way_] = tag;
+    if (write) {
+      if (!dirty_[mru_way_]) weight_[mru_way_] = weight;  // the dirty episode's first writer
+      dirty_[mru_way_] = 1, tag_[mru_way_] = tag;
+    }
     r.hit = true;
     return r;
   }
-  const size_t base = static_cast<size_t>(set_of(line) * ways_);
+  const size_t base = static_cast<size_t>(set_of(line) * ways_), end = base + static_cast<size_t>(ways_);
   ++clock_;
-  for (size_t w = base; w < base + ways_; ++w) {
-    if (valid_[w] && line_[w] == line) {
+  for (size_t w = base; w < end; ++w) {
+    if (line_[w] == line) {
       stamp_[w] = clock_;
       if (write) {
+        if (!dirty_[w]) weight_[w] = weight;  // the dirty episode's first writer
         dirty_[w] = 1;
         tag_[w] = tag;
       }
@@ -73,35 +77,32 @@ LruCache::Result LruCache::access(uint64_t line, bool write, int32_t tag) {
       return r;
     }
   }
+  // LRU victim: the first empty way (stamp 0), else the least recently used.
   size_t victim = base;
-  for (size_t w = base; w < base + ways_; ++w) {
-    if (!valid_[w]) {
-      victim = w;
-      break;
-    }
+  for (size_t w = base + 1; w < end; ++w)
     if (stamp_[w] < stamp_[victim]) victim = w;
-  }
-  if (valid_[victim] && dirty_[victim]) {
+  if (line_[victim] != kInvalid && dirty_[victim]) {
     r.evicted_dirty = true;
     r.victim_line = line_[victim];
     r.victim_tag = tag_[victim];
+    r.victim_weight = weight_[victim];
   }
-  valid_[victim] = 1;
   line_[victim] = line;
   stamp_[victim] = clock_;
   dirty_[victim] = write;
   tag_[victim] = tag;
+  weight_[victim] = weight;
   mru_line_ = line, mru_way_ = victim;
   return r;
 }
 
-std::vector<std::pair<uint64_t, int32_t>> LruCache::dirty_lines_lru_order() const {
+std::vector<LruCache::DirtyLine> LruCache::dirty_lines_lru_order() const {
   std::vector<size_t> idx;
-  for (size_t i = 0; i < valid_.size(); ++i)
-    if (valid_[i] && dirty_[i]) idx.push_back(i);
+  for (size_t i = 0; i < line_.size(); ++i)
+    if (line_[i] != kInvalid && dirty_[i]) idx.push_back(i);
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return stamp_[a] < stamp_[b]; });
-  std::vector<std::pair<uint64_t, int32_t>> out;
-  for (size_t i : idx) out.emplace_back(line_[i], tag_[i]);
+  std::vector<DirtyLine> out;
+  for (size_t i : idx) out.push_back({line_[i], tag_[i], weight_[i]});
   return out;
 }
 
@@ -117,68 +118,71 @@ TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
   t_.burst_bytes = s.dram.burst_bytes;
   t_.l1_misses.assign(cores, 0);
   t_.llc_misses.assign(cores, 0);
+  open_row_.assign(static_cast<size_t>(s.dram.banks), -1);
 }
 
 int TraceSim::operand_id(const std::string& name) {
   for (size_t i = 0; i < names_.size(); ++i)
     if (names_[i] == name) return static_cast<int>(i);
   names_.push_back(name);
+  counts_.emplace_back();
   t_.operands[name];
   return static_cast<int>(names_.size() - 1);
 }
 
-void TraceSim::row_access(int operand, int64_t stream, uint64_t line) {
-  const int64_t bank = stream % sys_.dram.banks;
+void TraceSim::row_access(int operand, int64_t stream, uint64_t line, int64_t weight) {
+  int64_t& open = open_row_[static_cast<size_t>(stream % sys_.dram.banks)];
   const int64_t row = static_cast<int64_t>(line * line_ / sys_.dram.row_bytes);
-  auto it = open_row_.find(bank);
-  if (it == open_row_.end() || it->second != row) {
-    t_.operands[names_[operand]].row_misses += 1;
-    open_row_[bank] = row;
+  if (open != row) {
+    counts_[operand].row_misses += weight;
+    open = row;
   }
 }
 
-void TraceSim::drain_oldest_row(int operand, int64_t stream) {
-  auto& q = write_queue_[stream];
-  const int64_t row = static_cast<int64_t>(q.front() * line_ / sys_.dram.row_bytes);
-  std::vector<uint64_t> keep;
-  for (uint64_t ln : q) {
-    if (static_cast<int64_t>(ln * line_ / sys_.dram.row_bytes) == row)
-      row_access(operand, stream, ln);
+// Stream `stream`'s operand: stream = (operand x 2 + direction) x cores + core (dram()).
+void TraceSim::drain_oldest_row(int64_t stream) {
+  auto& q = write_queue_[static_cast<size_t>(stream)];
+  const int operand = static_cast<int>(stream / cores_ / 2);
+  const int64_t row = static_cast<int64_t>(q.front().line * line_ / sys_.dram.row_bytes);
+  size_t kept = 0;
+  for (const Queued& x : q) {  // the row's lines issued together, the others kept in order
+    if (static_cast<int64_t>(x.line * line_ / sys_.dram.row_bytes) == row)
+      row_access(operand, stream, x.line, x.weight);
     else
-      keep.push_back(ln);
+      q[kept++] = x;
   }
-  q = std::move(keep);
+  q.resize(kept);
 }
 
-void TraceSim::dram(int operand, bool write, int64_t core, uint64_t line) {
+void TraceSim::dram(int operand, bool write, int64_t core, uint64_t line, int64_t weight) {
   // Stream = operand x direction x core, each on its own bank (bank colouring).
   const int64_t stream = (operand * 2 + (write ? 1 : 0)) * cores_ + core;
-  auto& o = t_.operands[names_[operand]];
+  OperandTraffic& o = counts_[operand];
   if (!write) {
-    o.read_lines += 1;
-    row_access(operand, stream, line);
+    o.read_lines += weight;
+    row_access(operand, stream, line, weight);
     return;
   }
-  o.write_lines += 1;
-  stream_operand_[stream] = operand;
-  auto& q = write_queue_[stream];
-  q.push_back(line);
-  if (static_cast<int64_t>(q.size()) >= kWriteQueueLines) drain_oldest_row(operand, stream);
+  o.write_lines += weight;
+  if (write_queue_.size() <= static_cast<size_t>(stream)) write_queue_.resize(static_cast<size_t>(stream) + 1);
+  auto& q = write_queue_[static_cast<size_t>(stream)];
+  q.push_back({line, weight});
+  if (static_cast<int64_t>(q.size()) >= kWriteQueueLines) drain_oldest_row(stream);
 }
 
-void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write) {
+void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight) {
   if (bytes <= 0) return;
-  t_.accesses += 1;
+  t_.accesses += weight;
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
   for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
        ++ln) {
-    if (!l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += 1;
-    auto r = llc_.access(ln, write, tag);
+    if (!l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight;
+    auto r = llc_.access(ln, write, tag, weight);
     if (r.evicted_dirty)
-      dram(static_cast<int>(r.victim_tag / cores_), true, r.victim_tag % cores_, r.victim_line);
+      dram(static_cast<int>(r.victim_tag / cores_), true, r.victim_tag % cores_, r.victim_line, r.victim_weight);
     if (!r.hit) {
-      t_.llc_misses[core] += 1;
-      dram(operand, false, core, ln);
+      t_.llc_misses[core] += weight;
+      dram(operand, false, core, ln, weight);
     }
   }
 }
@@ -241,10 +245,11 @@ void TraceSim::run(const RowWork& w) {
 }
 
 Traffic TraceSim::finish() {
-  for (const auto& [line, tag] : llc_.dirty_lines_lru_order())
-    dram(static_cast<int>(tag / cores_), true, tag % cores_, line);
-  for (auto& [stream, q] : write_queue_)
-    while (!q.empty()) drain_oldest_row(stream_operand_[stream], stream);
+  for (const auto& d : llc_.dirty_lines_lru_order())
+    dram(static_cast<int>(d.tag / cores_), true, d.tag % cores_, d.line, d.weight);
+  for (size_t stream = 0; stream < write_queue_.size(); ++stream)
+    while (!write_queue_[stream].empty()) drain_oldest_row(static_cast<int64_t>(stream));
+  for (size_t i = 0; i < names_.size(); ++i) t_.operands[names_[i]] = counts_[i];
   return t_;
 }
 

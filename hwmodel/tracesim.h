@@ -13,7 +13,6 @@
 //   write drain), so the set-by-set eviction order does not scatter the row accesses;
 // - at the end dirty lines are written back oldest first.
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -31,20 +30,35 @@ class LruCache {
     bool evicted_dirty = false;
     uint64_t victim_line = 0;
     int32_t victim_tag = 0;
+    int64_t victim_weight = 1;
   };
-  // `line` is the line address (byte address / line size); `tag` names the writer stream.
-  Result access(uint64_t line, bool write, int32_t tag);
-  // Dirty lines with their tags, least recently used first.
-  std::vector<std::pair<uint64_t, int32_t>> dirty_lines_lru_order() const;
+  // `line` is the line address (byte address / line size); `tag` names the writer stream;
+  // `weight`: how many accesses of the full walk this one stands for (1 but in a sampled walk,
+  // core_walk.h). A line keeps the weight of the first write since it was last clean, and its
+  // write-back counts that many times: a line two neighbouring iterations share is written back
+  // once for the pair, so it belongs to the first (a sampled walk re-warms with weight 0 the
+  // iteration before a representative, whose shared line then counts nothing).
+  Result access(uint64_t line, bool write, int32_t tag, int64_t weight = 1);
+  struct DirtyLine {
+    uint64_t line;
+    int32_t tag;
+    int64_t weight;
+  };
+  // Dirty lines with their tags and weights, least recently used first.
+  std::vector<DirtyLine> dirty_lines_lru_order() const;
 
  private:
   int64_t set_of(uint64_t line) const;
   SetIndex index_;  // modulo or XOR-folded (system.h)
   int64_t sets_, ways_;
   uint64_t clock_ = 0;
+  // Per way: its line (kInvalid: empty) and last use (0: never, so an empty way is the first
+  // victim, as the first empty way of the set).
+  static constexpr uint64_t kInvalid = ~uint64_t{0};
   std::vector<uint64_t> line_, stamp_;
   std::vector<int32_t> tag_;
-  std::vector<uint8_t> valid_, dirty_;
+  std::vector<int64_t> weight_;  // of the last write
+  std::vector<uint8_t> dirty_;
   // The line of the last access and its way: the next access to the same line hits without
   // a scan and keeps its stamp, which is already the newest (the same LRU order; speed only).
   uint64_t mru_line_ = ~uint64_t{0};
@@ -59,23 +73,24 @@ class TraceSim {
   void run(const RowWork& w);
   // An address trace replayed from outside (valgrind's lackey, lackey_replay.h): the id of
   // an operand (its DRAM request streams), then one access of core `core` to `bytes` bytes
-  // at `addr`.
+  // at `addr`. weight: the accesses of the full walk it stands for (a sampled walk's
+  // representative iterations, core_walk.h): every count it causes is counted that many times.
   int operand(const std::string& name) { return operand_id(name); }
-  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write) {
-    touch(core, operand, addr, bytes, write);
+  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1) {
+    touch(core, operand, addr, bytes, write, weight);
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
   // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
   void reset_counts() {
-    for (auto& [name, o] : t_.operands) o = OperandTraffic{};
+    for (auto& o : counts_) o = OperandTraffic{};
     t_.l1_misses.assign(cores_, 0), t_.llc_misses.assign(cores_, 0), t_.accesses = 0;
   }
 
  private:
-  void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write);
-  void dram(int operand, bool write, int64_t core, uint64_t line);
-  void row_access(int operand, int64_t stream, uint64_t line);
-  void drain_oldest_row(int operand, int64_t stream);
+  void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1);
+  void dram(int operand, bool write, int64_t core, uint64_t line, int64_t weight);
+  void row_access(int operand, int64_t stream, uint64_t line, int64_t weight);
+  void drain_oldest_row(int64_t stream);
   int operand_id(const std::string& name);
 
   SystemDesc sys_;
@@ -84,9 +99,14 @@ class TraceSim {
   LruCache llc_;
   std::vector<LruCache> l1_;
   std::vector<std::string> names_;
-  std::map<int64_t, int64_t> open_row_;  // bank -> row
-  std::map<int64_t, std::vector<uint64_t>> write_queue_;  // stream -> queued lines, oldest first
-  std::map<int64_t, int> stream_operand_;
+  std::vector<OperandTraffic> counts_;  // per operand id (t_.operands by name at finish)
+  std::vector<int64_t> open_row_;       // per bank: its open row (-1: none)
+  struct Queued {
+    uint64_t line;
+    int64_t weight;
+  };
+  // Per stream (operand x direction x core, see dram()): queued write-backs, oldest first.
+  std::vector<std::vector<Queued>> write_queue_;
   Traffic t_;
 };
 

@@ -167,7 +167,7 @@ TEST_CASE("in_order_core: the data TLB counts page walks as an LRU TLB does", "[
   s.tlb = {64, 0, 4096, 4};
   {
     CoreSim sim(s);
-    std::vector<CoreShare> shares{line_share({{sim.operand("x"), uint64_t{1} << 30, 10 * 4096, false}}, 4, 64, 1, 0)};
+    std::vector<CoreShare> shares{line_share({{sim.operand("x"), uint64_t{1} << 30, 10 * 4096, false}}, 4, s, 0)};
     sim.run(shares);
     CHECK(sim.tlb_misses()[0] == 10);
   }
