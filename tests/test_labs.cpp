@@ -159,7 +159,7 @@ TEST_CASE("lab 3's grader draws its S and cores sweep, which renders in headless
   CHECK(charts.rendered == 3);
 }
 
-TEST_CASE("--json writes Gradescope's results.json: the stubs score 0, the solution full marks", "[labs][cli]") {
+TEST_CASE("lab check --json writes Gradescope's results.json: the stubs score 0, the solution full marks", "[labs][cli]") {
   TempDir dir("lab_json");
   const fs::path stub_json = dir / "stub" / "results.json";
   fs::create_directories(stub_json.parent_path());
@@ -188,7 +188,7 @@ TEST_CASE("--json writes Gradescope's results.json: the stubs score 0, the solut
   for (const auto& t : j["tests"]) CHECK(t["status"] == "passed");
 }
 
-TEST_CASE("--json with a path that cannot be written is an error naming --json, before any check", "[labs][cli]") {
+TEST_CASE("lab check --json with a path that cannot be written is an error naming --json, before any check", "[labs][cli]") {
   TempDir dir("lab_json_bad");
   const std::string missing_dir = (dir / "no" / "such" / "dir" / "results.json").string();
   const auto grader = run_grader(built_grader("lab_profile_stub"), fmt::format("--quick --json '{}'", missing_dir));
