@@ -40,30 +40,29 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
   NodeEstimate conv = base(node, "convert");
   bool converted = false;
   std::string lowering;
-  if (node.kind == OpKind::linear && per_head_qkv(node.outputs[0]) > 0) {
-    // TiC-SAT's attention projections: per head, Dense(H -> d) for Q, K and V, each weight
-    // (H x d) and each output (M x d) an allocation of its own; the bias added per output.
-    const int64_t heads = per_head_qkv(node.outputs[0]), d = gm.n / 3 / heads;
-    w.n = ceil_div(d, S) * S;
+  if (node.kind == OpKind::linear) {
     const MatrixView x = low_.matrix(node.inputs[0], 0);
     const std::string& wname = g_.tensor(node.inputs[1]).name;
-    for (int part = 0; part < 3; ++part)
-      for (int64_t h = 0; h < heads; ++h)
-        w.instances.push_back({x, low_.fresh(fmt::format("{}#packed{}.{}", wname, part, h), gm.k, d),
-                               head_buffer(node.outputs[0], part, h, gm.m, d)});
-    extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
-    lowering = fmt::format("x(M,K) times each of {} prepacked weights (K,{}) into buffers of their own (qkv per "
-                           "head, as TiC-SAT runs it), bias in the epilogue",
-                           3 * heads, d);
-  } else if (node.kind == OpKind::linear) {
-    const TensorDesc& wt = g_.tensor(node.inputs[1]);
-    // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
-    w.instances.push_back({low_.matrix(node.inputs[0], 0), low_.fresh(wt.name + "#packed", gm.k, gm.n),
-                           low_.matrix(node.outputs[0], 0)});
+    if (const int64_t heads = per_head_qkv(node.outputs[0]); heads > 0) {
+      // TiC-SAT's attention projections: per head, Dense(H -> d) for Q, K and V, each weight
+      // (H x d) and each output (M x d) an allocation of its own.
+      const int64_t d = gm.n / 3 / heads;
+      w.n = ceil_div(d, S) * S;
+      for (int part = 0; part < 3; ++part)
+        for (int64_t h = 0; h < heads; ++h)
+          w.instances.push_back({x, low_.fresh(fmt::format("{}#packed{}.{}", wname, part, h), gm.k, d),
+                                 head_buffer(node.outputs[0], part, h, gm.m, d)});
+      lowering = fmt::format("x(M,K) times each of {} prepacked weights (K,{}) into buffers of their own (qkv per "
+                             "head, as TiC-SAT runs it), bias in the epilogue",
+                             3 * heads, d);
+    } else {
+      // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
+      w.instances.push_back({x, low_.fresh(wname + "#packed", gm.k, gm.n), low_.matrix(node.outputs[0], 0)});
+      lowering = "x(M,K) times the prepacked weight (K,N), bias (and residual) in the epilogue";
+    }
     extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
     if (node.inputs.size() > 3)
       extra.accesses.push_back({"residual", low_.whole(g_.tensor(node.inputs[3]).name, low_.tensor_bytes(node.inputs[3])), false});
-    lowering = "x(M,K) times the prepacked weight (K,N), bias (and residual) in the epilogue";
   } else if (node.kind == OpKind::attn_scores || node.kind == OpKind::attn_context) {
     const TensorDesc& qkv = g_.tensor(node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1]);
     const int64_t B = qkv.shape[0], L = qkv.shape[1], H = qkv.shape[2] / 3;
