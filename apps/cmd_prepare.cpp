@@ -34,7 +34,7 @@ void run_verify(const std::string& dir) {
 // pretraining, with the baselines a fine-tuned model must beat.
 void run_prepare_task(const PrepareCommandOptions& o) {
   check(!o.corpus.empty() && !o.out.empty(), "prepare --task needs --corpus (brown) and --out");
-  const auto task = data::parse_downstream_task(o.task);
+  const auto task = enum_from_string<data::DownstreamTask>(o.task, "--task");
   std::optional<data::BertTokenizer> tok;
   if (!o.vocab.empty()) tok.emplace(data::BertTokenizer::load(o.vocab));
   data::DownstreamOptions d;
@@ -58,7 +58,7 @@ void run_prepare(const PrepareCommandOptions& o) {
   auto start = std::chrono::steady_clock::now();
   auto limit = limit_data_threads(o.threads);
   auto tok = data::BertTokenizer::load(o.vocab);
-  auto docs = data::read_corpus(data::resolve_corpus(o.corpus), data::parse_corpus_format(o.format));
+  auto docs = data::read_corpus(data::resolve_corpus(o.corpus), enum_from_string<data::CorpusFormat>(o.format, "--format"));
   fmt::print(stderr, "prepare: {} documents from {}\n", docs.size(), o.corpus);
   auto stats = data::prepare_pretraining_data(docs, tok, o.prepare, o.out, stderr_progress("prepare"));
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -84,8 +84,9 @@ void add_train_command(CLI::App& root) {
                 "Allreduce all gradients after backward instead of bucket by bucket during it");
   cmd->add_option("--allreduce-dtype", c->allreduce_dtype, "fp32, or bf16: gradients rounded to bf16 on the wire")
       ->check([](const std::string& v) {
-        return v == "fp32" || v == "bf16" ? std::string()
-                                          : fmt::format("--allreduce-dtype {}: expected fp32 or bf16", v);
+        return enum_parse<Precision>(v) ? std::string()
+                                        : fmt::format("unknown value '{}' (expected one of: {})", v,
+                                                      fmt::join(enum_names(Precision{}), ", "));
       });
   cmd->callback([c] {
     set_threads(c->threads);

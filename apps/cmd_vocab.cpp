@@ -23,7 +23,7 @@ struct VocabOptions {
 
 void run_vocab(const VocabOptions& o) {
   auto limit = limit_data_threads(o.threads);
-  auto docs = data::read_corpus(data::resolve_corpus(o.corpus), data::parse_corpus_format(o.format));
+  auto docs = data::read_corpus(data::resolve_corpus(o.corpus), enum_from_string<data::CorpusFormat>(o.format, "--format"));
   // Hold out the same documents `bertlab prepare` holds out with the same seed and fraction.
   auto split = data::split_documents(docs.size(), o.holdout, o.seed);
   std::vector<data::Document> train, heldout;

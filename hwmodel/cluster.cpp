@@ -14,23 +14,9 @@
 
 namespace bertlab::hw {
 
-const char* to_string(AllreduceAlgorithm a) {
-  switch (a) {
-    case AllreduceAlgorithm::ring: return "ring";
-    case AllreduceAlgorithm::tree: return "tree";
-  }
-  return "?";
-}
-
 namespace {
 
 using nlohmann::json;
-
-AllreduceAlgorithm algorithm_from(const std::string& s, const std::string& origin) {
-  if (s == "ring") return AllreduceAlgorithm::ring;
-  if (s == "tree") return AllreduceAlgorithm::tree;
-  fail("{}: field 'network.allreduce' must be ring or tree, got '{}'", origin, s);
-}
 
 SystemDesc node_from(const json& j, const std::string& origin) {
   check(j.contains("node"), "{}: missing field 'node' (a machine.json path, or the system inline)", origin);
@@ -88,7 +74,7 @@ ClusterDesc load_cluster(const std::string& path) {
   c.latency_us = field_or<double>(net, "latency_us", 0, "network", path);
   check(c.latency_us >= 0 && std::isfinite(c.latency_us), "{}: field 'network.latency_us' must be 0 or more, got {}",
         path, c.latency_us);
-  c.algorithm = algorithm_from(field_or<std::string>(net, "allreduce", "ring", "network", path), path);
+  c.algorithm = enum_field_or(net, "allreduce", AllreduceAlgorithm::ring, "network", path);
   const json ar = field_or<json>(j, "allreduce", json::object(), "", path);
   const double mb = field_or<double>(ar, "bucket_mb", 25, "allreduce", path);
   check(mb > 0 && std::isfinite(mb), "{}: field 'allreduce.bucket_mb' must be above 0, got {}", path, mb);

@@ -12,14 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
+
 #include "hwmodel/system.h"
 #include "runtime/graph.h"
 #include "runtime/precision.h"
 
 namespace bertlab::hw {
 
-enum class AllreduceAlgorithm : uint8_t { ring, tree };
-const char* to_string(AllreduceAlgorithm a);
+#define BERTLAB_ALLREDUCE_ALGORITHMS(X) X(ring, "ring") X(tree, "tree")
+BERTLAB_ENUM(AllreduceAlgorithm, uint8_t, BERTLAB_ALLREDUCE_ALGORITHMS)
 
 struct ClusterDesc {
   std::string name;

@@ -101,11 +101,10 @@ CoreCoefficients coefficients_from_json(const nlohmann::json& j, const std::stri
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     try {  // a missing field or one of another type: named here, not an internal error
-      const std::string arr = e.at("arrangement");
-      check(arr == "rwma" || arr == "bwma", "{}: arrangement must be rwma or bwma, got '{}'", path, arr);
+      const Arrangement arr = arrangement_from_string(e.at("arrangement"), fmt::format("{}: entries[{}]: arrangement", path, i));
       check(json_integer_in(e.at("kernel"), 1, 4096), "{}: entries[{}]: kernel must be an integer in [1, 4096], got {}",
             path, i, e.at("kernel").dump());
-      c.entries[{layer_op_from_string(e.at("op")), arr == "rwma" ? Arrangement::rwma : Arrangement::bwma,
+      c.entries[{layer_op_from_string(e.at("op")), arr,
                  e.at("kernel").get<int64_t>()}] = {e.at("per_unit").get<double>(), e.at("per_group").get<double>()};
     } catch (const nlohmann::json::exception&) {
       fail("{}: entries[{}] must hold op and arrangement (strings), kernel (an integer), per_unit and per_group "

@@ -6,15 +6,6 @@
 
 namespace bertlab::hw {
 
-LayerOp layer_op_from_string(const std::string& name) {
-  std::string names;
-  for (const auto& e : kLayerOpTable) {
-    if (name == e.name) return e.op;
-    names += names.empty() ? e.name : std::string(", ") + e.name;
-  }
-  fail("unknown encoder-layer op '{}' (expected one of: {})", name, names);
-}
-
 std::vector<Operand> op_operands(LayerOp op, const LayerDims& d) {
   const int64_t s = d.seq, h = d.hidden;
   const Operand x{"x", s * h}, w_qkv{"w_qkv", h * 3 * h}, qkv{"qkv", s * 3 * h},

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "hwmodel/layout.h"
 
 namespace bertlab::hw {
@@ -49,8 +50,15 @@ inline constexpr LayerOpInfo kLayerOpTable[] = {
 #undef BERTLAB_LAYER_OP_ROW
 };
 inline const LayerOpInfo& info(LayerOp op) { return kLayerOpTable[static_cast<int>(op)]; }
+// LayerOp's names are the table's (base/enum_table.h's templates use them).
+constexpr auto enum_names(LayerOp) {
+  std::array<const char*, std::size(kLayerOpTable)> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kLayerOpTable[i].name;
+  return names;
+}
+inline const char* to_string(LayerOp op) { return enum_name(op); }
 // Throws Error naming the valid names when `name` is not an op of the table.
-LayerOp layer_op_from_string(const std::string& name);
+inline LayerOp layer_op_from_string(const std::string& name) { return enum_from_string<LayerOp>(name, "encoder-layer op"); }
 
 struct LayerDims {
   int64_t seq = 128, hidden = 768, heads = 12, head_dim = 64, ff = 3072;

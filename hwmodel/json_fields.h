@@ -7,6 +7,7 @@
 #include <vector>
 #include <type_traits>
 
+#include "base/enum_table.h"
 #include "base/error.h"
 
 namespace bertlab::hw {
@@ -34,6 +35,17 @@ T field_or(const nlohmann::json& j, const std::string& key, T dflt, const std::s
            const std::string& origin) {
   if (!j.is_object() || !j.contains(key)) return dflt;
   return field<T>(j, key, path, origin);
+}
+
+// Reads string field `key` as enum E (a BERTLAB_ENUM, base/enum_table.h); a name not of E is
+// refused naming the field and every accepted name. `alias` maps other spellings first.
+template <typename E>
+E enum_field_or(const nlohmann::json& j, const std::string& key, E dflt, const std::string& path,
+                const std::string& origin, std::string (*alias)(const std::string&) = nullptr) {
+  if (!j.is_object() || !j.contains(key)) return dflt;
+  std::string s = field<std::string>(j, key, path, origin);
+  if (alias) s = alias(s);
+  return enum_from_string<E>(s, fmt::format("{}: field '{}{}'", origin, path.empty() ? "" : path + ".", key));
 }
 
 // The known field nearest to `key` by edit distance (a misspelling's likely intent).

@@ -96,12 +96,6 @@ TraceReader::int_type TraceReader::underflow() {
   return traits_type::to_int_type(buf_[0]);
 }
 
-TraceFormat trace_format_from_string(const std::string& s) {
-  if (s == "lackey") return TraceFormat::lackey;
-  if (s == "hwtrace") return TraceFormat::hwtrace;
-  fail("trace format: expected lackey or hwtrace, got '{}'", s);
-}
-
 namespace {
 
 // One event of a core's trace: a run of instructions, a data access, or a '#hwref' line.

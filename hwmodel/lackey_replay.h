@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/system.h"
 #include "hwmodel/work.h"
@@ -70,8 +71,8 @@ class TraceReader : public std::streambuf {
 // reaped by its parent counts as exited).
 bool process_running(int64_t pid);
 
-enum class TraceFormat { lackey, hwtrace };
-TraceFormat trace_format_from_string(const std::string& s);  // "lackey" | "hwtrace"
+#define BERTLAB_TRACE_FORMATS(X) X(lackey, "lackey") X(hwtrace, "hwtrace")
+BERTLAB_ENUM(TraceFormat, uint8_t, BERTLAB_TRACE_FORMATS)
 
 // The cores advance in lock step, one instruction each per round (equal-speed in-order
 // cores). `operands` names the region's buffers (their DRAM streams); accesses outside them

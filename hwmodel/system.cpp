@@ -18,97 +18,16 @@
 
 namespace bertlab::hw {
 
-const char* to_string(Dataflow d) {
-  switch (d) {
-    case Dataflow::ws: return "ws";
-    case Dataflow::os: return "os";
-    case Dataflow::is: return "is";
-  }
-  return "?";
-}
-const char* to_string(SystemKind k) {
-  switch (k) {
-    case SystemKind::accelerator: return "accelerator";
-    case SystemKind::cpu: return "cpu";
-  }
-  return "?";
-}
-const char* to_string(ComputeModel m) {
-  switch (m) {
-    case ComputeModel::in_order_core: return "in_order_core";
-    case ComputeModel::loosely_coupled: return "loosely_coupled";
-    case ComputeModel::scalesim: return "scalesim";
-  }
-  return "?";
-}
-const char* to_string(QkvSchedule q) {
-  switch (q) {
-    case QkvSchedule::fused: return "fused";
-    case QkvSchedule::per_head: return "per_head";
-  }
-  return "?";
-}
-const char* to_string(CoreIsa i) {
-  switch (i) {
-    case CoreIsa::aarch64: return "aarch64";
-    case CoreIsa::x86_64: return "x86_64";
-  }
-  return "?";
-}
-const char* to_string(CoreWalk w) {
-  switch (w) {
-    case CoreWalk::exact: return "exact";
-    case CoreWalk::sampled: return "sampled";
-  }
-  return "?";
-}
-const char* to_string(CpuModel m) {
-  switch (m) {
-    case CpuModel::calibrated: return "calibrated";
-    case CpuModel::roofline: return "roofline";
-  }
-  return "?";
-}
-
 namespace {
 
 using nlohmann::json;
 
-SystemKind kind_from(const std::string& s, const std::string& origin) {
-  if (s == "accelerator") return SystemKind::accelerator;
-  if (s == "cpu") return SystemKind::cpu;
-  fail("{}: field 'kind' must be accelerator or cpu, got '{}'", origin, s);
-}
-
-ComputeModel compute_model_from(const std::string& s, const std::string& origin) {
-  if (s == "in_order_core") return ComputeModel::in_order_core;
-  if (s == "loosely_coupled") return ComputeModel::loosely_coupled;
-  if (s == "scalesim") return ComputeModel::scalesim;
-  check(s != "tightly_coupled",
-        "{}: field 'array.compute_model': 'tightly_coupled' is no longer a model; the paper's tightly coupled "
-        "cores are 'in_order_core' (instructions, array issues and cache misses of TiC-SAT's schedules), the "
-        "array-issue-only model is 'loosely_coupled'",
-        origin);
-  fail("{}: field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got '{}'", origin, s);
-}
-
-CoreWalk core_walk_from(const std::string& s, const std::string& origin) {
-  for (const CoreWalk w : {CoreWalk::exact, CoreWalk::sampled})
-    if (s == to_string(w)) return w;
-  fail("{}: field 'core.walk' must be exact or sampled, got '{}'", origin, s);
-}
-
-CpuModel cpu_model_from(const std::string& s, const std::string& origin) {
-  if (s == "calibrated") return CpuModel::calibrated;
-  if (s == "roofline") return CpuModel::roofline;
-  fail("{}: field 'cpu_model' must be calibrated or roofline, got '{}'", origin, s);
-}
-
-Dataflow dataflow_from(const std::string& s, const std::string& origin) {
-  if (s == "ws" || s == "weight_stationary") return Dataflow::ws;
-  if (s == "os" || s == "output_stationary") return Dataflow::os;
-  if (s == "is" || s == "input_stationary") return Dataflow::is;
-  fail("{}: field 'array.dataflow' is '{}' (expected ws, os or is)", origin, s);
+// SCALE-Sim's long names of the dataflows.
+std::string dataflow_alias(const std::string& s) {
+  if (s == "weight_stationary") return "ws";
+  if (s == "output_stationary") return "os";
+  if (s == "input_stationary") return "is";
+  return s;
 }
 
 // array.scalesim_memory: every field optional (SCALE-Sim's configs/scale.cfg values), none unknown.
@@ -226,7 +145,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
         version);
   SystemDesc s;
   s.name = field_or<std::string>(j, "name", origin, "", origin);
-  s.kind = kind_from(field_or<std::string>(j, "kind", "accelerator", "", origin), origin);
+  s.kind = enum_field_or(j, "kind", SystemKind::accelerator, "", origin);
   // A field of the other kind's descriptions is named as such; any other unknown field with the
   // nearest known one.
   static constexpr const char* kCommon[] = {"format", "version", "name", "kind", "cores", "clock_ghz", "elem_bytes",
@@ -250,20 +169,16 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
   s.pad_to_kernel = field_or<bool>(j, "pad_to_kernel", true, "", origin);
   s.rwma_block_rows = field_or<int64_t>(j, "rwma_block_rows", 128, "", origin);
   s.operand_offset_bytes = field_or<int64_t>(j, "operand_offset_bytes", 0, "", origin);
-  const std::string qkv = field_or<std::string>(j, "qkv", "fused", "", origin);
-  check(qkv == "fused" || qkv == "per_head", "{}: field 'qkv' must be fused or per_head, got '{}'", origin, qkv);
-  s.qkv = qkv == "fused" ? QkvSchedule::fused : QkvSchedule::per_head;
+  s.qkv = enum_field_or(j, "qkv", QkvSchedule::fused, "", origin);
   const json core = field_or<json>(j, "core", json::object(), "", origin);
   check_known_fields(core, {"flops_per_cycle", "overlap", "memory_parallelism", "isa", "issue_width", "walk"}, "core",
                      origin);
   s.core_flops_per_cycle = field_or<double>(core, "flops_per_cycle", 1, "core", origin);
   s.overlap = field_or<double>(core, "overlap", 0, "core", origin);
   s.memory_parallelism = field_or<double>(core, "memory_parallelism", 1, "core", origin);
-  const std::string isa = field_or<std::string>(core, "isa", "aarch64", "core", origin);
-  check(isa == "aarch64" || isa == "x86_64", "{}: field 'core.isa' must be aarch64 or x86_64, got '{}'", origin, isa);
-  s.core_isa = isa == "aarch64" ? CoreIsa::aarch64 : CoreIsa::x86_64;
+  s.core_isa = enum_field_or(core, "isa", CoreIsa::aarch64, "core", origin);
   s.issue_width = field_or<double>(core, "issue_width", 1, "core", origin);
-  s.core_walk = core_walk_from(field_or<std::string>(core, "walk", to_string(CoreWalk::exact), "core", origin), origin);
+  s.core_walk = enum_field_or(core, "walk", CoreWalk::exact, "core", origin);
   check(std::isfinite(s.issue_width) && s.issue_width >= 1 && s.issue_width <= 16,
         "{}: field 'core.issue_width' must be a number of instructions per cycle in 1..16, got {}", origin,
         s.issue_width);
@@ -271,7 +186,7 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
     s.gemm_peak_gflops = field<json>(j, "gemm_peak_gflops", "", origin);
     s.precision = precision_from_string(field_or<std::string>(j, "precision", "f32", "", origin),
                                         origin + ": field 'precision'");
-    s.cpu_model = cpu_model_from(field_or<std::string>(j, "cpu_model", "calibrated", "", origin), origin);
+    s.cpu_model = enum_field_or(j, "cpu_model", CpuModel::calibrated, "", origin);
     s.resident_gbps = field_or<double>(j, "resident_gbps", 0, "", origin);
     s.parallel_region_seconds = field_or<double>(j, "parallel_region_us", 0, "", origin) * 1e-6;
     const json rates = field_or<json>(j, "elementwise_gelem_per_s", json::object(), "", origin);
@@ -284,9 +199,13 @@ SystemDesc system_from_json(const json& j, const std::string& origin) {
                            "output_cycles_per_issue", "scalesim_memory"},
                        "array", origin);
     s.array.kernel = field<int64_t>(a, "kernel", "array", origin);
-    s.array.dataflow = dataflow_from(field_or<std::string>(a, "dataflow", "ws", "array", origin), origin);
-    s.array.compute_model =
-        compute_model_from(field_or<std::string>(a, "compute_model", "in_order_core", "array", origin), origin);
+    s.array.dataflow = enum_field_or(a, "dataflow", Dataflow::ws, "array", origin, dataflow_alias);
+    check(field_or<std::string>(a, "compute_model", "", "array", origin) != "tightly_coupled",
+          "{}: field 'array.compute_model': 'tightly_coupled' is no longer a model; the paper's tightly coupled "
+          "cores are 'in_order_core' (instructions, array issues and cache misses of TiC-SAT's schedules), the "
+          "array-issue-only model is 'loosely_coupled'",
+          origin);
+    s.array.compute_model = enum_field_or(a, "compute_model", ComputeModel::in_order_core, "array", origin);
     s.array.bytes_per_issue = field_or<int64_t>(a, "bytes_per_issue", 4, "array", origin);
     s.array.cycles_per_issue = field_or<double>(a, "cycles_per_issue", 1, "array", origin);
     s.array.output_cycles_per_issue = field_or<double>(a, "output_cycles_per_issue", 1, "array", origin);

@@ -10,16 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "runtime/machine.h"
 
 namespace bertlab::hw {
 
-enum class Dataflow : uint8_t { ws, os, is };
-const char* to_string(Dataflow d);
+#define BERTLAB_DATAFLOWS(X) X(ws, "ws") X(os, "os") X(is, "is")
+BERTLAB_ENUM(Dataflow, uint8_t, BERTLAB_DATAFLOWS)
 // What a description models: an accelerator (cores with systolic arrays, caches, DRAM) or a
 // CPU described by measured peaks.
-enum class SystemKind : uint8_t { accelerator, cpu };
-const char* to_string(SystemKind k);
+#define BERTLAB_SYSTEM_KINDS(X) X(accelerator, "accelerator") X(cpu, "cpu")
+BERTLAB_ENUM(SystemKind, uint8_t, BERTLAB_SYSTEM_KINDS)
 // How a node's time is modelled:
 // - in_order_core: the paper's tightly coupled system, an in-order core that executes the
 //   kernel's instructions and issues the array's (core_model.h, core_walk.h): instructions,
@@ -27,31 +28,31 @@ const char* to_string(SystemKind k);
 // - loosely_coupled: an array fed from memory at its issue rate, the core not modelled (the
 //   array's issues and the closed-form traffic of analytic.h);
 // - scalesim: SCALE-Sim's closed forms (compute.h) and, optionally, its memory system.
-enum class ComputeModel : uint8_t { in_order_core, loosely_coupled, scalesim };
+#define BERTLAB_COMPUTE_MODELS(X) X(in_order_core, "in_order_core") X(loosely_coupled, "loosely_coupled") X(scalesim, "scalesim")
+BERTLAB_ENUM(ComputeModel, uint8_t, BERTLAB_COMPUTE_MODELS)
 // The instruction basis of the in_order_core model (core_model.h builtin_coefficients): the
 // kernels' instructions per unit and per group as compiled for this ISA.
 // aarch64: TiC-SAT's kernels at its own flags (the paper system's, docs/hwmodel-aarch64.md);
 // x86_64: bertlab's reference kernels, the ones measured under valgrind (docs/hwmodel.md).
-enum class CoreIsa : uint8_t { aarch64, x86_64 };
-const char* to_string(CoreIsa i);
-const char* to_string(ComputeModel m);
+#define BERTLAB_CORE_ISAS(X) X(aarch64, "aarch64") X(x86_64, "x86_64")
+BERTLAB_ENUM(CoreIsa, uint8_t, BERTLAB_CORE_ISAS)
 // How the attention's Q, K and V projections run on in_order_core systems: fused, one GEMM
 // x(L,H) W(H,3H) into qkv (L,3H), heads read in place; per_head, as TiC-SAT runs them: per head,
 // three GEMMs x(L,H) W(H,d) into buffers of their own (L,d), each weight and buffer allocated
 // alone, the heads' context written head after head and, under RWMA, copied into the rows of
 // the attention output (TiC-SAT's multihead_transpose).
-enum class QkvSchedule : uint8_t { fused, per_head };
-const char* to_string(QkvSchedule q);
+#define BERTLAB_QKV_SCHEDULES(X) X(fused, "fused") X(per_head, "per_head")
+BERTLAB_ENUM(QkvSchedule, uint8_t, BERTLAB_QKV_SCHEDULES)
 // How the in_order_core model walks a GEMM's schedule through the cache simulator (core_walk.h
 // gemm_share): exact, every tile; sampled, the first iterations, one representative and the
 // last of each of its outer loops, the representative's counts weighted by the iterations it
 // stands for (instructions and array issues stay exact). `bertlab_hwref model` always walks
 // exactly.
-enum class CoreWalk : uint8_t { exact, sampled };
-const char* to_string(CoreWalk w);
+#define BERTLAB_CORE_WALKS(X) X(exact, "exact") X(sampled, "sampled")
+BERTLAB_ENUM(CoreWalk, uint8_t, BERTLAB_CORE_WALKS)
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.
-enum class CpuModel : uint8_t { calibrated, roofline };
-const char* to_string(CpuModel m);
+#define BERTLAB_CPU_MODELS(X) X(calibrated, "calibrated") X(roofline, "roofline")
+BERTLAB_ENUM(CpuModel, uint8_t, BERTLAB_CPU_MODELS)
 
 // Largest core count of an accelerator description: the model keeps per-core counts and
 // the paper's systems have 1-8 cores; beyond 64 the shared-LLC, shared-DRAM model (one

@@ -8,6 +8,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
+#include "base/enum_table.h"
+
 namespace bertlab::ops {
 
 // Columns of BERTLAB_ACTIVATIONS(X):
@@ -73,8 +75,14 @@ static_assert(activation_table_in_order(), "kActivations rows must follow the Ac
 inline const ActivationInfo& activation_info(Activation a) {
   return kActivations[static_cast<size_t>(a)];
 }
-inline const char* to_string(Activation a) { return activation_info(a).name; }
+// Activation's names are the table's (base/enum_table.h's templates use them).
+constexpr auto enum_names(Activation) {
+  std::array<const char*, kActivations.size()> names{};
+  for (size_t i = 0; i < names.size(); ++i) names[i] = kActivations[i].name;
+  return names;
+}
+inline const char* to_string(Activation a) { return enum_name(a); }
 // Throws Error listing the known names.
-Activation activation_from_string(const std::string& s);
+inline Activation activation_from_string(const std::string& s) { return enum_from_string<Activation>(s, "activation"); }
 
 }  // namespace bertlab::ops

@@ -16,14 +16,6 @@ namespace bertlab::ops {
 
 using dnnl::memory;
 
-Activation activation_from_string(const std::string& s) {
-  for (const auto& a : kActivations)
-    if (s == a.name) return a.act;
-  std::vector<const char*> names;
-  for (const auto& a : kActivations) names.push_back(a.name);
-  fail("unknown activation '{}' (expected one of: {})", s, fmt::join(names, ", "));
-}
-
 void activation_forward_reference(float* y, const float* x, int64_t n, Activation act) {
   const auto f = activation_info(act).reference;
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(f(x[i]));

@@ -13,17 +13,6 @@
 
 namespace bertlab::ops {
 
-const char* to_string(Isa isa) {
-  switch (isa) {
-    case Isa::portable: return "portable";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512_core: return "avx512_core";
-    case Isa::avx512_core_bf16: return "avx512_core_bf16";
-    case Isa::avx512_core_amx: return "avx512_core_amx";
-  }
-  return "?";
-}
-
 namespace {
 
 // What the CPU and OS offer, from CPUID and XGETBV (the OS must save a register file's state
@@ -128,15 +117,11 @@ std::vector<std::string> isa_cap_values() {
   return names;
 }
 
+// The first (lowest) cap name of the level.
 const char* isa_cap_name(Isa isa) {
-  switch (isa) {
-    case Isa::portable: return "SSE41";
-    case Isa::avx2: return "AVX2";
-    case Isa::avx512_core: return "AVX512_CORE";
-    case Isa::avx512_core_bf16: return "AVX512_CORE_BF16";
-    case Isa::avx512_core_amx: return "AVX512_CORE_AMX";
-  }
-  return "?";
+  const auto it = std::find_if(std::begin(kCapNames), std::end(kCapNames), [&](const CapName& c) { return c.level == isa; });
+  check(it != std::end(kCapNames), "no ONEDNN_MAX_CPU_ISA name for ISA level {}", to_string(isa));
+  return it->name;
 }
 
 Isa active_isa() {

@@ -3,17 +3,23 @@
 // setting that caps both: ONEDNN_MAX_CPU_ISA (or its older name DNNL_MAX_CPU_ISA), which oneDNN
 // reads itself and bertlab reads the same way. A cap lets any machine run the paths of a lower
 // one: tests run the ISA-sensitive cases at every level the machine has (scripts/test.sh).
+#include <array>
 #include <string>
 #include <vector>
+
+#include "base/enum_table.h"
 
 namespace bertlab::ops {
 
 // Ordered: each level has everything of the ones before it. `portable` is the plain C++ path
 // (what arm64 and any x86-64 CPU capped below AVX2 run).
-enum class Isa { portable, avx2, avx512_core, avx512_core_bf16, avx512_core_amx };
-inline constexpr Isa kIsas[] = {Isa::portable, Isa::avx2, Isa::avx512_core, Isa::avx512_core_bf16,
-                                Isa::avx512_core_amx};
-const char* to_string(Isa isa);
+#define BERTLAB_ISAS(X)                                                                            \
+  X(portable, "portable") X(avx2, "avx2") X(avx512_core, "avx512_core") X(avx512_core_bf16, "avx512_core_bf16") \
+  X(avx512_core_amx, "avx512_core_amx")
+BERTLAB_ENUM(Isa, uint8_t, BERTLAB_ISAS)
+#define BERTLAB_ISA_VALUE_(id, ...) Isa::id,
+inline constexpr std::array kIsas{BERTLAB_ISAS(BERTLAB_ISA_VALUE_)};
+#undef BERTLAB_ISA_VALUE_
 
 // The highest level this CPU and its OS support, cap or no cap.
 Isa cpu_isa();

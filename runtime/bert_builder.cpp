@@ -192,7 +192,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
              {{"batch", run.batch},
               {"seq", run.seq},
               {"mode", run.mode},
-              {"heads", heads_name(run.heads)},
+              {"heads", to_string(run.heads)},
               {"precision", to_string(run.precision)}}}};
   if (train) {
     g.meta["run"]["max_predictions"] = P;

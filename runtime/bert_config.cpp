@@ -147,14 +147,4 @@ nlohmann::json config_to_json(const BertConfig& c) {
           {"position_embedding_type", c.position_embedding_type}};
 }
 
-const char* heads_name(Heads h) {
-  switch (h) {
-    case Heads::none: return "none";
-    case Heads::pretraining: return "pretraining";
-    case Heads::sequence_classification: return "sequence_classification";
-    case Heads::token_classification: return "token_classification";
-  }
-  return "?";
-}
-
 }  // namespace bertlab

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/enum_table.h"
+
 #include "ops/activation.h"
 #include "runtime/precision.h"
 
@@ -37,8 +39,9 @@ nlohmann::json config_to_json(const BertConfig& c);  // HF-compatible fields
 
 // BertModel, BertForPreTraining (MLM + NSP), BertForSequenceClassification (classifier on the
 // pooler output) or BertForTokenClassification (classifier on every token, no pooler).
-enum class Heads { none, pretraining, sequence_classification, token_classification };
-const char* heads_name(Heads h);  // none | pretraining | sequence_classification | token_classification
+#define BERTLAB_HEADS(X) \
+  X(none, "none") X(pretraining, "pretraining") X(sequence_classification, "sequence_classification") X(token_classification, "token_classification")
+BERTLAB_ENUM(Heads, uint8_t, BERTLAB_HEADS)
 
 struct RunSpec {
   int64_t batch = 1;

@@ -761,7 +761,7 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   check(source_heads == Heads::none || source_heads == heads,
         "--task {}: model directory {} holds a model fine-tuned for {} ({} in config.json); fine-tune "
         "from the pretrained model, or use --task {}", task_flag(heads), o.model.string(),
-        heads_name(source_heads), architecture(source_heads), task_flag(source_heads));
+        to_string(source_heads), architecture(source_heads), task_flag(source_heads));
   const BertConfig config = load_config(o.model / "config.json");
   const auto tok = data::BertTokenizer::load(o.model);
   check(tok.vocab().size() <= static_cast<size_t>(config.vocab_size),

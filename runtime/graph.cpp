@@ -18,12 +18,6 @@ std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, 
 
 namespace {
 
-template <typename E, size_t N>
-const char* name_of(E e, const std::array<const char*, N>& names) {
-  auto i = static_cast<size_t>(e);
-  return i < N ? names[i] : "?";
-}
-
 // The integers of graph JSON (shapes, ids), their kind and range checked first (json_integer_in).
 int64_t graph_integer(const nlohmann::json& v, std::string_view what, int64_t lo, int64_t hi) {
   check(json_integer_in(v, lo, hi),
@@ -45,36 +39,6 @@ std::vector<T> graph_integers(const nlohmann::json& v, std::string_view what) {
   return out;
 }
 
-constexpr std::array<const char*, 4> kDTypeNames{"f32", "bf16", "i32", "i8"};
-constexpr std::array<const char*, 1> kLayoutNames{"plain"};
-constexpr std::array<const char*, 5> kRoleNames{"input", "weight", "activation", "gradient",
-                                                "optimizer_state"};
-constexpr std::array<const char*, 4> kPhaseNames{"forward", "backward", "optimizer",
-                                                 "communication"};
-constexpr std::array<const char*, 3> kCategoryNames{"gemm", "memory_bound", "communication"};
-constexpr auto kOpNames = [] {
-  std::array<const char*, kOpKindCount> names{};
-  for (size_t i = 0; i < kOpKindCount; ++i) names[i] = kOpTable[i].name;
-  return names;
-}();
-
-template <typename E, size_t N>
-E parse_enum(const std::string& s, const std::array<const char*, N>& names, const char* what) {
-  for (size_t i = 0; i < N; ++i)
-    if (s == names[i]) return static_cast<E>(i);
-  fail("unknown {} '{}' (expected one of: {})", what, s, fmt::join(names, ", "));
-}
-
-}  // namespace
-
-const char* to_string(DType e) { return name_of(e, kDTypeNames); }
-const char* to_string(Layout e) { return name_of(e, kLayoutNames); }
-const char* to_string(Role e) { return name_of(e, kRoleNames); }
-const char* to_string(Phase e) { return name_of(e, kPhaseNames); }
-const char* to_string(Category e) { return name_of(e, kCategoryNames); }
-const char* to_string(OpKind e) { return name_of(e, kOpNames); }
-DType dtype_from_string(const std::string& s) { return parse_enum<DType>(s, kDTypeNames, "dtype"); }
-namespace {
 // Graph files written before activations were one kind name the activation in the op.
 std::optional<std::pair<OpKind, const char*>> legacy_activation_op(const std::string& s) {
   for (const char* act : {"gelu", "tanh"}) {
@@ -87,7 +51,7 @@ std::optional<std::pair<OpKind, const char*>> legacy_activation_op(const std::st
 
 OpKind op_kind_from_string(const std::string& s) {
   if (auto legacy = legacy_activation_op(s)) return legacy->first;
-  return parse_enum<OpKind>(s, kOpNames, "op kind");
+  return enum_from_string<OpKind>(s, "op");
 }
 
 int64_t dtype_size(DType t) {
@@ -265,9 +229,9 @@ Graph graph_from_json(const nlohmann::json& j) {
       std::string role = t.at("role");
       std::string layout = t.value("layout", "plain");
       int id = g.add_tensor(t.at("name"), graph_integers<int64_t>(t.at("shape"), "a tensor's 'shape'"),
-                            dtype_from_string(t.at("dtype")),
-                            parse_enum<Role>(role, kRoleNames, "tensor role"),
-                            parse_enum<Layout>(layout, kLayoutNames, "layout"));
+                            enum_from_string<DType>(t.at("dtype").get<std::string>(), "dtype"),
+                            enum_from_string<Role>(role, "role"),
+                            enum_from_string<Layout>(layout, "layout"));
       check(id == graph_id(t.at("id"), "a tensor's 'id'"), "graph tensors must be listed in id order (tensor '{}')",
             t.at("name").get<std::string>());
       g.tensor(id).attrs = t.value("attrs", nlohmann::json::object());
@@ -282,7 +246,7 @@ Graph graph_from_json(const nlohmann::json& j) {
       n.attrs = jn.value("attrs", nlohmann::json::object());
       if (auto legacy = legacy_activation_op(jn.at("op")); legacy && !n.attrs.contains("activation"))
         n.attrs["activation"] = legacy->second;
-      n.phase = parse_enum<Phase>(jn.value("phase", "forward"), kPhaseNames, "phase");
+      n.phase = enum_from_string<Phase>(jn.value("phase", "forward"), "phase");
       n.category = op_info(n.kind).category;
       g.append_node(std::move(n));
     }

@@ -17,17 +17,14 @@ using Shape = std::vector<int64_t>;
 int64_t numel(const Shape& s);
 std::string shape_str(const Shape& s);
 
-enum class DType : uint8_t { f32, bf16, i32, i8 };
-enum class Layout : uint8_t { plain };  // every tensor the graph describes is a plain array
-enum class Role : uint8_t { input, weight, activation, gradient, optimizer_state };
+#define BERTLAB_DTYPES(X) X(f32, "f32") X(bf16, "bf16") X(i32, "i32") X(i8, "i8")
+BERTLAB_ENUM(DType, uint8_t, BERTLAB_DTYPES)
+#define BERTLAB_LAYOUTS(X) X(plain, "plain")  // every tensor the graph describes is a plain array
+BERTLAB_ENUM(Layout, uint8_t, BERTLAB_LAYOUTS)
+#define BERTLAB_ROLES(X) \
+  X(input, "input") X(weight, "weight") X(activation, "activation") X(gradient, "gradient") X(optimizer_state, "optimizer_state")
+BERTLAB_ENUM(Role, uint8_t, BERTLAB_ROLES)
 
-const char* to_string(DType);
-const char* to_string(Layout);
-const char* to_string(Role);
-const char* to_string(Phase);
-const char* to_string(Category);
-const char* to_string(OpKind);
-DType dtype_from_string(const std::string&);
 OpKind op_kind_from_string(const std::string&);  // also the names of graph files before
                                                  // activations were one kind (gelu, tanh_grad)
 int64_t dtype_size(DType);

@@ -11,30 +11,35 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/enum_table.h"
+
 namespace bertlab {
 
-enum class Phase : uint8_t { forward, backward, optimizer, communication };
-enum class Category : uint8_t { gemm, memory_bound, communication };
+#define BERTLAB_PHASES(X) X(forward, "forward") X(backward, "backward") X(optimizer, "optimizer") X(communication, "communication")
+BERTLAB_ENUM(Phase, uint8_t, BERTLAB_PHASES)
+#define BERTLAB_CATEGORIES(X) X(gemm, "gemm") X(memory_bound, "memory_bound") X(communication, "communication")
+BERTLAB_ENUM(Category, uint8_t, BERTLAB_CATEGORIES)
 
 // The categories of the "Demystifying BERT" breakdown. Every OpKind maps to exactly one.
-enum class ProfileCategory : uint8_t {
-  gemm_linear,     // projection and FFN GEMMs (linear, with fused bias/residual/activation)
-  gemm_attention,  // attention batched GEMMs, forward and backward
-  gemm_dx,         // backward dX GEMMs of linear layers
-  gemm_dw,         // backward dW GEMMs of linear layers (and the bias gradient)
-  softmax,
-  layernorm,
-  activation,      // GELU (and the pooler tanh)
-  dropout,
-  add,             // bias/residual adds not fused into a GEMM
-  embedding,
-  loss,            // cross-entropy and its gradient
-  optimizer,       // gradient norm and the AdamW/LAMB update
-  communication,   // the gradient allreduce of data-parallel training (MPI)
-  other,           // mask bias, first-token and masked-position gathers and their gradients
-  unattributed,    // measured step time outside any node (loop, timer and dispatch overhead)
-};
-inline constexpr size_t kProfileCategoryCount = static_cast<size_t>(ProfileCategory::unattributed) + 1;
+// Columns: the enum, its stable id (profile JSON, CSV), its label for people.
+#define BERTLAB_PROFILE_CATEGORIES(X)                                                                   \
+  X(gemm_linear, "gemm_linear", "projection/FFN GEMMs")         /* projection and FFN GEMMs (with fused bias/residual/activation) */ \
+  X(gemm_attention, "gemm_attention", "attention batched GEMMs") /* attention batched GEMMs, forward and backward */ \
+  X(gemm_dx, "gemm_dx", "backward dX GEMMs")                     /* backward dX GEMMs of linear layers */ \
+  X(gemm_dw, "gemm_dw", "backward dW GEMMs")                     /* backward dW GEMMs of linear layers (and the bias gradient) */ \
+  X(softmax, "softmax", "softmax")                                                                      \
+  X(layernorm, "layernorm", "layernorm")                                                                \
+  X(activation, "activation", "GELU/tanh")                       /* GELU (and the pooler tanh) */       \
+  X(dropout, "dropout", "dropout")                                                                      \
+  X(add, "add", "bias/residual adds")                            /* bias/residual adds not fused into a GEMM */ \
+  X(embedding, "embedding", "embedding")                                                                \
+  X(loss, "loss", "loss")                                        /* cross-entropy and its gradient */   \
+  X(optimizer, "optimizer", "optimizer update")                  /* gradient norm and the AdamW/LAMB update */ \
+  X(communication, "communication", "gradient allreduce")        /* the gradient allreduce of data-parallel training (MPI) */ \
+  X(other, "other", "other (mask, gathers)")                     /* mask bias, first-token and masked-position gathers and their gradients */ \
+  X(unattributed, "unattributed", "unattributed")                /* measured step time outside any node (loop, timer and dispatch overhead) */
+BERTLAB_ENUM(ProfileCategory, uint8_t, BERTLAB_PROFILE_CATEGORIES)
+inline constexpr size_t kProfileCategoryCount = enum_count<ProfileCategory>;
 
 // How hwmodel costs a node (hwmodel/estimate.cpp switches over this, not over OpKind).
 enum class HwFamily : uint8_t {
@@ -165,5 +170,13 @@ constexpr bool op_table_in_order() {
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum");
 
 constexpr const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
+
+// OpKind's names are the table's (base/enum_table.h's templates use them).
+constexpr auto enum_names(OpKind) {
+  std::array<const char*, kOpKindCount> names{};
+  for (size_t i = 0; i < kOpKindCount; ++i) names[i] = kOpTable[i].name;
+  return names;
+}
+inline const char* to_string(OpKind k) { return enum_name(k); }
 
 }  // namespace bertlab

@@ -1,29 +1,21 @@
 #include "runtime/precision.h"
 
-#include "base/error.h"
+#include <array>
 
 namespace bertlab {
 
-const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::bf16: return "bf16";
-  }
-  return "?";
-}
+namespace {
+#define BERTLAB_PRECISION_FILE_KEY(id, name, key) key,
+constexpr std::array<const char*, enum_count<Precision>> kFileKeys{BERTLAB_PRECISIONS(BERTLAB_PRECISION_FILE_KEY)};
+#undef BERTLAB_PRECISION_FILE_KEY
+}  // namespace
 
-const char* file_key(Precision p) {
-  switch (p) {
-    case Precision::fp32: return "f32";
-    case Precision::bf16: return "bf16";
-  }
-  return "?";
-}
+const char* file_key(Precision p) { return kFileKeys.at(static_cast<size_t>(p)); }
 
 Precision precision_from_string(const std::string& s, const std::string& what) {
-  if (s == "fp32" || s == "f32") return Precision::fp32;
-  if (s == "bf16") return Precision::bf16;
-  fail("{}: unknown value '{}' (expected fp32 or bf16)", what, s);
+  for (size_t i = 0; i < kFileKeys.size(); ++i)
+    if (s == kFileKeys[i]) return static_cast<Precision>(i);
+  return enum_from_string<Precision>(s, what);
 }
 
 }  // namespace bertlab

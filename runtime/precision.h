@@ -4,15 +4,17 @@
 #include <cstdint>
 #include <string>
 
+#include "base/enum_table.h"
+
 namespace bertlab {
 
 // fp32: GEMMs in f32. bf16: GEMMs on bf16 copies of their f32 inputs, accumulating and
-// writing in f32 (mixed precision as in PyTorch's autocast).
-enum class Precision : uint8_t { fp32, bf16 };
+// writing in f32 (mixed precision as in PyTorch's autocast). Columns: the enum; its name in
+// flags, graph attributes and run metadata (to_string); its key in machine.json and hwmodel
+// system files (file_key: gemm_peak_gflops keys).
+#define BERTLAB_PRECISIONS(X) X(fp32, "fp32", "f32") X(bf16, "bf16", "bf16")
+BERTLAB_ENUM(Precision, uint8_t, BERTLAB_PRECISIONS)
 
-// "fp32" | "bf16": the spelling of flags, graph attributes and run metadata.
-const char* to_string(Precision p);
-// "f32" | "bf16": the spelling of machine.json and hwmodel system files (gemm_peak_gflops keys).
 const char* file_key(Precision p);
 // Accepts either spelling ("fp32" or "f32", "bf16"); throws Error naming `what` otherwise.
 Precision precision_from_string(const std::string& s, const std::string& what = "precision");

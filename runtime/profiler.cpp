@@ -1,6 +1,7 @@
 #include "runtime/profiler.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <regex>
 #include <set>
@@ -10,46 +11,11 @@
 
 namespace bertlab {
 
-const char* to_string(ProfileCategory c) {
-  switch (c) {
-    case ProfileCategory::gemm_linear: return "gemm_linear";
-    case ProfileCategory::gemm_attention: return "gemm_attention";
-    case ProfileCategory::gemm_dx: return "gemm_dx";
-    case ProfileCategory::gemm_dw: return "gemm_dw";
-    case ProfileCategory::softmax: return "softmax";
-    case ProfileCategory::layernorm: return "layernorm";
-    case ProfileCategory::activation: return "activation";
-    case ProfileCategory::dropout: return "dropout";
-    case ProfileCategory::add: return "add";
-    case ProfileCategory::embedding: return "embedding";
-    case ProfileCategory::loss: return "loss";
-    case ProfileCategory::optimizer: return "optimizer";
-    case ProfileCategory::communication: return "communication";
-    case ProfileCategory::other: return "other";
-    case ProfileCategory::unattributed: return "unattributed";
-  }
-  return "?";
-}
-
 const char* category_label(ProfileCategory c) {
-  switch (c) {
-    case ProfileCategory::gemm_linear: return "projection/FFN GEMMs";
-    case ProfileCategory::gemm_attention: return "attention batched GEMMs";
-    case ProfileCategory::gemm_dx: return "backward dX GEMMs";
-    case ProfileCategory::gemm_dw: return "backward dW GEMMs";
-    case ProfileCategory::softmax: return "softmax";
-    case ProfileCategory::layernorm: return "layernorm";
-    case ProfileCategory::activation: return "GELU/tanh";
-    case ProfileCategory::dropout: return "dropout";
-    case ProfileCategory::add: return "bias/residual adds";
-    case ProfileCategory::embedding: return "embedding";
-    case ProfileCategory::loss: return "loss";
-    case ProfileCategory::optimizer: return "optimizer update";
-    case ProfileCategory::communication: return "gradient allreduce";
-    case ProfileCategory::other: return "other (mask, gathers)";
-    case ProfileCategory::unattributed: return "unattributed";
-  }
-  return "?";
+#define BERTLAB_PROFILE_CATEGORY_LABEL(id, name, label) label,
+  static constexpr std::array<const char*, kProfileCategoryCount> kLabels{BERTLAB_PROFILE_CATEGORIES(BERTLAB_PROFILE_CATEGORY_LABEL)};
+#undef BERTLAB_PROFILE_CATEGORY_LABEL
+  return kLabels.at(static_cast<size_t>(c));
 }
 
 ProfileCategory profile_category_of(OpKind k) { return op_info(k).profile; }

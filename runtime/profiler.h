@@ -18,7 +18,7 @@
 
 namespace bertlab {
 
-const char* to_string(ProfileCategory c);  // stable id: "gemm_linear", ...
+// to_string(ProfileCategory), op_table.h: the stable id ("gemm_linear", ...).
 const char* category_label(ProfileCategory c);  // for people: "projection/FFN GEMMs", ...
 ProfileCategory profile_category_of(OpKind k);
 bool is_gemm(ProfileCategory c);

@@ -222,14 +222,6 @@ nlohmann::json trainer_state_header(RunKind kind) {
   return {{"format", kStateFormat}, {"version", kStateVersion}, {"kind", to_string(kind)}};
 }
 
-const char* to_string(RunKind k) {
-  switch (k) {
-    case RunKind::pretraining: return "pretraining";
-    case RunKind::finetune: return "finetune";
-  }
-  return "";
-}
-
 void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
                      const nlohmann::json& trainer_state, const fs::path& vocab_dir,
                      const std::function<void(const fs::path&)>& extra) {

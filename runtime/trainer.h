@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "base/enum_table.h"
+
 #include "runtime/run_loop.h"
 #include "runtime/train_step.h"
 
@@ -63,8 +65,8 @@ int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)
               const std::atomic<bool>* stop = nullptr);
 
 // Which command wrote a checkpoint (trainer_state.json field "kind"; absent: pretraining).
-enum class RunKind : uint8_t { pretraining, finetune };
-const char* to_string(RunKind k);
+#define BERTLAB_RUN_KINDS(X) X(pretraining, "pretraining") X(finetune, "finetune")
+BERTLAB_ENUM(RunKind, uint8_t, BERTLAB_RUN_KINDS)
 // The fields every trainer_state.json starts with: format, version and kind.
 nlohmann::json trainer_state_header(RunKind kind);
 

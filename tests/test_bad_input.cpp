@@ -675,9 +675,9 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
              Contains("'llc.hit_cycles' must not be negative"));
   CHECK_THAT(with("row.json", [](auto& j) { j["dram"]["row_bytes"] = 0; }), Contains("'dram.row_bytes'"));
   CHECK_THAT(with("kind.json", [](auto& j) { j["kind"] = "gpu"; }),
-             Contains("field 'kind' must be accelerator or cpu, got 'gpu'"));
+             Contains("field 'kind': unknown value 'gpu' (expected one of: accelerator, cpu)"));
   CHECK_THAT(with("model.json", [](auto& j) { j["array"]["compute_model"] = "rtl"; }),
-             Contains("field 'array.compute_model' must be in_order_core, loosely_coupled or scalesim, got 'rtl'"));
+             Contains("field 'array.compute_model': unknown value 'rtl' (expected one of: in_order_core, loosely_coupled, scalesim)"));
   // Misspelt or misplaced fields are refused with the nearest known one, not silently defaulted.
   CHECK_THAT(with("core_count.json", [](auto& j) { j["core_count"] = 4; }),
              Contains("core_count.json: unknown field 'core_count' (did you mean 'cores'?)"));
@@ -778,7 +778,7 @@ TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full dou
                         Case{"train --data d --out o --lr abc", "--lr: expected a number above 0, got 'abc'"},
                         Case{"train --data d --out o --warmup-steps -1", "--warmup-steps: expected a number of 0 or more"},
                         Case{"train --data d --out o --bucket-mb 0", "--bucket-mb 0: expected a size in MiB above 0"},
-                        Case{"train --data d --out o --allreduce-dtype fp16", "--allreduce-dtype fp16: expected fp32 or bf16"},
+                        Case{"train --data d --out o --allreduce-dtype fp16", "--allreduce-dtype: unknown value 'fp16' (expected one of: fp32, bf16)"},
                         Case{"profile --config c --batch 0", "--batch: expected a number above 0, got '0'"}}) {
     auto r = run_bertlab(c.args);
     INFO(c.args << "\n" << r.output);

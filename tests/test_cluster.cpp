@@ -66,7 +66,7 @@ TEST_CASE("Cluster files: bad input names the file and the field", "[hwmodel][cl
                        Bad{"/network/bandwidth_gbps", 0, "'network.bandwidth_gbps' must be above 0"},
                        Bad{"/network/bandwidth_gbps", -1, "'network.bandwidth_gbps' must be above 0"},
                        Bad{"/network/latency_us", -1, "'network.latency_us'"},
-                       Bad{"/network/allreduce", "butterfly", "'network.allreduce' must be ring or tree, got 'butterfly'"},
+                       Bad{"/network/allreduce", "butterfly", "'network.allreduce': unknown value 'butterfly' (expected one of: ring, tree)"},
                        Bad{"/allreduce/bucket_mb", 0, "'allreduce.bucket_mb' must be above 0"},
                        Bad{"/allreduce/dtype", "fp16", "allreduce.dtype"},
                        Bad{"/node", "missing.json", "missing.json"},

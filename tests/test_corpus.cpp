@@ -58,7 +58,7 @@ TEST_CASE("corpus errors name the file and line", "[data]") {
   CHECK_THROWS_WITH(read_corpus(dir.path / "missing.txt"), Catch::Contains("missing.txt: corpus path does not exist"));
   fs::create_directories(dir.path / "nothing");
   CHECK_THROWS_WITH(read_corpus(dir.path / "nothing"), Catch::Contains("holds no corpus files"));
-  CHECK_THROWS_WITH(parse_corpus_format("xml"), Catch::Contains("expected auto, text or brown"));
+  CHECK_THROWS_WITH(bertlab::enum_from_string<CorpusFormat>("xml", "--format"), Catch::Contains("--format: unknown value 'xml' (expected one of: auto, text, brown)"));
 }
 
 TEST_CASE("corpus name brown points to the fetch script when the corpus is missing", "[data]") {

@@ -24,12 +24,6 @@ namespace {
 using namespace bertlab;
 using namespace bertlab::hw;
 
-Arrangement parse_arrangement(const std::string& s) {
-  if (s == "rwma") return Arrangement::rwma;
-  if (s == "bwma") return Arrangement::bwma;
-  fail("--arrangement: expected rwma or bwma, got '{}'", s);
-}
-
 nlohmann::json traffic_json(const Traffic& t) {
   return {{"l1_misses", t.l1_misses}, {"llc_misses", t.llc_misses}, {"dram_bytes", t.dram_bytes()}};
 }
@@ -130,7 +124,7 @@ int main(int argc, char** argv) {
     SystemDesc sys = load_system(system_path);
     if (modulo) sys.llc.hashed_index = false;
     if (*replay)
-      return cmd_replay(layer_op_from_string(op_name), d, sys, traces, trace_format_from_string(format), operands_only,
+      return cmd_replay(layer_op_from_string(op_name), d, sys, traces, enum_from_string<TraceFormat>(format, "trace format"), operands_only,
                         writers, open_timeout, dump);
     const auto coeffs = coeff_path.empty() ? CoreCoefficients{} : load_coefficients(coeff_path);
     if (*model) {
@@ -148,7 +142,7 @@ int main(int argc, char** argv) {
       }
       sys.cores = cores;
       sys.array.kernel = S;
-      const auto m = model_op(layer_op_from_string(op_name), parse_arrangement(arr), d, sys, coeffs, stack);
+      const auto m = model_op(layer_op_from_string(op_name), arrangement_from_string(arr, "--arrangement"), d, sys, coeffs, stack);
       auto j = traffic_json(m.traffic);
       j["instructions"] = m.instructions;
       j["issues"] = m.issues;

@@ -92,13 +92,6 @@ std::string first_nonblank_line(const fs::path& file) {
 
 }  // namespace
 
-CorpusFormat parse_corpus_format(std::string_view name) {
-  if (name == "auto") return CorpusFormat::automatic;
-  if (name == "text") return CorpusFormat::text;
-  if (name == "brown") return CorpusFormat::brown;
-  fail("unknown corpus format '{}' (expected auto, text or brown)", name);
-}
-
 fs::path data_cache_dir() {
   if (const char* d = std::getenv("BERTLAB_DATA"); d && *d) return d;
   const char* home = std::getenv("HOME");

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_table.h"
+
 namespace bertlab::data {
 
 struct Document {
@@ -16,9 +18,8 @@ struct Document {
   std::vector<std::string> sentences;
 };
 
-enum class CorpusFormat { automatic, text, brown };
-
-CorpusFormat parse_corpus_format(std::string_view name);  // "auto", "text" or "brown"
+#define BERTLAB_CORPUS_FORMATS(X) X(automatic, "auto") X(text, "text") X(brown, "brown")
+BERTLAB_ENUM(CorpusFormat, uint8_t, BERTLAB_CORPUS_FORMATS)
 
 // Where fetched corpora live: $BERTLAB_DATA, else $HOME/.cache/bertlab.
 std::filesystem::path data_cache_dir();

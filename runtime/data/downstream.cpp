@@ -91,12 +91,6 @@ std::string most_frequent(const Map& counts) {
 
 }  // namespace
 
-DownstreamTask parse_downstream_task(std::string_view name) {
-  if (name == "pos") return DownstreamTask::pos;
-  if (name == "genre") return DownstreamTask::genre;
-  fail("--task '{}': expected pos or genre", name);
-}
-
 std::string brown_base_tag(std::string_view tag) {
   const bool has_letter = std::any_of(tag.begin(), tag.end(), [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); });
   if (!has_letter) return std::string(tag);
@@ -209,7 +203,7 @@ DownstreamStats prepare_downstream(const fs::path& brown_dir, DownstreamTask tas
   fs::create_directories(tmp);
   try {
     for (const auto& [name, text] : files) write_file_atomic(tmp / name, text);
-    nlohmann::json meta{{"task", task == DownstreamTask::pos ? "pos" : "genre"},
+    nlohmann::json meta{{"task", to_string(task)},
                         {"corpus", brown_dir.string()}, {"seed", o.seed}, {"eval_fraction", o.eval_fraction},
                         {"eval_documents", st.eval_document_names}, {"train_examples", st.train_examples},
                         {"eval_examples", st.eval_examples}, {"labels", st.labels},

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "runtime/data/tokenizer.h"
 
 namespace bertlab::data {
 
-enum class DownstreamTask { pos, genre };
-
-DownstreamTask parse_downstream_task(std::string_view name);  // "pos" or "genre"
+#define BERTLAB_DOWNSTREAM_TASKS(X) X(pos, "pos") X(genre, "genre")
+BERTLAB_ENUM(DownstreamTask, uint8_t, BERTLAB_DOWNSTREAM_TASKS)
 std::string brown_base_tag(std::string_view tag);
 // The category name of a Brown file name (ca01 -> news, ..., cr09 -> humor).
 std::string brown_category(std::string_view file_name);
