@@ -257,7 +257,7 @@ struct MlmTrainee {
 };
 }  // namespace
 
-TEST_CASE("skip with accumulation leaves out only the micro-batch at fault: the update of the others alone",
+TEST_CASE("train step, skip with accumulation: only the micro-batch at fault is left out, the update that of the others alone",
           "[train][nonfinite]") {
   // Step 2's micro-batch 1 of 3 gives a non-finite loss (or only non-finite gradients); the
   // step must update with micro-batches 0 and 2 alone, the losses divided by their counts, each
@@ -310,7 +310,7 @@ TEST_CASE("skip with accumulation leaves out only the micro-batch at fault: the 
   CHECK(skipped.params() == reference.params());
 }
 
-TEST_CASE("skip with accumulation: all micro-batches at fault, or more than allowed, leave the step undone",
+TEST_CASE("train step, skip with accumulation: all micro-batches at fault, or more than allowed, leave the step undone",
           "[train][nonfinite]") {
   const BertConfig c = small_config();
   MlmTrainee t(c, true);
