@@ -17,6 +17,7 @@ namespace {
 struct FinetuneCli {
   FinetuneOptions o;
   std::string task, model, train, eval, out, resume, metric = "accuracy", on_nonfinite = "stop";
+  std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
   int threads = 0;
 };
 
@@ -69,13 +70,13 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_flag("--from-scratch", o.from_scratch, "Random initial weights (a control for the gain from pretraining)");
   cmd->add_option("--threads", c->threads, "Compute threads (default: all cores)")->check(positive_number());
   add_precision_option(*cmd, o.precision);
-  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite);
+  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite, c->inject_nonfinite);
   cmd->callback([c] {
     set_threads(c->threads);
     FinetuneOptions o = c->o;
     o.task = c->task == "token-cls" ? data::TaskKind::token_classification : data::TaskKind::sequence_classification;
     o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out, o.resume = c->resume;
-    parse_nonfinite_action(c->on_nonfinite, o.nonfinite);
+    parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     o.metric = c->metric == "macro_f1" ? FinetuneMetric::macro_f1 : FinetuneMetric::accuracy;
     const bool tty = isatty(fileno(stderr));

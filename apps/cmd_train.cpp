@@ -27,6 +27,7 @@ struct TrainCli {
   double bucket_mb = 25;
   std::string allreduce_dtype = "fp32";
   std::string on_nonfinite = "stop";
+  std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
 };
 
 }  // namespace
@@ -69,7 +70,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: at the end)");
   cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
-  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite);
+  add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite, c->inject_nonfinite);
   add_threads_option(*cmd, c->threads);
   add_precision_option(*cmd, o.precision);
   // Data parallel (mpirun -np N): how the gradient allreduce runs (runtime/grad_sync.h).
@@ -95,7 +96,7 @@ void add_train_command(CLI::App& root) {
     o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
-    parse_nonfinite_action(c->on_nonfinite, o.nonfinite);
+    parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));
     // "loss L (mlm M, nsp N)"; masked LM only (--no-nsp) has no NSP loss to print.
@@ -125,6 +126,9 @@ void add_train_command(CLI::App& root) {
           return;
         case TrainEvent::skipped:
           fmt::print(stderr, "{}: its update skipped (--on-nonfinite skip)\n", e.reason);
+          return;
+        case TrainEvent::dropped:
+          fmt::print(stderr, "{}: left out of the step's update (--on-nonfinite skip)\n", e.reason);
           return;
         case TrainEvent::rolled_back:
           fmt::print(stderr, "{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)\n",

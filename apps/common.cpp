@@ -107,22 +107,29 @@ void set_threads(int threads) {
 
 int omp_threads() { return omp_get_max_threads(); }
 
-void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action) {
+void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action,
+                           std::vector<std::string>& inject) {
   cmd.add_option("--on-nonfinite", action,
-                 "When a step's loss or gradients are not finite: stop (default), skip (drop the step's update, "
-                 "at most --nonfinite-limit times in --nonfinite-window steps) or rollback (to the newest "
-                 "checkpoint, past the data batches since it; at most --nonfinite-limit times; needs --save-steps)")
+                 "When a step's loss or gradients are not finite: stop (default), skip (leave the micro-batches at "
+                 "fault out of the step's update, or drop the update when all are; at most --nonfinite-limit "
+                 "micro-batches in --nonfinite-window steps) or rollback (to the newest checkpoint, past the data "
+                 "batches since it; at most --nonfinite-limit times; needs --save-steps)")
       ->capture_default_str();
-  cmd.add_option("--nonfinite-limit", policy.limit, "Skips per window, or rollbacks per run")
+  cmd.add_option("--nonfinite-limit", policy.limit,
+                 "Micro-batches left out per window (a step skipped whole counts all of its), or rollbacks per run")
       ->check(positive_number())->capture_default_str();
   cmd.add_option("--nonfinite-window", policy.window, "Steps of the window that --nonfinite-limit counts skips in")
       ->check(positive_number())->capture_default_str();
-  // A test hook (hidden): the data batches of these steps, in the original order, give a non-finite loss.
-  cmd.add_option("--debug-nonfinite-batch", policy.inject_at)->group("")->check(positive_number())->delimiter(',');
+  // A test hook (hidden): STEP[:MICRO[:loss|grad]], the data batches of these steps in the
+  // original order (or one micro-batch of them) give a non-finite loss (or only gradients).
+  cmd.add_option("--debug-nonfinite-batch", inject)->group("")->delimiter(',');
 }
 
-void parse_nonfinite_action(const std::string& action, NonfinitePolicy& policy) {
+void parse_nonfinite_options(const std::string& action, const std::vector<std::string>& inject,
+                             NonfinitePolicy& policy) {
   policy.action = on_nonfinite_from_string(action, "--on-nonfinite");
+  policy.inject.clear();
+  for (const auto& s : inject) policy.inject.push_back(nonfinite_injection_from_string(s, "--debug-nonfinite-batch"));
 }
 
 namespace {

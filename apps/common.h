@@ -44,10 +44,12 @@ CLI::Validator positive_number();
 CLI::Validator non_negative_number();
 
 // --on-nonfinite stop|skip|rollback, --nonfinite-limit, --nonfinite-window and the hidden test
-// hook --debug-nonfinite-batch (train and finetune). The action is parsed into `policy` by
-// parse_nonfinite_action in the command's callback.
-void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action);
-void parse_nonfinite_action(const std::string& action, NonfinitePolicy& policy);
+// hook --debug-nonfinite-batch STEP[:MICRO[:loss|grad]] (train and finetune). The action and the
+// hook are parsed into `policy` by parse_nonfinite_options in the command's callback.
+void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action,
+                           std::vector<std::string>& inject);
+void parse_nonfinite_options(const std::string& action, const std::vector<std::string>& inject,
+                             NonfinitePolicy& policy);
 
 // From now on SIGINT and SIGTERM set the returned flag, which training polls once per step.
 const std::atomic<bool>* stop_on_signals();

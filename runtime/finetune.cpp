@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -12,6 +13,7 @@
 #include "runtime/bert_builder.h"
 #include "runtime/checkpoint.h"
 #include "runtime/run_loop.h"
+#include "runtime/skip_micro_batches.h"
 #include "base/file_util.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
@@ -598,42 +600,45 @@ class FinetuneRun {
     on_event_(e);
   }
 
-  // Optimizer step `step` on the micro-batches of step `data_step`.
-  void step(int64_t step, int64_t data_step) {
+  // Optimizer step `step` on the micro-batches of step `data_step`. Returns the micro-batches
+  // left out of the update (--on-nonfinite skip; runtime/skip_micro_batches.h).
+  std::vector<DroppedMicroBatch> step(int64_t step, int64_t data_step, const MicroBatchPolicy& policy) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int64_t B = o_.batch_size, K = o_.accum_steps;
+    const int64_t K = o_.accum_steps;
     std::vector<std::vector<const EncodedExample*>> micro(K);
-    int64_t labelled = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      micro[k] = micro_rows((data_step - 1) * K + k);
-      for (auto* e : micro[k])
-        for (int32_t l : e->labels) labelled += l != -100;
-    }
-    state_.grads.zero();
-    double loss_sum = 0, correct = 0, count = 0;
-    int64_t sequences = 0, padded_tokens = 0;
-    Executor* last = nullptr;
+    for (int64_t k = 0; k < K; ++k) micro[k] = micro_rows((data_step - 1) * K + k);
     // The weights stay fixed until the update: pack (and cast) them once for the K micro-batches.
     const uint64_t weights_version = K > 1 ? next_weights_version() : 0;
-    for (int64_t k = 0; k < K; ++k) {
-      auto [ex, s] = train_ex_.at(micro[k]);
-      auto& ctx = ex->context();
-      ctx.step = step, ctx.micro = k, ctx.weights_version = weights_version;
-      ctx.lr = learning_rate(sched_, step);
-      ctx.nsp_denominator = static_cast<float>(std::max<int64_t>(1, labelled));  // the classifier loss
-      fill_batch(*ex, micro[k], B, s, heads_, tok_.pad_id(), tok_.cls_id());
-      ex->run(nullptr, kForward | kBackward);
-      const float* out = ex->output("loss");
-      loss_sum += out[0], correct += out[1], count += out[2];
-      sequences += static_cast<int64_t>(micro[k].size());
-      padded_tokens += B * s;
-      last = ex;
+    std::vector<int64_t> all(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) all[k] = k;
+    Pass pass;
+    const std::vector<std::string> loss_reasons = accumulate(micro, all, step, weights_version, policy, pass);
+    // The step's data, read and padded, whether or not a micro-batch is left out.
+    const int64_t sequences = pass.sequences, padded_tokens = pass.padded_tokens;
+    AccumulationParts parts;
+    parts.accumulate = [&](const std::vector<int64_t>& use) {
+      return accumulate(micro, use, step, weights_version, policy, pass);
+    };
+    // The optimizer of any of the executors updates the shared arenas; it leaves the parameters
+    // alone on non-finite gradients.
+    parts.update = [&] {
+      pass.last->run(nullptr, kCommunication | kOptimizer);
+      return std::isfinite(pass.last->context().grad_norm);
+    };
+    parts.first_non_finite_gradient = [&] { return first_non_finite(state_.grads); };
+    const bool may_drop = policy.may_drop > 0 && K > 1;
+    std::vector<DroppedMicroBatch> dropped;
+    if (!std::isfinite(pass.loss())) {
+      const std::string what = fmt::format("step {}: the loss is not finite", step);
+      if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault(loss_reasons, K, what));
+      dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
+    } else if (!parts.update()) {
+      const std::string what = fmt::format("step {}: gradients are not finite", step);
+      if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault({}, K, what));
+      dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
     }
-    const double loss = count > 0 ? loss_sum / count : 0;
-    if (!std::isfinite(loss)) throw NonfiniteError(fmt::format("step {}: the loss is not finite", step));
-    auto& ctx = last->context();  // the optimizer of any of them updates the shared arenas
-    last->run(nullptr, kCommunication | kOptimizer);  // leaves the parameters alone on non-finite gradients
-    if (!std::isfinite(ctx.grad_norm)) throw NonfiniteError(fmt::format("step {}: gradients are not finite", step));
+    const double loss = pass.loss(), correct = pass.correct, count = pass.count;
+    auto& ctx = pass.last->context();
     progress_.sequences += sequences, progress_.padded_tokens += padded_tokens;
     progress_.train_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     FinetuneEvent e;
@@ -645,6 +650,7 @@ class FinetuneRun {
     metrics_.write({{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
                     {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}});
     on_event_(e);
+    return dropped;
   }
 
   // The result of a run that ended at `end`; when it completed, the best model at the top of the
@@ -676,6 +682,54 @@ class FinetuneRun {
   }
 
  private:
+  // The sums of one accumulation pass over some of a step's micro-batches.
+  struct Pass {
+    double loss_sum = 0, correct = 0, count = 0;
+    int64_t sequences = 0, padded_tokens = 0;
+    Executor* last = nullptr;  // the executor of the last micro-batch run
+    double loss() const { return count > 0 ? loss_sum / count : 0; }
+  };
+
+  // Zeroed gradients, then forward + backward of the micro-batches `use` of `micro`, the
+  // classifier loss divided by their labelled count. Returns, per micro-batch of `use`, why its
+  // loss is not finite ("" when it is).
+  std::vector<std::string> accumulate(const std::vector<std::vector<const EncodedExample*>>& micro,
+                                      const std::vector<int64_t>& use, int64_t step, uint64_t weights_version,
+                                      const MicroBatchPolicy& policy, Pass& pass) {
+    const int64_t B = o_.batch_size;
+    int64_t labelled = 0;
+    for (int64_t k : use)
+      for (auto* e : micro[k])
+        for (int32_t l : e->labels) labelled += l != -100;
+    state_.grads.zero();
+    pass = Pass{};
+    std::vector<std::string> loss_reasons;
+    for (int64_t k : use) {
+      auto [ex, s] = train_ex_.at(micro[k]);
+      auto& ctx = ex->context();
+      // A micro-batch keeps its dropout stream when others of the step are left out.
+      ctx.step = step, ctx.micro = k, ctx.weights_version = weights_version;
+      ctx.lr = learning_rate(sched_, step);
+      // The classifier loss; the test hook's NaN makes every gradient of the micro-batch NaN.
+      const NonfiniteInjection* injected = policy.injected(k);
+      ctx.nsp_denominator = injected ? std::numeric_limits<float>::quiet_NaN()
+                                     : static_cast<float>(std::max<int64_t>(1, labelled));
+      fill_batch(*ex, micro[k], B, s, heads_, tok_.pad_id(), tok_.cls_id());
+      ex->run(nullptr, kForward | kBackward);
+      const float* out = ex->output("loss");
+      const double loss_sum = injected && injected->kind == NonfiniteInjection::loss
+                                  ? std::numeric_limits<double>::quiet_NaN() : double(out[0]);
+      loss_reasons.push_back(std::isfinite(loss_sum) ? ""
+                                                     : fmt::format("the loss is not finite ({} over {} labelled)",
+                                                                   loss_sum, out[2]));
+      pass.loss_sum += loss_sum, pass.correct += out[1], pass.count += out[2];
+      pass.sequences += static_cast<int64_t>(micro[k].size());
+      pass.padded_tokens += B * s;
+      pass.last = ex;
+    }
+    return loss_reasons;
+  }
+
   std::unique_ptr<Executor> make_executor(int64_t S, bool train) {
     Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.name);
     if (!train) return std::make_unique<Executor>(std::move(g), static_cast<const ParamStore&>(model_.params));
@@ -744,7 +798,7 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   check(o.max_steps > 0 || o.epochs > 0, "give --num-train-epochs > 0 or --max-steps > 0");
   check(!o.out.empty() && !o.train.empty() && !o.eval.empty(), "finetune needs --model, --train, --eval and --out");
   check(o.save_steps >= 0 && o.save_total_limit >= 0, "--save-steps and --save-total-limit must not be negative");
-  LoopOptions loop{o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite};
+  LoopOptions loop{o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite, o.accum_steps};
   check_loop_options(loop);
   check_tokenizer(o.model);
   // One writer per output directory, for the whole run; then the checkpoint, verified.
@@ -793,7 +847,9 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   run.open_log(start.step);
 
   LoopHooks hooks;
-  hooks.step = [&](int64_t step, int64_t data_step) { run.step(step, data_step); };
+  hooks.step = [&](int64_t step, int64_t data_step, const MicroBatchPolicy& policy) {
+    return run.step(step, data_step, policy);
+  };
   hooks.evaluate = [&](int64_t step) { run.evaluate(step); };
   hooks.save = [&](const fs::path& dir, const LoopState& at) { run.save(dir, at); };
   hooks.restore = [&](const fs::path& dir) { return run.restore(dir); };
@@ -802,6 +858,8 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
     switch (e.kind) {
       case LoopEvent::checkpoint: return say(fmt::format("saved {}", e.path));
       case LoopEvent::skipped: return say(fmt::format("{}: its update skipped (--on-nonfinite skip)", e.reason));
+      case LoopEvent::dropped:
+        return say(fmt::format("{}: left out of the step's update (--on-nonfinite skip)", e.reason));
       case LoopEvent::rolled_back:
         return say(fmt::format("{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)",
                                e.reason, e.path));

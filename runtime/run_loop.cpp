@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 
 #include "base/file_util.h"
 #include "runtime/checkpoint.h"
@@ -72,11 +73,48 @@ LoopState LoopState::from_trainer_state(const nlohmann::json& state, const std::
   return s;
 }
 
+NonfiniteInjection nonfinite_injection_from_string(const std::string& s, const std::string& what) {
+  auto bad = [&] {
+    fail("{} {}: expected STEP[:MICRO[:loss|grad]] (STEP from 1, MICRO from 0; e.g. 5, 5:1 or 5:1:grad)", what, s);
+  };
+  std::vector<std::string> parts;
+  for (size_t from = 0;;) {
+    const size_t colon = s.find(':', from);
+    parts.push_back(s.substr(from, colon == std::string::npos ? std::string::npos : colon - from));
+    if (colon == std::string::npos) break;
+    from = colon + 1;
+  }
+  if (parts.size() > 3) bad();
+  auto integer = [&](const std::string& t, int64_t min) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size() || v < min) bad();
+    return v;
+  };
+  NonfiniteInjection in;
+  in.data_step = integer(parts[0], 1);
+  if (parts.size() > 1) in.micro = integer(parts[1], 0);
+  if (parts.size() > 2) {
+    if (parts[2] == "grad") in.kind = NonfiniteInjection::gradients;
+    else if (parts[2] != "loss") bad();
+  }
+  return in;
+}
+
+const NonfiniteInjection* MicroBatchPolicy::injected(int64_t k) const {
+  for (const auto& in : inject)
+    if (in.micro == k || in.micro == NonfiniteInjection::kEveryMicroBatch) return &in;
+  return nullptr;
+}
+
 void check_loop_options(const LoopOptions& o) {
   check(o.nonfinite.action != OnNonfinite::rollback || o.save_steps > 0,
         "--on-nonfinite rollback needs checkpoints to go back to: give --save-steps N > 0 (checkpoints are off)");
   check(o.nonfinite.limit >= 1, "--nonfinite-limit {}: expected at least 1", o.nonfinite.limit);
   check(o.nonfinite.window >= 1, "--nonfinite-window {}: expected at least 1 step", o.nonfinite.window);
+  for (const auto& in : o.nonfinite.inject)
+    check(in.micro < o.accum_steps, "--debug-nonfinite-batch {}:{}: a step has micro-batches 0 to {} (--accum-steps {})",
+          in.data_step, in.micro, o.accum_steps - 1, o.accum_steps);
 }
 
 DirLock claim_output_dir(const fs::path& out, bool overwrite, bool resuming) {
@@ -118,6 +156,27 @@ class Loop {
     hooks_.on_event({LoopEvent::checkpoint, state.step, dir.string(), ""});
   }
 
+  // Micro-batches that step `step` may leave out of its update: the rest of --nonfinite-limit
+  // in the window that ends with it (skip), or none.
+  int64_t drop_allowance(LoopState& state, int64_t step) const {
+    if (o_.nonfinite.action != OnNonfinite::skip) return 0;
+    const int64_t since = step - o_.nonfinite.window;
+    std::erase_if(state.skipped, [&](int64_t s) { return s <= since; });
+    return std::max<int64_t>(0, o_.nonfinite.limit - static_cast<int64_t>(state.skipped.size()));
+  }
+
+  // Micro-batches that step `step` left out of its update: counted in the window and logged.
+  void record_dropped(LoopState& state, int64_t step, const std::vector<DroppedMicroBatch>& dropped) {
+    check(static_cast<int64_t>(dropped.size()) <= drop_allowance(state, step),
+          "step {}: {} micro-batch(es) left out, more than --nonfinite-limit allows", step, dropped.size());
+    for (const auto& d : dropped) {
+      state.skipped.push_back(step);
+      log_.write({{"step", step}, {"event", "skip"}, {"micro_batch", d.micro}, {"step_skipped", false},
+                  {"reason", d.reason}, {"dropped_in_window", state.skipped.size()}});
+      hooks_.on_event({LoopEvent::dropped, step, "", d.reason, d.micro});
+    }
+  }
+
   // A step that was not finite: true when the run goes on (state updated), false to rethrow.
   bool recover(LoopState& state, int64_t step, const NonfiniteError& e) {
     switch (o_.nonfinite.action) {
@@ -129,16 +188,22 @@ class Loop {
   }
 
  private:
+  // The whole step's update dropped: every micro-batch at fault counts in the window (all of the
+  // step's when the step could not tell which), one log line each.
   bool skip(LoopState& state, int64_t step, const NonfiniteError& e) {
-    const int64_t since = step - o_.nonfinite.window;
-    std::erase_if(state.skipped, [&](int64_t s) { return s <= since; });
-    check(static_cast<int64_t>(state.skipped.size()) < o_.nonfinite.limit,
-          "{}; {} step(s) already skipped in the last {} (--nonfinite-limit {}, --nonfinite-window {})", e.what(),
-          state.skipped.size(), o_.nonfinite.window, o_.nonfinite.limit, o_.nonfinite.window);
-    state.skipped.push_back(step);
+    std::vector<DroppedMicroBatch> at_fault = e.at_fault;
+    if (at_fault.empty()) at_fault.push_back({0, e.what()});
+    const int64_t allowed = drop_allowance(state, step), needed = static_cast<int64_t>(at_fault.size());
+    check(needed <= allowed,
+          "{}; leaving out {} more micro-batch(es) would exceed --nonfinite-limit {}: {} already left out in the last "
+          "{} steps (--nonfinite-window {}; a step skipped whole counts each of its micro-batches)",
+          e.what(), needed, o_.nonfinite.limit, state.skipped.size(), o_.nonfinite.window, o_.nonfinite.window);
+    for (const auto& d : at_fault) {
+      state.skipped.push_back(step);
+      log_.write({{"step", step}, {"event", "skip"}, {"micro_batch", d.micro}, {"step_skipped", true},
+                  {"reason", d.reason}, {"dropped_in_window", state.skipped.size()}});
+    }
     state.step = step;
-    log_.write({{"step", step}, {"event", "skip"}, {"reason", e.what()},
-                {"skipped_in_window", state.skipped.size()}});
     hooks_.on_event({LoopEvent::skipped, step, "", e.what()});
     return true;
   }
@@ -175,11 +240,12 @@ LoopState run_loop(const LoopOptions& o, LoopState state, const LoopHooks& hooks
   while (state.step < o.max_steps) {
     const int64_t step = state.step + 1, data_step = step + state.data_offset;
     try {
-      if (std::find(o.nonfinite.inject_at.begin(), o.nonfinite.inject_at.end(), data_step) != o.nonfinite.inject_at.end())
-        throw NonfiniteError(fmt::format("step {}: the loss is not finite (injected into the data of step {})", step,
-                                         data_step));
-      hooks.step(step, data_step);
+      MicroBatchPolicy policy{loop.drop_allowance(state, step), {}};
+      for (const auto& in : o.nonfinite.inject)
+        if (in.data_step == data_step) policy.inject.push_back(in);
+      const std::vector<DroppedMicroBatch> dropped = hooks.step(step, data_step, policy);
       state.step = step;
+      loop.record_dropped(state, step, dropped);
     } catch (const NonfiniteError& e) {
       if (!loop.recover(state, step, e)) throw;
       if (state.step != step) continue;  // rolled back: on from the checkpoint

@@ -18,26 +18,63 @@
 
 namespace bertlab {
 
-// A training step whose loss or gradients are not finite. The step's update was not applied:
-// the parameters and optimizer moments are as they were before it.
-struct NonfiniteError : Error {
-  using Error::Error;
+// A micro-batch of a step (0-based within it) whose loss or gradients are not finite, and why
+// ("step 5, micro-batch 1 of 3: the loss is not finite ...").
+struct DroppedMicroBatch {
+  int64_t micro = 0;
+  std::string reason;
 };
 
-// --on-nonfinite: stop (the run ends with the error), skip (the step's update is dropped and
-// training goes on), rollback (back to the newest checkpoint, past the data that led there).
+// A training step whose loss or gradients are not finite. The step's update was not applied:
+// the parameters and optimizer moments are as they were before it. `at_fault`: the
+// micro-batches found not finite (all of the step's when it is not known which).
+struct NonfiniteError : Error {
+  explicit NonfiniteError(const std::string& what, std::vector<DroppedMicroBatch> at_fault = {})
+      : Error(what), at_fault(std::move(at_fault)) {}
+  std::vector<DroppedMicroBatch> at_fault;
+};
+
+// --on-nonfinite: stop (the run ends with the error), skip (the micro-batches at fault are left
+// out of the step's update, or the whole update is dropped when all are, and training goes on),
+// rollback (back to the newest checkpoint, past the data that led there).
 enum class OnNonfinite : uint8_t { stop, skip, rollback };
 const char* to_string(OnNonfinite a);
 // Throws Error naming `what` (the flag) and the accepted values.
 OnNonfinite on_nonfinite_from_string(const std::string& s, const std::string& what = "--on-nonfinite");
 
+// Test hook (--debug-nonfinite-batch STEP[:MICRO[:loss|grad]]): micro-batch `micro` (0-based;
+// every one of the step when kEveryMicroBatch) of the data of step `data_step` (1-based, in the
+// original order) gives a non-finite loss and gradients (`loss`), or finite loss and
+// non-finite gradients (`gradients`), as a corrupted batch would.
+struct NonfiniteInjection {
+  enum Kind : uint8_t { loss, gradients };
+  static constexpr int64_t kEveryMicroBatch = -1;
+  int64_t data_step = 1;
+  int64_t micro = kEveryMicroBatch;
+  Kind kind = loss;
+  bool operator==(const NonfiniteInjection&) const = default;
+};
+// Parses STEP[:MICRO[:loss|grad]]; throws Error naming `what` (the flag) and the expected form.
+NonfiniteInjection nonfinite_injection_from_string(const std::string& s,
+                                                   const std::string& what = "--debug-nonfinite-batch");
+
 struct NonfinitePolicy {
   OnNonfinite action = OnNonfinite::stop;
-  int64_t limit = 3;     // skip: steps skipped within any `window` consecutive steps; rollback: rollbacks per run
+  // skip: micro-batches left out (a step skipped whole counts all of its micro-batches) within
+  // any `window` consecutive steps; rollback: rollbacks per run.
+  int64_t limit = 3;
   int64_t window = 100;  // steps (skip)
-  // Test hook: the data batches of these steps in the original order (1-based) give a
-  // non-finite loss, as corrupted batches would.
-  std::vector<int64_t> inject_at;
+  std::vector<NonfiniteInjection> inject;  // test hook
+};
+
+// What the loop lets a step do about micro-batches that are not finite.
+struct MicroBatchPolicy {
+  // skip with accumulation: up to this many micro-batches may be left out of the update (the
+  // rest of the window's allowance); 0: any non-finite micro-batch fails the step.
+  int64_t may_drop = 0;
+  std::vector<NonfiniteInjection> inject;  // test hook: those of this step's data
+  // The injection, if any, into micro-batch k: nullptr when none.
+  const NonfiniteInjection* injected(int64_t k) const;
 };
 
 // Where a run stands; saved in each checkpoint's trainer_state.json (field "loop") so that a
@@ -46,7 +83,9 @@ struct LoopState {
   int64_t step = 0;         // optimizer steps done
   int64_t data_offset = 0;  // steps' worth of data skipped by rollbacks: step t reads the data of t + offset
   int64_t rollbacks = 0;
-  std::vector<int64_t> skipped;  // steps whose update was dropped, within the last window
+  // One entry (its step) per micro-batch left out of an update, within the last window; a step
+  // skipped whole has one entry per micro-batch.
+  std::vector<int64_t> skipped;
   nlohmann::json to_json() const;
   // From a trainer state (`file` names it in errors); a state without "loop" (checkpoints from
   // before it) is at its "step" with nothing skipped.
@@ -62,22 +101,28 @@ struct LoopOptions {
   bool checkpoint_at_end = true;
   bool writer = true;            // false: another rank writes the checkpoints and the log
   NonfinitePolicy nonfinite;
+  int64_t accum_steps = 1;       // micro-batches per step (to check the test hook's)
 };
 
-// Refuses options that cannot work before anything runs: rollback without checkpoints.
+// Refuses options that cannot work before anything runs: rollback without checkpoints, an
+// injected micro-batch the steps do not have.
 void check_loop_options(const LoopOptions& o);
 
 struct LoopEvent {
-  enum Kind { checkpoint, skipped, rolled_back, interrupted } kind = checkpoint;
+  // skipped: the step's update dropped; dropped: micro-batch `micro` left out of the step's update
+  enum Kind { checkpoint, skipped, dropped, rolled_back, interrupted } kind = checkpoint;
   int64_t step = 0;
   std::string path;    // checkpoint: where it was written; rolled_back: the checkpoint returned to
-  std::string reason;  // skipped, rolled_back: the error of the step
+  std::string reason;  // skipped, rolled_back: the error of the step; dropped: the micro-batch's
+  int64_t micro = 0;   // dropped
 };
 
 struct LoopHooks {
-  // Optimizer step `step` on the data of step `data_step`; logs its own line. Throws
-  // NonfiniteError (with the update not applied) when the loss or gradients are not finite.
-  std::function<void(int64_t step, int64_t data_step)> step;
+  // Optimizer step `step` on the data of step `data_step`; logs its own line. Returns the
+  // micro-batches it left out of the update (at most `policy.may_drop`). Throws NonfiniteError
+  // (with the update not applied) when the loss or gradients are not finite and it cannot
+  // leave out the micro-batches at fault.
+  std::function<std::vector<DroppedMicroBatch>(int64_t step, int64_t data_step, const MicroBatchPolicy& policy)> step;
   std::function<void(int64_t step)> evaluate;
   // Writes a complete checkpoint to `dir` (runtime/trainer.h save_checkpoint) whose trainer
   // state holds `loop.to_json()` as "loop".

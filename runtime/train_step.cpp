@@ -1,12 +1,14 @@
 #include "runtime/train_step.h"
 
 #include <cmath>
+#include <limits>
 
 #include "ops/optimizer.h"
 #include "runtime/bert_builder.h"
 #include "runtime/distributed.h"
 #include "base/error.h"
 #include "runtime/fusion.h"
+#include "runtime/skip_micro_batches.h"
 
 namespace bertlab {
 
@@ -56,57 +58,96 @@ StepStats finish(StepStats s) {
   return s;
 }
 
-// The first parameter whose gradient holds a NaN or an infinity.
-std::string first_non_finite(const ParamStore& grads) {
-  for (const auto& p : grads.params()) {
-    const float* g = grads.data(p.name);
-    for (int64_t i = 0, n = p.numel(); i < n; ++i)
-      if (!std::isfinite(g[i])) return p.name;
-  }
-  return "(none)";
-}
 }  // namespace
 
-StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr) {
-  check(!micro.empty(), "a training step needs at least one micro-batch");
+StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std::vector<int64_t>& use,
+                                   const MicroBatchPolicy& policy, std::vector<std::string>& loss_reasons) {
   auto& ctx = train_.context();
   auto& world = dist::World::get();
   // Data parallel: the losses are divided by the counts of the whole batch over all ranks.
   double counts[2] = {0, 0};  // masked tokens, sequences
-  for (const auto& mb : micro) counts[0] += double(mb.masked_count()), counts[1] += double(mb.batch);
+  for (int64_t k : use) counts[0] += double(micro[k].masked_count()), counts[1] += double(micro[k].batch);
   world.allreduce_sum(counts, 2);
-  ctx.step = step;
-  ctx.lr = lr;
-  ctx.mlm_denominator = static_cast<float>(std::max(counts[0], 1.0));
-  ctx.nsp_denominator = static_cast<float>(counts[1]);
+  const float mlm_denominator = static_cast<float>(std::max(counts[0], 1.0));
+  const float nsp_denominator = static_cast<float>(counts[1]);
   state_.grads.zero();
-  // The weights stay fixed until the update: with accumulation, each GEMM packs (and casts)
-  // them on the first micro-batch only.
-  ctx.weights_version = micro.size() > 1 ? next_weights_version() : 0;
+  loss_reasons.clear();
   StepStats stats;
-  for (size_t k = 0; k < micro.size(); ++k) {
-    // Each rank's micro-batches draw their own dropout masks.
-    ctx.micro = static_cast<int64_t>(world.rank() * micro.size() + k);
-    ctx.sync_gradients = k + 1 == micro.size();  // only the last backward starts the allreduce
+  for (size_t i = 0; i < use.size(); ++i) {
+    const int64_t k = use[i];
+    // Each rank's micro-batches draw their own dropout masks; a micro-batch keeps its own when
+    // others of the step are left out.
+    ctx.micro = static_cast<int64_t>(world.rank() * micro.size()) + k;
+    ctx.sync_gradients = i + 1 == use.size();  // only the last backward starts the allreduce
+    // The test hook: a NaN denominator makes every gradient of the micro-batch NaN.
+    const NonfiniteInjection* injected = policy.injected(k);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    ctx.mlm_denominator = injected ? nan : mlm_denominator;
+    ctx.nsp_denominator = injected ? nan : nsp_denominator;
     set_inputs(train_, micro[k]);
     train_.run(nullptr, kForward | kBackward);
-    stats = collect(train_, stats);
+    StepStats one = collect(train_, {});
+    if (injected && injected->kind == NonfiniteInjection::loss) one.mlm_loss = nan;
+    const StepStats mean = finish(one);
+    loss_reasons.push_back(std::isfinite(one.mlm_loss) && std::isfinite(one.nsp_loss)
+                               ? ""
+                               : fmt::format("the loss is not finite (masked LM {}, NSP {})", mean.mlm_loss, mean.nsp_loss));
+    stats.mlm_loss += one.mlm_loss, stats.mlm_accuracy += one.mlm_accuracy, stats.masked += one.masked;
+    stats.nsp_loss += one.nsp_loss, stats.sequences += one.sequences;
   }
   double sums[5] = {stats.mlm_loss, stats.mlm_accuracy, double(stats.masked), stats.nsp_loss,
                     double(stats.sequences)};
   world.allreduce_sum(sums, 5);
   stats.mlm_loss = sums[0], stats.mlm_accuracy = sums[1], stats.nsp_loss = sums[3];
   stats.masked = static_cast<int64_t>(sums[2]), stats.sequences = static_cast<int64_t>(sums[4]);
-  stats = finish(stats);
-  if (!std::isfinite(stats.loss()))
-    throw NonfiniteError(fmt::format("step {}: the loss is not finite (masked LM {}, NSP {})", step, stats.mlm_loss,
-                                     stats.nsp_loss));
-  train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
+  return finish(stats);
+}
+
+StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr, const MicroBatchPolicy& policy) {
+  check(!micro.empty(), "a training step needs at least one micro-batch");
+  auto& ctx = train_.context();
+  const int64_t K = static_cast<int64_t>(micro.size());
+  // Leaving out micro-batches: only with more than one, and in one process (every rank would
+  // have to leave out the same ones).
+  const bool may_drop = policy.may_drop > 0 && K > 1;
+  check(!may_drop || dist::World::get().size() == 1,
+        "--on-nonfinite skip: a data-parallel run cannot leave out micro-batches");
+  ctx.step = step;
+  ctx.lr = lr;
+  // The weights stay fixed until the update: with accumulation, each GEMM packs (and casts)
+  // them on the first micro-batch only (and keeps them when micro-batches are run again).
+  ctx.weights_version = K > 1 ? next_weights_version() : 0;
+  std::vector<int64_t> all(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) all[k] = k;
+  std::vector<std::string> loss_reasons;
+  StepStats stats = accumulate(micro, all, policy, loss_reasons);
+  AccumulationParts parts;
+  parts.accumulate = [&](const std::vector<int64_t>& use) {
+    std::vector<std::string> reasons;
+    stats = accumulate(micro, use, policy, reasons);
+    return reasons;
+  };
+  parts.update = [&] {
+    train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
+    return std::isfinite(ctx.grad_norm);
+  };
+  parts.first_non_finite_gradient = [&] { return first_non_finite(state_.grads); };
+  std::vector<DroppedMicroBatch> dropped;
+  if (!std::isfinite(stats.loss())) {
+    const std::string what = fmt::format("step {}: the loss is not finite (masked LM {}, NSP {})", step,
+                                         stats.mlm_loss, stats.nsp_loss);
+    if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault(loss_reasons, K, what));
+    dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
+  } else if (!parts.update()) {
+    // Not check(): its arguments are evaluated every step, and this one scans the whole arena.
+    const std::string first = first_non_finite(state_.grads);
+    const std::string what =
+        fmt::format("step {}: gradients are not finite; first: grad of '{}'", step, first.empty() ? "(none)" : first);
+    if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault({}, K, what));
+    dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
+  }
   stats.grad_norm = ctx.grad_norm;
-  // Not check(): its arguments are evaluated every step, and this one scans the whole arena.
-  if (!std::isfinite(ctx.grad_norm))
-    throw NonfiniteError(
-        fmt::format("step {}: gradients are not finite; first: grad of '{}'", step, first_non_finite(state_.grads)));
+  stats.dropped = std::move(dropped);
   return stats;
 }
 

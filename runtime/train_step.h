@@ -1,8 +1,11 @@
 #pragma once
 // One optimizer step over K micro-batches on a training graph: zero the gradients once, run
-// forward + backward per micro-batch (gradients accumulate), then the optimizer once.
+// forward + backward per micro-batch (gradients accumulate), then the optimizer once. Under
+// --on-nonfinite skip, micro-batches whose loss or gradients are not finite are left out
+// (runtime/skip_micro_batches.h).
 #include <span>
 #include <string>
+#include <vector>
 
 #include "runtime/executor.h"
 #include "runtime/model.h"
@@ -21,6 +24,7 @@ struct StepStats {
   double mlm_accuracy = 0;
   int64_t masked = 0, sequences = 0;
   double grad_norm = 0;  // before clipping
+  std::vector<DroppedMicroBatch> dropped;  // micro-batches left out of the update (their losses too)
   double loss() const { return mlm_loss + nsp_loss; }
 };
 
@@ -31,8 +35,11 @@ class TrainStepper {
 
   // One optimizer step (1-based `step`) with learning rate `lr`. Throws NonfiniteError naming the step
   // and the first non-finite tensor when the loss or a gradient is not finite; the parameters
-  // are then left as they were before the step.
-  StepStats step(std::span<const BertInputs> micro_batches, int64_t step, float lr);
+  // are then left as they were before the step. With `policy.may_drop` > 0 and several
+  // micro-batches, those at fault are left out instead (StepStats::dropped), as long as they are
+  // not all of them nor more than may_drop (single process only).
+  StepStats step(std::span<const BertInputs> micro_batches, int64_t step, float lr,
+                 const MicroBatchPolicy& policy = {});
   // Losses of a batch without updating anything (no dropout).
   StepStats evaluate(const BertInputs& batch);
 
@@ -42,6 +49,11 @@ class TrainStepper {
 
  private:
   StepStats collect(Executor& ex, StepStats acc) const;
+  // Zeroed gradients, then forward + backward of the micro-batches `use`, the losses divided by
+  // their counts (over all ranks). Returns the finished statistics; `loss_reasons` gets, per
+  // micro-batch of `use`, why its loss is not finite ("" when it is).
+  StepStats accumulate(std::span<const BertInputs> micro, const std::vector<int64_t>& use,
+                       const MicroBatchPolicy& policy, std::vector<std::string>& loss_reasons);
 
   Model& model_;
   RunSpec run_;

@@ -207,6 +207,7 @@ TrainEvent to_train_event(const LoopEvent& e) {
   switch (e.kind) {
     case LoopEvent::checkpoint: ev.kind = TrainEvent::checkpoint; break;
     case LoopEvent::skipped: ev.kind = TrainEvent::skipped; break;
+    case LoopEvent::dropped: ev.kind = TrainEvent::dropped; break;
     case LoopEvent::rolled_back: ev.kind = TrainEvent::rolled_back; break;
     case LoopEvent::interrupted: ev.kind = TrainEvent::interrupted; break;
   }
@@ -326,8 +327,8 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   auto& world = dist::World::get();
   const bool writer = world.rank() == 0;
   const int64_t W = world.size();
-  LoopOptions loop{o.out,   o.max_steps, o.eval_steps, o.save_steps, o.save_total_limit,
-                   true,    writer,      o.nonfinite};
+  LoopOptions loop{o.out,   o.max_steps, o.eval_steps, o.save_steps,  o.save_total_limit,
+                   true,    writer,      o.nonfinite,  o.accum_steps};
   check_loop_options(loop);
   check(W == 1 || o.nonfinite.action == OnNonfinite::stop,
         "--on-nonfinite {}: a data-parallel run ({} ranks) can only stop on a non-finite loss", to_string(o.nonfinite.action), W);
@@ -389,7 +390,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   std::vector<BertInputs> micro(o.accum_steps);
   int64_t steps_run = 0;  // in this process, for the rate
   LoopHooks hooks;
-  hooks.step = [&](int64_t step, int64_t data_step) {
+  hooks.step = [&](int64_t step, int64_t data_step, const MicroBatchPolicy& policy) {
     // Micro-batch k of the step is W x batch_size instances of the stream; rank r takes the
     // r-th share, so W ranks see the batches of one process with a W times larger batch.
     for (int64_t k = 0; k < o.accum_steps; ++k) {
@@ -398,7 +399,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
       micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
     }
     const float lr = learning_rate(o, step);
-    StepStats s = stepper.step(micro, step, lr);
+    StepStats s = stepper.step(micro, step, lr, policy);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double per_step = elapsed / double(++steps_run);
     TrainEvent ev;
@@ -408,13 +409,14 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.lr = lr;
     ev.seq_per_s = double(o.batch_size * o.accum_steps * W) / per_step;
     ev.eta_s = per_step * double(o.max_steps - step);
-    if (!writer) return;
+    if (!writer) return s.dropped;
     nlohmann::json line = {{"step", step}, {"loss", s.loss()}, {"mlm_loss", s.mlm_loss},
                            {"mlm_accuracy", s.mlm_accuracy}, {"grad_norm", s.grad_norm},
                            {"lr", lr}, {"seq_per_s", ev.seq_per_s}};
     if (o.nsp) line["nsp_loss"] = s.nsp_loss;  // masked LM only: no NSP field
     metrics.write(line);
     on_event(ev);
+    return s.dropped;
   };
   hooks.evaluate = [&](int64_t step) {
     if (!writer || eval_set->size() == 0) return;  // no collective inside: the other ranks go on

@@ -46,13 +46,14 @@ struct TrainOptions {
 };
 
 struct TrainEvent {
-  enum Kind { step, eval, checkpoint, interrupted, skipped, rolled_back } kind = step;
+  // skipped: a step's update dropped; dropped: a micro-batch left out of a step's update
+  enum Kind { step, eval, checkpoint, interrupted, skipped, dropped, rolled_back } kind = step;
   int64_t step_index = 0, max_steps = 0;
   StepStats stats;
   double lr = 0, seq_per_s = 0, eta_s = 0;
   double baseline_accuracy = 0;  // eval: accuracy of always predicting the most frequent label
   std::string path;              // checkpoint: where it was written; rolled_back: the one returned to
-  std::string reason;            // skipped, rolled_back: why (the step's error)
+  std::string reason;            // skipped, rolled_back: why (the step's error); dropped: the micro-batch's
 };
 
 // Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps

@@ -7,6 +7,8 @@
 # checkpoint is being written; in fine-tuning another third while an evaluation runs.
 #
 #   scripts/kill9_check.sh [KILLS=20] [BUILD_DIR=build] [MODE=train|finetune]
+# KILL9_EXTRA: flags added to every run, e.g. "--accum-steps 3 --on-nonfinite skip
+# --debug-nonfinite-batch 4:1,9:2:grad" (micro-batches left out of steps' updates).
 # Prints how many of the KILLS attempts were killed while running (an attempt that finished
 # before its kill tested nothing, and fails the check), where they were killed, how many files
 # were found half-written after a kill, the final run's exit, and whether the final outputs are
@@ -57,6 +59,8 @@ PY
     compared=(model.safetensors eval_results.json) ;;
   *) echo "kill9: MODE is train or finetune, not $mode" >&2; exit 2 ;;
 esac
+read -r -a extra <<<"${KILL9_EXTRA:-}"
+common+=("${extra[@]}")
 
 start=$(date +%s.%N)
 "$bin" "${common[@]}" --out "$work/ref" >"$work/ref.log" 2>&1 || { cat "$work/ref.log"; exit 2; }

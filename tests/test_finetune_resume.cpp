@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <tuple>
 
 #include "base/dir_lock.h"
 #include "base/json_file.h"
@@ -219,7 +220,8 @@ TEST_CASE("finetune --on-nonfinite: stop as before, skip drops the update, rollb
     r = run_bertlab(t.args(t.d / "out2", "--on-nonfinite skip --nonfinite-limit 1 --nonfinite-window 3 "
                                          "--debug-nonfinite-batch 2,4"));
     CHECK(r.exit_code == 1);
-    CHECK_THAT(r.output, Contains("step 4: the loss is not finite") && Contains("1 step(s) already skipped in the last 3"));
+    CHECK_THAT(r.output, Contains("step 4: the loss is not finite") &&
+                             Contains("would exceed --nonfinite-limit 1: 1 already left out in the last 3 steps"));
     r = run_bertlab(t.args(t.d / "out3", "--on-nonfinite skip --nonfinite-limit 1 --nonfinite-window 2 "
                                          "--debug-nonfinite-batch 2,4"));
     CHECK(r.exit_code == 0);  // step 2 is out of the window by step 4
@@ -264,5 +266,152 @@ TEST_CASE("finetune --on-nonfinite: stop as before, skip drops the update, rollb
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     CHECK_THAT(r.output, Contains("checkpoint-0"));
+  }
+}
+
+namespace {
+
+// The skip records of a metrics.jsonl: (step, micro-batch, step skipped whole).
+std::vector<std::tuple<int64_t, int64_t, bool>> skip_records(const fs::path& file) {
+  std::vector<std::tuple<int64_t, int64_t, bool>> out;
+  for (const auto& j : metric_lines(file))
+    if (j.value("event", "") == "skip")
+      out.emplace_back(j.at("step").get<int64_t>(), j.at("micro_batch").get<int64_t>(), j.at("step_skipped").get<bool>());
+  return out;
+}
+
+std::vector<int64_t> loss_steps(const fs::path& file) {
+  std::vector<int64_t> steps;
+  for (const auto& j : metric_lines(file))
+    if (j.contains("loss")) steps.push_back(j["step"]);
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("finetune --on-nonfinite skip with --accum-steps leaves out only the micro-batch at fault", "[finetune][cli][reliability]") {
+  // 12 examples of 12 distinct lengths: with --group-by-length every epoch orders them longest
+  // first, so with batches of 4 and 3 micro-batches each step reads the same 12, micro-batch 1
+  // being the 4 of middle length. The reference is an ordinary run (no skip, 2 micro-batches) on
+  // a file without those 4: each of its steps reads the 4 longest, then the 4 shortest, as the
+  // skipping run's micro-batches 0 and 2. Dropout off: the reference's second micro-batch has
+  // another position, and so would draw other masks. No clipping: the loss divided by the count
+  // of 8 examples or of 12 would otherwise give nearly the same update.
+  TempDir d("ft-skip-micro");
+  const fs::path model = bertlab::testing::tiny_model_dir(d);
+  auto cfg = read_json_file(model / "config.json");
+  cfg["hidden_dropout_prob"] = 0.0, cfg["attention_probs_dropout_prob"] = 0.0;
+  write_text(model / "config.json", cfg.dump(2));
+  const std::vector<std::string> words{"the", "quick", "brown", "fox", "jumps", "over", "lazy", "hello", "world", "cafe"};
+  std::string all = "text,label\n", without_middle = all;
+  for (int n = 14; n >= 3; --n) {  // longest first: rank 14 - n
+    std::string text;
+    for (int w = 0; w < n; ++w) text += (w ? " " : "") + (n % 2 == 0 && w == n / 2 ? std::string("dog") : words[(n * 7 + w) % 10]);
+    const std::string row = fmt::format("\"{}\",{}\n", text, n % 2 == 0 ? "dog" : "no-dog");
+    all += row;
+    if (14 - n < 4 || 14 - n >= 8) without_middle += row;
+  }
+  write_text(d / "all.csv", all);
+  write_text(d / "without_middle.csv", without_middle);
+  write_text(d / "dev.csv", bertlab::testing::seq_csv(16, 2, false));
+  auto args = [&](const char* train, const fs::path& out, const std::string& extra) {
+    return fmt::format("finetune --task seq-cls --model {} --train {} --eval {} --out {} --max-steps 2 --batch-size 4 "
+                       "--group-by-length --learning-rate 2e-3 --max-grad-norm 0 --threads 1 {}",
+                       quote(model), quote(d / train), quote(d / "dev.csv"), quote(out), extra);
+  };
+  auto skipping = run_bertlab(args("all.csv", d / "skip", "--accum-steps 3 --on-nonfinite skip --debug-nonfinite-batch 1:1,2:1"));
+  INFO(skipping.output);
+  REQUIRE(skipping.exit_code == 0);
+  CHECK_THAT(skipping.output, Contains("step 2, micro-batch 1 of 3: the loss is not finite") &&
+                                  Contains("left out of the step's update (--on-nonfinite skip)"));
+  auto reference = run_bertlab(args("without_middle.csv", d / "ref", "--accum-steps 2"));
+  INFO(reference.output);
+  REQUIRE(reference.exit_code == 0);
+  auto unskipped = run_bertlab(args("all.csv", d / "all", "--accum-steps 3"));
+  REQUIRE(unskipped.exit_code == 0);
+  // The model, and each step's loss, accuracy and gradient norm, bit for bit.
+  CHECK(slurp(d / "skip/model.safetensors") == slurp(d / "ref/model.safetensors"));
+  CHECK(slurp(d / "all/model.safetensors") != slurp(d / "ref/model.safetensors"));  // the 4 left out matter
+  auto steps = [](const fs::path& file) {
+    std::vector<nlohmann::json> out;
+    for (auto j : metric_lines(file))
+      if (j.contains("loss") || j.contains("eval_loss")) out.push_back(j);
+    return out;
+  };
+  CHECK(steps(d / "skip/metrics.jsonl") == steps(d / "ref/metrics.jsonl"));
+  // One record per micro-batch left out, the step's update applied without it.
+  CHECK(skip_records(d / "skip/metrics.jsonl") ==
+        std::vector<std::tuple<int64_t, int64_t, bool>>{{1, 1, false}, {2, 1, false}});
+  for (const auto& j : metric_lines(d / "skip/metrics.jsonl"))
+    if (j.value("event", "") == "skip") CHECK_THAT(j.at("reason").get<std::string>(), Contains("micro-batch 1 of 3"));
+}
+
+TEST_CASE("finetune --on-nonfinite skip with --accum-steps: the window counts micro-batches, a step with all of them "
+          "at fault is skipped, a resume is exact", "[finetune][cli][reliability]") {
+  SeqTask t;
+  const std::string accum = "--accum-steps 3 --on-nonfinite skip ";
+  SECTION("--nonfinite-limit counts micro-batches, a whole step counting all of its") {
+    auto r = run_bertlab(t.args(t.d / "a", accum + "--nonfinite-limit 2 --nonfinite-window 10 --debug-nonfinite-batch 2:0,2:2,4:1"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("step 4: the loss is not finite") &&
+                             Contains("leaving out 1 more micro-batch(es) would exceed --nonfinite-limit 2: 2 already "
+                                      "left out in the last 10 steps"));
+    CHECK(skip_records(t.d / "a/metrics.jsonl") == std::vector<std::tuple<int64_t, int64_t, bool>>{{2, 0, false}, {2, 2, false}});
+    r = run_bertlab(t.args(t.d / "b", accum + "--nonfinite-limit 3 --nonfinite-window 10 --debug-nonfinite-batch 2:0,2:2,4:1"));
+    CHECK(r.exit_code == 0);
+    // Out of the window by step 5.
+    r = run_bertlab(t.args(t.d / "c", accum + "--nonfinite-limit 2 --nonfinite-window 3 --debug-nonfinite-batch 2:0,2:2,5:1"));
+    CHECK(r.exit_code == 0);
+    // A whole step of 3 micro-batches needs 3.
+    r = run_bertlab(t.args(t.d / "d", accum + "--nonfinite-limit 2 --debug-nonfinite-batch 3"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("step 3: all 3 micro-batches are not finite") &&
+                             Contains("leaving out 3 more micro-batch(es) would exceed --nonfinite-limit 2"));
+  }
+  SECTION("all micro-batches at fault: the step's update is dropped, as without accumulation") {
+    for (const char* hook : {"3", "3:0,3:1,3:2:grad"}) {
+      const fs::path out = t.d / fmt::format("all-{}", std::string(hook).size());
+      auto r = run_bertlab(t.args(out, accum + "--debug-nonfinite-batch " + hook));
+      INFO(r.output);
+      REQUIRE(r.exit_code == 0);
+      CHECK_THAT(r.output, Contains("step 3: all 3 micro-batches are not finite") && Contains("its update skipped"));
+      CHECK(loss_steps(out / "metrics.jsonl") == std::vector<int64_t>{1, 2, 4, 5, 6});
+      CHECK(skip_records(out / "metrics.jsonl") ==
+            std::vector<std::tuple<int64_t, int64_t, bool>>{{3, 0, true}, {3, 1, true}, {3, 2, true}});
+      CHECK(all_finite(out / "model.safetensors"));
+    }
+    // stop with one micro-batch at fault: as before.
+    auto r = run_bertlab(t.args(t.d / "stop", "--accum-steps 3 --debug-nonfinite-batch 3:1"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("error: step 3: the loss is not finite"));
+    // The hook names micro-batches the steps have.
+    r = run_bertlab(t.args(t.d / "bad", "--accum-steps 3 --debug-nonfinite-batch 3:3"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("--debug-nonfinite-batch 3:3: a step has micro-batches 0 to 2 (--accum-steps 3)"));
+    r = run_bertlab(t.args(t.d / "bad2", "--debug-nonfinite-batch 3:x"));
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.output, Contains("--debug-nonfinite-batch 3:x: expected STEP[:MICRO[:loss|grad]]"));
+  }
+  SECTION("a resume after micro-batches were left out ends as the uninterrupted run") {
+    // Dropout on; micro-batch 2 of step 5 with finite loss but non-finite gradients.
+    const std::string flags = accum + "--save-steps 2 --save-total-limit 0 --debug-nonfinite-batch 2:1,5:2:grad";
+    auto r = run_bertlab(t.args(t.d / "ref", flags));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.output, Contains("step 5, micro-batch 2 of 3: gradients are not finite; first: grad of"));
+    CHECK(skip_records(t.d / "ref/metrics.jsonl") == std::vector<std::tuple<int64_t, int64_t, bool>>{{2, 1, false}, {5, 2, false}});
+    CHECK(read_json_file(t.d / "ref/checkpoint-4/trainer_state.json").at("loop").at("skipped") == nlohmann::json::array({2}));
+    for (const char* from : {"checkpoint-2", "checkpoint-4"}) {
+      const fs::path run = t.d / fmt::format("run-{}", from);
+      fs::create_directories(run);
+      fs::copy(t.d / "ref" / from, run / from, fs::copy_options::recursive);
+      write_text(run / "metrics.jsonl", slurp(t.d / "ref/metrics.jsonl"));
+      auto resumed = run_bertlab(t.args(run, flags + " --resume latest"));
+      INFO(resumed.output);
+      REQUIRE(resumed.exit_code == 0);
+      CHECK(slurp(run / "model.safetensors") == slurp(t.d / "ref/model.safetensors"));
+      CHECK(slurp(run / "eval_results.json") == slurp(t.d / "ref/eval_results.json"));
+      CHECK(metric_lines(run / "metrics.jsonl") == metric_lines(t.d / "ref/metrics.jsonl"));
+    }
   }
 }

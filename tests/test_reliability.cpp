@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "runtime/bert_config.h"
@@ -423,6 +424,40 @@ TEST_CASE("train --on-nonfinite: stop as before, rollback in the run loop fine-t
   CHECK(steps == std::vector<int64_t>{1, 2, 3, 4});
   CHECK(rollback.at("to_step") == 2);
   CHECK(read_trainer_state(dir / "rb/checkpoint-4/trainer_state.json").at("loop").at("data_offset") == 1);
+}
+
+TEST_CASE("train --on-nonfinite skip with --accum-steps leaves out the micro-batch at fault, or the step when all are",
+          "[reliability][train][cli]") {
+  TempDir dir("skipmicro");
+  auto r = run_bertlab(train_args(prepared() / "data", dir / "out", 4,
+                                  "--accum-steps 3 --on-nonfinite skip --nonfinite-limit 4 --debug-nonfinite-batch 2:1,3"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Contains("step 2, micro-batch 1 of 3: the loss is not finite (masked LM nan") &&
+                           Contains("left out of the step's update") &&
+                           Contains("step 3: all 3 micro-batches are not finite") && Contains("its update skipped"));
+  std::vector<int64_t> steps;
+  std::vector<std::tuple<int64_t, int64_t, bool, int64_t>> skips;
+  std::ifstream in(dir / "out/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) steps.push_back(j["step"].get<int64_t>());
+    if (j.value("event", "") == "skip")
+      skips.emplace_back(j["step"].get<int64_t>(), j["micro_batch"].get<int64_t>(), j["step_skipped"].get<bool>(),
+                         j["dropped_in_window"].get<int64_t>());
+  }
+  CHECK(steps == std::vector<int64_t>{1, 2, 4});
+  CHECK(skips == std::vector<std::tuple<int64_t, int64_t, bool, int64_t>>{
+                     {2, 1, false, 1}, {3, 0, true, 2}, {3, 1, true, 3}, {3, 2, true, 4}});
+  // The limit counts micro-batches: 1 + 3 is one too many for 3 (the default).
+  r = run_bertlab(train_args(prepared() / "data", dir / "limit", 4,
+                             "--accum-steps 3 --on-nonfinite skip --debug-nonfinite-batch 2:1,3"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("leaving out 3 more micro-batch(es) would exceed --nonfinite-limit 3: 1 already left out"));
+  // stop: as before, whatever micro-batch it is.
+  r = run_bertlab(train_args(prepared() / "data", dir / "stop", 4, "--accum-steps 3 --debug-nonfinite-batch 2:1"));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Contains("error: step 2: the loss is not finite (masked LM nan"));
 }
 
 TEST_CASE("tokenize refuses lines over its limit instead of taking all memory", "[reliability][tokenizer]") {

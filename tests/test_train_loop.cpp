@@ -238,6 +238,117 @@ TEST_CASE("Divergence stops with the step and the first non-finite tensor", "[tr
                    [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
 }
 
+namespace {
+// A masked-LM-only model and its stepper (3 micro-batches of 2 sequences per step).
+struct MlmTrainee {
+  Model model;
+  TrainStepper stepper;
+  MlmTrainee(const BertConfig& c, bool dropout)
+      : model(init_model(c, Heads::pretraining, 7)), stepper(model, [&] {
+          RunSpec r;
+          r.batch = 2, r.seq = 12, r.max_predictions = 3, r.nsp = false, r.dropout = dropout;
+          return r;
+        }(), OptimizerConfig{}, 1) {}
+  std::vector<float> params() const { return {model.params.arena(), model.params.arena() + model.params.arena_size()}; }
+  std::vector<float> grads() {
+    const auto& g = stepper.state().grads;
+    return {g.arena(), g.arena() + g.arena_size()};
+  }
+};
+}  // namespace
+
+TEST_CASE("train step, skip with accumulation: only the micro-batch at fault is left out, the update that of the others alone",
+          "[train][nonfinite]") {
+  // Step 2's micro-batch 1 of 3 gives a non-finite loss (or only non-finite gradients); the
+  // step must update with micro-batches 0 and 2 alone, the losses divided by their counts, each
+  // with its own dropout stream. The reference is a plain step of the normal path: without
+  // dropout over micro-batches 0 and 2 alone; with dropout over 0, a micro-batch that
+  // contributes nothing (every label -100: no count, zero gradients) and 2, so that 2 keeps its
+  // position, and so its dropout masks.
+  const BertConfig c = small_config();
+  const bool dropout = GENERATE(false, true);
+  const auto kind = GENERATE(NonfiniteInjection::loss, NonfiniteInjection::gradients);
+  INFO("dropout " << dropout << ", injected into the " << (kind == NonfiniteInjection::loss ? "loss" : "gradients"));
+  auto batches = [&](int64_t step) {
+    std::vector<BertInputs> micro;
+    for (int64_t k = 0; k < 3; ++k) micro.push_back(random_batch(c, (step * 3 + k) * 2, 2, 12, 3));
+    return micro;
+  };
+  MlmTrainee skipped(c, dropout), reference(c, dropout), unskipped(c, dropout);
+  for (auto* t : {&skipped, &reference, &unskipped}) t->stepper.step(batches(1), 1, 1e-3f);
+
+  MicroBatchPolicy policy;
+  policy.may_drop = 1;
+  policy.inject = {{2, 1, kind}};
+  const StepStats s = skipped.stepper.step(batches(2), 2, 1e-3f, policy);
+  REQUIRE(s.dropped.size() == 1);
+  CHECK(s.dropped[0].micro == 1);
+  CHECK_THAT(s.dropped[0].reason, Contains("step 2, micro-batch 1 of 3: ") &&
+                                      Contains(kind == NonfiniteInjection::loss ? "the loss is not finite"
+                                                                                : "gradients are not finite; first: grad of"));
+  std::vector<BertInputs> others = batches(2);
+  if (dropout) {
+    for (auto& label : others[1].masked_lm_labels) label = -100;
+  } else {
+    others.erase(others.begin() + 1);
+  }
+  const StepStats r = reference.stepper.step(others, 2, 1e-3f);
+  unskipped.stepper.step(batches(2), 2, 1e-3f);
+  // The loss is divided by the masked tokens of micro-batches 0 and 2 alone.
+  CHECK(s.masked == batches(2)[0].masked_count() + batches(2)[2].masked_count());
+  CHECK(r.masked == s.masked);
+  CHECK(s.mlm_loss == r.mlm_loss);
+  CHECK(s.grad_norm == r.grad_norm);
+  // Bit for bit: the gradients (before clipping) and the parameters after the update.
+  CHECK(skipped.grads() == reference.grads());
+  CHECK(skipped.params() == reference.params());
+  // Micro-batch 1 matters: with it the update differs.
+  CHECK(unskipped.params() != reference.params());
+  // The next step goes on as in the reference.
+  skipped.stepper.step(batches(3), 3, 1e-3f);
+  reference.stepper.step(batches(3), 3, 1e-3f);
+  CHECK(skipped.params() == reference.params());
+}
+
+TEST_CASE("train step, skip with accumulation: all micro-batches at fault, or more than allowed, leave the step undone",
+          "[train][nonfinite]") {
+  const BertConfig c = small_config();
+  MlmTrainee t(c, true);
+  std::vector<BertInputs> micro;
+  for (int64_t k = 0; k < 3; ++k) micro.push_back(random_batch(c, k * 2, 2, 12, 3));
+  t.stepper.step(micro, 1, 1e-3f);
+  const auto before = t.params();
+  const auto moments = [&] {
+    const auto& m = t.stepper.state().exp_avg;
+    return std::vector<float>(m.arena(), m.arena() + m.arena_size());
+  };
+  const auto moments_before = moments();
+  auto fails = [&](MicroBatchPolicy policy) -> NonfiniteError {
+    try {
+      t.stepper.step(micro, 2, 1e-3f, policy);
+    } catch (const NonfiniteError& e) {
+      return e;
+    }
+    FAIL("the step did not fail");
+    return NonfiniteError("");
+  };
+  // Every micro-batch (the hook's STEP alone), within the allowance: the step is undone.
+  NonfiniteError all = fails({3, {{2, NonfiniteInjection::kEveryMicroBatch, NonfiniteInjection::loss}}});
+  CHECK_THAT(all.what(), Contains("step 2: all 3 micro-batches are not finite"));
+  CHECK(all.at_fault.size() == 3);
+  // Two of three with one allowed.
+  NonfiniteError two = fails({1, {{2, 0, NonfiniteInjection::loss}, {2, 2, NonfiniteInjection::gradients}}});
+  CHECK_THAT(two.what(), Contains("step 2: 2 of 3 micro-batches are not finite"));
+  REQUIRE(two.at_fault.size() == 2);
+  CHECK((two.at_fault[0].micro == 0 && two.at_fault[1].micro == 2));
+  // Nothing allowed (stop, rollback, or the window's allowance used up): as without skip.
+  NonfiniteError none = fails({0, {{2, 1, NonfiniteInjection::loss}}});
+  CHECK_THAT(none.what(), Contains("step 2: the loss is not finite (masked LM nan"));
+  CHECK(none.at_fault.size() == 1);
+  CHECK(t.params() == before);
+  CHECK(moments() == moments_before);
+}
+
 TEST_CASE("Masked-LM-only training has no pooler or NSP head and the same masked-LM loss", "[train][nsp]") {
   const BertConfig c = small_config();
   const int64_t S = 12, P = 3, B = 4;
