@@ -264,7 +264,13 @@ std::string mpirun_failure(int ranks, size_t n, int status, const std::string& o
                      out.substr(0, 2000));
 }
 
-nlohmann::json run_ranks(int ranks, size_t n, int repeats) {
+// Every rank's result, or what went wrong (mpirun_failure) when mpirun printed none.
+struct RankRun {
+  nlohmann::json ranks;
+  std::string failure;
+};
+
+RankRun run_ranks(int ranks, size_t n, int repeats) {
   const std::string cmd =
       fmt::format("timeout {} mpirun --allow-run-as-root --oversubscribe -np {} '{}' --worker --n {} --repeats {} 2>&1",
                   g_rank_seconds, ranks, self_path(), n, repeats);
@@ -274,13 +280,15 @@ nlohmann::json run_ranks(int ranks, size_t n, int repeats) {
   while (p && fgets(buf, sizeof buf, p)) out += buf;
   const int status = p ? pclose(p) : -1;
   const auto at = out.find("RESULT ");
-  if (at == std::string::npos) throw std::runtime_error(mpirun_failure(ranks, n, status, out));
-  return nlohmann::json::parse(out.substr(at + 7, out.find('\n', at) - at - 7));
+  if (at == std::string::npos) return {{}, mpirun_failure(ranks, n, status, out)};
+  return {nlohmann::json::parse(out.substr(at + 7, out.find('\n', at) - at - 7)), {}};
 }
 
 // Sum-correctness, and only point-to-point calls, on every rank.
 Outcome correct(int ranks, size_t n) {
-  const auto r = run_ranks(ranks, n, 0);
+  const RankRun run = run_ranks(ranks, n, 0);
+  if (!run.failure.empty()) return failed(run.failure);
+  const auto& r = run.ranks;
   for (const auto& x : r) {
     const int k = x["rank"];
     if (x.contains("error")) return failed(fmt::format("rank {} threw: {}", k, x["error"].get<std::string>()));
@@ -296,7 +304,9 @@ Outcome correct(int ranks, size_t n) {
 // The ring's cost: 2(P-1) messages per rank, and 2(P-1)/P of the array sent by each rank
 // (2(P-1) n floats over all ranks: each chunk travels P-1 hops in each phase).
 Outcome traffic(int ranks, size_t n, const PlotPage* plots) {
-  const auto r = run_ranks(ranks, n, plots ? 5 : 0);
+  const RankRun run = run_ranks(ranks, n, plots ? 5 : 0);
+  if (!run.failure.empty()) return failed(run.failure);
+  const auto& r = run.ranks;
   const long P = ranks, floor_chunk = static_cast<long>(n) / P, ceil_chunk = (static_cast<long>(n) + P - 1) / P;
   long total = 0;
   for (const auto& x : r) {
