@@ -1,5 +1,7 @@
 // bertlab calibrate: measures this machine (oneDNN GEMM rates f32/bf16 on a large square and on
-// BERT-shaped GEMMs, OpenMP read/write/triad bandwidth) and writes machine.json.
+// BERT-shaped GEMMs, OpenMP read/write/triad bandwidth) and writes machine.json. The peak is the
+// square GEMM's; faster shapes are flagged as outliers with the reason (runtime/machine.h
+// review_calibration).
 #include <fmt/core.h>
 
 #include "apps/commands.h"
@@ -16,6 +18,33 @@ struct CalibrateCliOptions {
   int64_t bandwidth_mb = 0;
   int threads = 0;
 };
+
+// The GEMM table (outliers marked), the peaks and why, and the bandwidths.
+void print_calibration(const MachineInfo& m, const CalibrationReview& review) {
+  fmt::print("  cpu: {} (oneDNN ISA {}, native bf16: {})\n", m.cpu_model, m.isa, m.bf16 ? "yes" : "no");
+  fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9}\n", "GEMM", "prec", "batch", "m", "n", "k", "GFLOP/s");
+  std::vector<bool> outlier(m.gemms.size(), false);
+  for (const auto& x : review.outliers) outlier[x.index] = true;
+  for (size_t i = 0; i < m.gemms.size(); ++i) {
+    const auto& g = m.gemms[i];
+    fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9.1f}{}\n", g.name, file_key(g.precision), g.batch, g.m,
+               g.n, g.k, g.gflops, outlier[i] ? "  outlier (below)" : "");
+  }
+  fmt::print("  GEMM peak (the {} GEMM): f32 {:.1f} GFLOP/s{}\n", kSquareGemmName, m.gemm_peak_f32,
+             m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "");
+  for (const auto& x : review.outliers) {
+    const auto& g = m.gemms[x.index];
+    fmt::print("  outlier: {} {} at {:.1f} GFLOP/s is {:.2f}x the square GEMM: {}\n", g.name, file_key(g.precision),
+               g.gflops, x.times_square, x.reason);
+  }
+  fmt::print("  bandwidth ({} MB arrays): read {:.1f}, write {:.1f}, triad {:.1f} GB/s\n",
+             m.bandwidth_array_bytes >> 20, m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad);
+  if (m.bandwidth_triad_resident)
+    fmt::print("  cache-resident triad ({:.2f} MB arrays, in cache): {:.1f} GB/s\n",
+               double(m.bandwidth_resident_array_bytes) / (1 << 20), *m.bandwidth_triad_resident);
+  if (review.resident_below_dram) fmt::print("  note: {}\n", review.resident_note);
+}
+
 }  // namespace
 
 void add_calibrate_command(CLI::App& root) {
@@ -43,19 +72,9 @@ void add_calibrate_command(CLI::App& root) {
     o->calib.bandwidth_array_bytes = o->bandwidth_mb << 20;
     fmt::print("calibrate: {} threads, {:.2g} s per measurement, {} pass(es), best of them kept\n", omp_threads(),
                o->calib.seconds, o->calib.passes);
-    MachineInfo m = calibrate_machine(o->calib);
-    fmt::print("  cpu: {} (oneDNN ISA {}, native bf16: {})\n", m.cpu_model, m.isa, m.bf16 ? "yes" : "no");
-    fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9}\n", "GEMM", "prec", "batch", "m", "n", "k", "GFLOP/s");
-    for (const auto& g : m.gemms)
-      fmt::print("  {:<28} {:>5} {:>5} {:>6} {:>6} {:>6} {:>9.1f}\n", g.name, file_key(g.precision), g.batch,
-                 g.m, g.n, g.k, g.gflops);
-    fmt::print("  GEMM peak: f32 {:.1f} GFLOP/s{}\n", m.gemm_peak_f32,
-               m.gemm_peak_bf16 ? fmt::format(", bf16 {:.1f} GFLOP/s", *m.gemm_peak_bf16) : "");
-    fmt::print("  bandwidth ({} MB arrays): read {:.1f}, write {:.1f}, triad {:.1f} GB/s\n",
-               m.bandwidth_array_bytes >> 20, m.bandwidth_read, m.bandwidth_write, m.bandwidth_triad);
-    if (m.bandwidth_triad_resident)
-      fmt::print("  cache-resident triad ({} MB arrays): {:.1f} GB/s\n", m.bandwidth_resident_array_bytes >> 20,
-                 *m.bandwidth_triad_resident);
+    CalibrationReview review;
+    MachineInfo m = calibrate_machine(o->calib, &review);
+    print_calibration(m, review);
     if (m.parallel_region_us)
       fmt::print("  OpenMP parallel region ({} threads, median): {:.2f} us\n", m.threads,
                  *m.parallel_region_us);

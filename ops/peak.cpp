@@ -1,12 +1,17 @@
 #include "ops/peak.h"
 
 #include <omp.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/dnnl_context.h"
@@ -162,6 +167,91 @@ BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, d
   }
   auto [rate, reps] = sustained_rate(once, bytes / 1e9, seconds);
   return {rate, reps};
+}
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// One thread's part of measure_resident_triad: its slice [lo, hi) of a = b + s*c, repeated.
+double slice_triad_rate(double* a, const double* b, const double* c, int64_t lo, int64_t hi, double seconds) {
+  auto pass = [&] {
+    for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
+    asm volatile("" ::: "memory");  // every pass happens: none is merged with the next
+  };
+  for (int i = 0; i < 3; ++i) pass();  // warm-up: the slice comes into this core's cache
+  const double bytes = 24.0 * static_cast<double>(hi - lo);
+  if (bytes == 0) return 0;
+  // Passes per sample: enough for about half a millisecond of running, so the clock's cost is
+  // negligible.
+  int64_t passes = 1;
+  for (;;) {
+    const double t0 = thread_cpu_seconds();
+    for (int64_t k = 0; k < passes; ++k) pass();
+    if (thread_cpu_seconds() - t0 >= 5e-4 || passes >= (int64_t{1} << 20)) break;
+    passes *= 2;
+  }
+  std::vector<double> rates;
+  const double start = thread_cpu_seconds();
+  do {
+    const double t0 = thread_cpu_seconds();
+    for (int64_t k = 0; k < passes; ++k) pass();
+    const double dt = thread_cpu_seconds() - t0;
+    if (dt > 0) rates.push_back(bytes * static_cast<double>(passes) / dt);
+  } while (rates.size() < 5 || thread_cpu_seconds() - start < seconds);
+  std::sort(rates.begin(), rates.end());
+  return rates[static_cast<size_t>(0.9 * static_cast<double>(rates.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+double measure_resident_triad(int64_t array_bytes, double seconds) {
+  const int64_t n = std::max<int64_t>(array_bytes / int64_t(sizeof(double)), 1024);
+  std::vector<std::unique_ptr<double[]>> buf;
+  for (int i = 0; i < 3; ++i) {
+    buf.emplace_back(new double[n]);
+    write_kernel(buf.back().get(), n, 0.5 + i);  // first touch by the thread that will use it
+  }
+  std::vector<double> rate(static_cast<size_t>(omp_get_max_threads()), 0.0);
+#pragma omp parallel
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = n * t / nt, hi = n * (t + 1) / nt;  // the static schedule's slice, as write_kernel's
+    rate[static_cast<size_t>(t)] = slice_triad_rate(buf[0].get(), buf[1].get(), buf[2].get(), lo, hi, seconds);
+  }
+  double sum = 0;
+  for (double r : rate) sum += r;
+  return sum / 1e9;
+}
+
+int64_t cpu_cache_bytes(int level) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
+    if (e.path().filename().string().rfind("index", 0) != 0) continue;
+    std::ifstream lv(e.path() / "level"), ty(e.path() / "type"), sz(e.path() / "size");
+    int l = 0;
+    std::string type, size;
+    if (!(lv >> l) || !(ty >> type) || !(sz >> size) || l != level || type == "Instruction") continue;
+    // "1024K", "32M"
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(size, &used);
+    } catch (const std::exception&) {
+      continue;
+    }
+    const char unit = used < size.size() ? size[used] : 'B';
+    const int64_t mult = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : unit == 'G' ? int64_t{1} << 30 : 1;
+    if (v > 0) return v * mult;
+  }
+  const int name = level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE;
+  const long v = sysconf(name);
+  return v > 0 ? v : 0;
 }
 
 const char* to_string(ElementwiseKernel k) {

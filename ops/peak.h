@@ -48,6 +48,22 @@ struct BandwidthResult {
 };
 BandwidthResult measure_bandwidth(BandwidthKernel kernel, int64_t array_bytes, double seconds);
 
+// The triad over data that stays in the cache: three arrays of `array_bytes` bytes (choose them
+// to fit the cache, see cpu_cache_bytes), each thread working on its own static slice. Unlike
+// measure_bandwidth, each thread repeats its slice back to back inside one parallel region and
+// times itself by the CPU time it ran (CLOCK_THREAD_CPUTIME_ID), after warm-up passes that bring
+// the slice into its cache: a thread that waits for a core (another program on a shared
+// machine) or for the other threads does not count that wait. Short repetitions of a small
+// array timed by the wall clock measure the scheduler more than the cache. Returns the sum over
+// threads of each thread's 90th-percentile rate, 1e9 bytes per second, counted as the triad of
+// measure_bandwidth (3 arrays).
+double measure_resident_triad(int64_t array_bytes, double seconds);
+
+// The size in bytes of this CPU's cache of `level` (1 data, 2, 3) as Linux describes cpu0's
+// caches (/sys/devices/system/cpu/cpu0/cache), else sysconf; 0 when unknown. (In a virtual
+// machine sysconf can report the host's cache; sysfs reports what the guest sees.)
+int64_t cpu_cache_bytes(int level);
+
 // Fixed cost of one OpenMP parallel region (fork, a static loop of one trivial iteration per
 // thread, join) with the thread count in force: the median over batches of regions run for
 // about `seconds`. Every executor node enters at least one (an OpenMP loop or a oneDNN

@@ -21,8 +21,6 @@ namespace bertlab {
 
 namespace {
 
-constexpr int64_t kMinPeakDim = 64;
-
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -48,11 +46,14 @@ std::string utc_now_iso() {
   return buf;
 }
 
+int64_t last_level_cache_bytes() {
+  const int64_t l3 = ops::cpu_cache_bytes(3);
+  return l3 > 0 ? l3 : ops::cpu_cache_bytes(2);
+}
+
 int64_t default_array_bytes() {
-  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
   const int64_t mb = int64_t{1} << 20;
-  return std::clamp<int64_t>(4 * std::max<long>(llc, 0), 256 * mb, 1024 * mb);
+  return std::clamp<int64_t>(4 * last_level_cache_bytes(), 256 * mb, 1024 * mb);
 }
 
 // The distinct GEMMs of a BERT-base inference graph (node name without the layer prefix),
@@ -169,9 +170,9 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
   m.bandwidth_read = ops::measure_bandwidth(BandwidthKernel::read, m.bandwidth_array_bytes, o.seconds).gbs;
   m.bandwidth_write = ops::measure_bandwidth(BandwidthKernel::write, m.bandwidth_array_bytes, o.seconds).gbs;
   m.bandwidth_triad = ops::measure_bandwidth(BandwidthKernel::triad, m.bandwidth_array_bytes, o.seconds).gbs;
-  m.bandwidth_resident_array_bytes = o.resident_array_bytes;
-  m.bandwidth_triad_resident =
-      ops::measure_bandwidth(BandwidthKernel::triad, o.resident_array_bytes, o.seconds).gbs;
+  m.bandwidth_resident_array_bytes =
+      o.resident_array_bytes > 0 ? o.resident_array_bytes : default_resident_array_bytes(last_level_cache_bytes());
+  m.bandwidth_triad_resident = ops::measure_resident_triad(m.bandwidth_resident_array_bytes, o.seconds);
   m.parallel_region_us = ops::measure_parallel_region_seconds(o.seconds) * 1e6;
   // GELU's elements in BERT-base's FFN at the batch and sequence length of the GEMM shapes.
   m.elementwise_elements = o.batch * o.seq * BertConfig{}.intermediate_size;
@@ -183,7 +184,65 @@ MachineInfo calibrate_once(const CalibrateOptions& o) {
 
 }  // namespace
 
-MachineInfo calibrate_machine(const CalibrateOptions& o) {
+int64_t default_resident_array_bytes(int64_t llc_bytes) {
+  const int64_t kb = 1024, mb = kb * kb;
+  if (llc_bytes <= 0) return 4 * mb;
+  return std::clamp<int64_t>(llc_bytes / 6, 64 * kb, 4 * mb);
+}
+
+namespace {
+
+// Why a GEMM came out faster than the square GEMM, in plain words.
+std::string outlier_reason(const GemmCalibration& g, double square_gflops, int64_t l2_bytes) {
+  std::string r = fmt::format(
+      "faster than the large square GEMM ({:.1f} GFLOP/s), which a GEMM library runs at its best: most likely "
+      "another program used the cores while the square GEMM ran, and its rate came out low (run calibrate again, "
+      "with --passes 3, on a quiet machine)",
+      square_gflops);
+  const int64_t elem = g.precision == Precision::bf16 ? 2 : 4;
+  const int64_t product_bytes = (g.m * g.k + g.k * g.n) * elem + g.m * g.n * 4;
+  if (l2_bytes > 0 && product_bytes <= l2_bytes)
+    r += fmt::format(
+        "; also, each of its {} product{} works on {} KB, which fits in a core's {} KB L2 cache, so repeating it "
+        "never waits for memory: a best case that a model's GEMMs do not reach",
+        g.batch, g.batch > 1 ? "s" : "", product_bytes / 1024, l2_bytes / 1024);
+  else
+    r += "; or this CPU's GEMM library runs this shape better than the square one";
+  return r + ". It is not used as the peak";
+}
+
+}  // namespace
+
+CalibrationReview review_calibration(const MachineInfo& m, int64_t l2_bytes) {
+  CalibrationReview r;
+  auto square_of = [&](Precision p) -> std::optional<double> {
+    for (const auto& g : m.gemms)
+      if (g.name == kSquareGemmName && g.precision == p) return g.gflops;
+    return std::nullopt;
+  };
+  const auto sq32 = square_of(Precision::fp32);
+  check(sq32.has_value(), "calibration has no f32 '{}' GEMM: it defines the peak", kSquareGemmName);
+  r.gemm_peak_f32 = *sq32;
+  r.gemm_peak_bf16 = square_of(Precision::bf16);
+  for (size_t i = 0; i < m.gemms.size(); ++i) {
+    const auto& g = m.gemms[i];
+    const auto sq = square_of(g.precision);
+    if (g.name == kSquareGemmName || !sq || *sq <= 0) continue;
+    if (g.gflops > kGemmOutlierFactor * *sq) r.outliers.push_back({i, g.gflops / *sq, outlier_reason(g, *sq, l2_bytes)});
+  }
+  if (m.bandwidth_triad_resident && *m.bandwidth_triad_resident < m.bandwidth_triad) {
+    r.resident_below_dram = true;
+    r.resident_note = fmt::format(
+        "the cache-resident triad ({:.1f} GB/s) came out below the DRAM triad ({:.1f} GB/s). Data that stays in the "
+        "cache cannot be slower to reach than data in main memory, so this measurement was disturbed, most likely by "
+        "another program using the cores while it ran. machine.json leaves it out and the models use the DRAM triad "
+        "in its place; run calibrate again on a quiet machine (or with --passes 3) to measure it",
+        *m.bandwidth_triad_resident, m.bandwidth_triad);
+  }
+  return r;
+}
+
+MachineInfo calibrate_machine(const CalibrateOptions& o, CalibrationReview* review) {
   check(o.seconds > 0, "calibration time per measurement must be positive, got {}", o.seconds);
   check(o.square_n > 0, "square GEMM size must be positive, got {}", o.square_n);
   check(o.passes >= 1, "calibration passes must be at least 1, got {}", o.passes);
@@ -204,13 +263,14 @@ MachineInfo calibrate_machine(const CalibrateOptions& o) {
       (*m.elementwise_gelem_per_s)[i] = std::max((*m.elementwise_gelem_per_s)[i], (*next.elementwise_gelem_per_s)[i]);
   }
   m.passes = o.passes;
-  // The roof of each precision: the best measured GEMM. Degenerate shapes (the pooler's 8
-  // rows) keep their operands in cache between repetitions: they do not define it.
-  for (const auto& g : m.gemms) {
-    if (std::min({g.m, g.n, g.k}) < kMinPeakDim) continue;
-    if (g.precision == Precision::fp32) m.gemm_peak_f32 = std::max(m.gemm_peak_f32, g.gflops);
-    else m.gemm_peak_bf16 = std::max(m.gemm_peak_bf16.value_or(0), g.gflops);
+  CalibrationReview r = review_calibration(m, ops::cpu_cache_bytes(2));
+  m.gemm_peak_f32 = r.gemm_peak_f32;
+  m.gemm_peak_bf16 = r.gemm_peak_bf16;
+  if (r.resident_below_dram) {
+    m.bandwidth_triad_resident.reset();
+    m.bandwidth_resident_array_bytes = 0;
   }
+  if (review) *review = std::move(r);
   return m;
 }
 

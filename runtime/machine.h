@@ -30,15 +30,16 @@ struct MachineInfo {
   int logical_cpus = 0;
   int threads = 0;        // OpenMP threads used for every measurement
   std::string date;       // ISO 8601, UTC
-  // GFLOP/s: the best rate among the measured GEMMs with every dimension >= 64.
+  // GFLOP/s: the large square GEMM's rate (review_calibration), the compute roof.
   double gemm_peak_f32 = 0;
   std::optional<double> gemm_peak_bf16;    // GFLOP/s; absent without native bf16
   double bandwidth_read = 0, bandwidth_write = 0, bandwidth_triad = 0;  // GB/s (1e9 B/s)
   std::vector<GemmCalibration> gemms;
   int64_t bandwidth_array_bytes = 0;  // bytes per array in the bandwidth loops
   // Added after version 1 was first written; absent in older files (readers must cope):
-  // triad over arrays small enough to stay in cache between repetitions (BERT-base activation
-  // sizes), GB/s, with its array size; and the fixed cost of one OpenMP parallel region in
+  // triad over arrays small enough to stay in the last-level cache (ops::measure_resident_triad),
+  // GB/s, with its array size (absent when it came out below the DRAM triad: review_calibration);
+  // and the fixed cost of one OpenMP parallel region in
   // microseconds (the unit of the file, so that a file read and written again is unchanged).
   std::optional<double> bandwidth_triad_resident;
   int64_t bandwidth_resident_array_bytes = 0;
@@ -59,9 +60,8 @@ struct CalibrateOptions {
   double seconds = 1.0;          // per measurement
   int square_n = 2048;           // the large square GEMM
   int64_t bandwidth_array_bytes = 0;  // 0: 4 x the last-level cache, at least 256 MB, at most 1 GB
-  // The cache-resident triad: arrays the size of a BERT-base batch-8 activation (1024 x 768
-  // f32 is 3 MB), 12 MB in all.
-  int64_t resident_array_bytes = int64_t{4} << 20;
+  // The cache-resident triad's arrays: 0 sizes them from the cache (default_resident_array_bytes).
+  int64_t resident_array_bytes = 0;
   // BERT-shaped GEMMs: those of a BERT-base inference graph at this batch and sequence length,
   // plus the backward dX and dW GEMMs of its linear layers.
   int64_t batch = 8, seq = 128;
@@ -69,8 +69,47 @@ struct CalibrateOptions {
   int passes = 1;
 };
 
-// Measures this machine with the OpenMP thread count in force (see apps/common.h set_threads).
-MachineInfo calibrate_machine(const CalibrateOptions& o);
+// The cache-resident triad's array size: the three arrays fill at most half the last-level
+// cache (the other half for everything else), and at most 4 MB each (a BERT-base batch-8
+// activation, 1024 x 768 f32, is 3 MB), at least 64 KB; 4 MB when the cache size is unknown.
+int64_t default_resident_array_bytes(int64_t llc_bytes);
+
+// The name of the large square GEMM among MachineInfo::gemms.
+inline constexpr const char* kSquareGemmName = "square";
+// A BERT-shaped GEMM faster than the square GEMM of its precision by more than this factor is
+// flagged as an outlier.
+inline constexpr double kGemmOutlierFactor = 1.10;
+
+struct GemmOutlier {
+  size_t index = 0;         // into MachineInfo::gemms
+  double times_square = 0;  // its rate / the square GEMM's of its precision
+  std::string reason;       // in plain words
+};
+
+// What calibrate concludes from its measurements, and why, in words a student understands.
+struct CalibrationReview {
+  // The compute roof of each precision: the large square GEMM's rate. A GEMM library runs a
+  // large square product at its best sustained rate, with operands far larger than the cache
+  // like most of a model's GEMMs; a faster small or odd shape is a measurement to question, not
+  // a roof (outliers).
+  double gemm_peak_f32 = 0;
+  std::optional<double> gemm_peak_bf16;
+  std::vector<GemmOutlier> outliers;
+  // The cache-resident triad came out below the DRAM triad: impossible on a quiet machine, so the
+  // figure is left out of machine.json (the models then use the DRAM triad) and `note` says why.
+  bool resident_below_dram = false;
+  std::string resident_note;
+};
+
+// Reviews measurements: `m.gemms` (with the square GEMM of each precision measured) and the
+// triads; `l2_bytes`, the per-core L2 cache (0: unknown), lets an outlier's reason say that its
+// products fit in the cache. Pure: the tests give it measurements.
+CalibrationReview review_calibration(const MachineInfo& m, int64_t l2_bytes);
+
+// Measures this machine with the OpenMP thread count in force (see apps/common.h set_threads),
+// then applies review_calibration: the peaks are the square GEMM's, and a resident triad below
+// the DRAM triad is left out. `review`, when given, receives the review, for the command to print.
+MachineInfo calibrate_machine(const CalibrateOptions& o, CalibrationReview* review = nullptr);
 
 nlohmann::json machine_to_json(const MachineInfo& m);
 // {"gelu": ..., "gelu_grad": ..., "dropout": ...}: the rates under their kernels' names, as

@@ -103,6 +103,47 @@ TEST_CASE("a grader reports a crashing, throwing or hanging check as failed and 
   CHECK(ok.finish() == 0);
 }
 
+TEST_CASE("a check's crash, exception or time-out names what it was working on; the next check starts clean",
+          "[labs]") {
+  TempDir dir("lab_working_on");
+  const std::string results = (dir / "results.json").string();
+  {
+    lab::Grader g("test", results);
+    g.check("crashes", "-", [] {
+      lab::working_on("word \"abc\"");
+      lab::working_on("word \"\"");  // the latest one counts
+      std::raise(SIGSEGV);
+      return lab::passed();
+    });
+    g.check("throws", "-", []() -> lab::Outcome {
+      lab::working_on("layernorm_forward on 3 x 7");
+      throw std::logic_error("not written yet");
+    });
+    g.check("hangs", "-", [] {
+      lab::working_on(std::string(1000, 'x'));  // kept short
+      volatile int spins = 0;
+      while (true) spins = 1 + spins;
+      return lab::passed();
+    }, 1);
+    g.check("crashes naming nothing", "-", [] {
+      std::raise(SIGSEGV);
+      return lab::passed();
+    });
+    CHECK(g.finish() == 1);
+  }
+  const auto j = nlohmann::json::parse(data::read_file(results));
+  const auto& t = j.at("tests");
+  REQUIRE(t.size() == 4);
+  CHECK_THAT(t[0]["output"].get<std::string>(),
+             Catch::StartsWith("crashed with signal 11") && Catch::Contains("while working on word \"\"\n"));
+  CHECK_THAT(t[1]["output"].get<std::string>(),
+             Catch::StartsWith("threw while working on layernorm_forward on 3 x 7: not written yet"));
+  const std::string hang = t[2]["output"].get<std::string>();
+  CHECK_THAT(hang, Catch::StartsWith("did not finish within 1 s while working on xxx") && Catch::Contains("x...\n"));
+  CHECK(hang.size() < 500);
+  CHECK_THAT(t[3]["output"].get<std::string>(), !Catch::Contains("working on"));
+}
+
 TEST_CASE("chart SVGs: one mark per usable point or bar", "[labs][chart]") {
   LineChart line{"t", "x", "y", {{"a", {1, 2, 3, 4}, {1, 10, NAN, 100}}, {"b", {1, 2}, {0, 5}}}, Scale::linear, Scale::log};
   const auto svg = line_chart_svg(line);

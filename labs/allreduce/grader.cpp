@@ -6,11 +6,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "labs/allreduce/lab.h"
@@ -92,6 +96,82 @@ int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) 
 
 namespace {
 
+// Rank k's data: n floats from its own seed (every rank can regenerate any rank's).
+std::vector<float> rank_data(int k, size_t n) {
+  std::mt19937 gen(1234 + k);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// What a wrong element holds, as a symptom: how many times it holds each rank's value (the
+// closest sum with each rank's value taken 0, 1 or 2 times), or that it is no such sum.
+std::string holds(size_t i, float got, int ranks) {
+  std::vector<double> v;
+  double scale = 1;
+  for (int k = 0; k < ranks; ++k) {
+    v.push_back(rank_data(k, i + 1)[i]);
+    scale += std::abs(v.back());
+  }
+  std::vector<int> best, c(ranks, 0);
+  double best_err = INFINITY;
+  for (;;) {
+    double sum = 0;
+    for (int k = 0; k < ranks; ++k) sum += c[k] * v[k];
+    if (std::abs(sum - got) < best_err) best_err = std::abs(sum - got), best = c;
+    int k = 0;
+    while (k < ranks && ++c[k] == 3) c[k++] = 0;
+    if (k == ranks) break;
+  }
+  if (!std::isfinite(got) || best_err > 1e-4 * scale) return "it is not a sum of the ranks' values";
+  static const char* const kTimes[] = {"not at all", "once", "twice"};
+  std::string r = "it holds";
+  for (int k = 0; k < ranks; ++k) r += fmt::format("{} rank {}'s value {}", k ? "," : "", k, kTimes[best[k]]);
+  return r;
+}
+
+// A rank that crashes or hits an MPI error says so on one line ("RANKFAIL <rank>: <what>") before
+// it ends, for the grader to name it: mpirun's own report of it is not always printed.
+int g_rank = -1;
+
+void write_line(const char* s) {
+  const size_t n = std::strlen(s);
+  size_t off = 0;
+  while (off < n) {
+    const ssize_t w = ::write(1, s + off, n - off);
+    if (w <= 0) return;
+    off += static_cast<size_t>(w);
+  }
+}
+
+extern "C" void on_crash(int sig) {
+  // Async-signal-safe: a line built in a fixed buffer, written with write(2).
+  char line[128];
+  std::snprintf(line, sizeof line, "\nRANKFAIL %d crashed with signal %d (%s)\n", g_rank, sig,
+                sig == SIGSEGV ? "Segmentation fault" : sig == SIGBUS ? "Bus error" : sig == SIGFPE ? "Floating point exception"
+                : sig == SIGILL ? "Illegal instruction" : "Aborted");
+  write_line(line);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+extern "C" void on_mpi_error(MPI_Comm*, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  PMPI_Error_string(*code, text, &len);
+  write_line(fmt::format("\nRANKFAIL {} hit an MPI error: {}\n", g_rank, std::string(text, len)).c_str());
+  PMPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void report_failures(int rank) {
+  g_rank = rank;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, on_crash);
+  MPI_Errhandler handler;
+  PMPI_Comm_create_errhandler(on_mpi_error, &handler);
+  PMPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);
+}
+
 // The worker (under mpirun): random data per rank, the student's ring against MPI_Allreduce,
 // timings of both, then rank 0 prints one JSON line with every rank's result.
 int worker(size_t n, int repeats) {
@@ -99,10 +179,8 @@ int worker(size_t n, int repeats) {
   int rank = 0, size = 1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::mt19937 gen(1234 + rank);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> data(n), want(n);
-  for (auto& v : data) v = d(gen);
+  report_failures(rank);
+  std::vector<float> data = rank_data(rank, n), want(n);
   PMPI_Allreduce(data.data(), want.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   nlohmann::json r{{"rank", rank}};
   try {
@@ -116,7 +194,8 @@ int worker(size_t n, int repeats) {
     std::string bad;
     for (size_t i = 0; i < n && bad.empty(); ++i)
       if (!std::isfinite(got[i]) || std::abs(got[i] - want[i]) > 1e-5f * (1 + std::abs(want[i])))
-        bad = fmt::format("element {} is {:.7g}, MPI_Allreduce gives {:.7g}", i, got[i], want[i]);
+        bad = fmt::format("element {} is {:.7g}, MPI_Allreduce gives {:.7g}: {}", i, got[i], want[i],
+                          holds(i, got[i], size));
     r["mismatch"] = bad;
     // Timings: median of `repeats` calls of each (the data keeps growing; only time matters).
     std::vector<double> ring, mpi;
@@ -156,25 +235,60 @@ std::string self_path() {
   return std::string(buf, n > 0 ? static_cast<size_t>(n) : 0);
 }
 
-nlohmann::json run_ranks(int ranks, size_t n, int repeats) {
-  const std::string cmd = fmt::format(
-      "timeout 120 mpirun --allow-run-as-root --oversubscribe -np {} '{}' --worker --n {} --repeats {} 2>&1", ranks,
-      self_path(), n, repeats);
+// Seconds the ranks of one check may take (--quick: the test suite's small arrays).
+unsigned g_rank_seconds = 120;
+
+// What went wrong in an mpirun that printed no result, in a line: the time-out, or the rank
+// that crashed or hit an MPI error, as mpirun reports it; else the start of its output.
+std::string mpirun_failure(int ranks, size_t n, int status, const std::string& out) {
+  const std::string where = fmt::format("ring_allreduce of {} floats on {} ranks", n, ranks);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 124)
+    return fmt::format("{}: the ranks did not finish within {} s (stopped): are some ranks waiting for each other?",
+                       where, g_rank_seconds);
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex(R"(RANKFAIL (-?\d+) ([^\n]*))")))
+    return fmt::format("{}: rank {} {}", where, m[1].str(), m[2].str());  // "rank 1 crashed ...", "rank 1 hit ..."
+  if (std::regex_search(out, m, std::regex(R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+) \(([^)]*)\))")))
+    return fmt::format("{}: rank {} crashed with signal {} ({})", where, m[1].str(), m[2].str(), m[3].str());
+  std::smatch call, err;
+  if (std::regex_search(out, call, std::regex(R"(An error occurred in (\w+))")) &&
+      std::regex_search(out, err, std::regex(R"(\*\*\* (MPI_ERR_\w+[^\n]*))"))) {
+    std::smatch rank;
+    const bool named = std::regex_search(out, rank, std::regex(R"(reported by process \[\d+,(\d+)\])"));
+    return fmt::format("{}: {} failed on {}: {}", where, call[1].str(), named ? "rank " + rank[1].str() : "a rank",
+                       err[1].str());
+  }
+  return fmt::format("{}: mpirun ended ({}) without a result; its output:\n{}", where,
+                     WIFEXITED(status) ? fmt::format("exit code {}", WEXITSTATUS(status))
+                                       : fmt::format("status {}", status),
+                     out.substr(0, 2000));
+}
+
+// Every rank's result, or what went wrong (mpirun_failure) when mpirun printed none.
+struct RankRun {
+  nlohmann::json ranks;
+  std::string failure;
+};
+
+RankRun run_ranks(int ranks, size_t n, int repeats) {
+  const std::string cmd =
+      fmt::format("timeout {} mpirun --allow-run-as-root --oversubscribe -np {} '{}' --worker --n {} --repeats {} 2>&1",
+                  g_rank_seconds, ranks, self_path(), n, repeats);
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
   while (p && fgets(buf, sizeof buf, p)) out += buf;
   const int status = p ? pclose(p) : -1;
   const auto at = out.find("RESULT ");
-  if (at == std::string::npos)
-    throw std::runtime_error(fmt::format("mpirun -np {} ended (status {}) without a result; output:\n{}", ranks,
-                                         status, out.substr(0, 2000)));
-  return nlohmann::json::parse(out.substr(at + 7, out.find('\n', at) - at - 7));
+  if (at == std::string::npos) return {{}, mpirun_failure(ranks, n, status, out)};
+  return {nlohmann::json::parse(out.substr(at + 7, out.find('\n', at) - at - 7)), {}};
 }
 
 // Sum-correctness, and only point-to-point calls, on every rank.
 Outcome correct(int ranks, size_t n) {
-  const auto r = run_ranks(ranks, n, 0);
+  const RankRun run = run_ranks(ranks, n, 0);
+  if (!run.failure.empty()) return failed(run.failure);
+  const auto& r = run.ranks;
   for (const auto& x : r) {
     const int k = x["rank"];
     if (x.contains("error")) return failed(fmt::format("rank {} threw: {}", k, x["error"].get<std::string>()));
@@ -190,23 +304,31 @@ Outcome correct(int ranks, size_t n) {
 // The ring's cost: 2(P-1) messages per rank, and 2(P-1)/P of the array sent by each rank
 // (2(P-1) n floats over all ranks: each chunk travels P-1 hops in each phase).
 Outcome traffic(int ranks, size_t n, const PlotPage* plots) {
-  const auto r = run_ranks(ranks, n, plots ? 5 : 0);
+  const RankRun run = run_ranks(ranks, n, plots ? 5 : 0);
+  if (!run.failure.empty()) return failed(run.failure);
+  const auto& r = run.ranks;
   const long P = ranks, floor_chunk = static_cast<long>(n) / P, ceil_chunk = (static_cast<long>(n) + P - 1) / P;
   long total = 0;
   for (const auto& x : r) {
     const int k = x["rank"];
     if (x.contains("error")) return failed(fmt::format("rank {} threw: {}", k, x["error"].get<std::string>()));
+    if (!x["collective"].get<std::string>().empty())
+      return failed(fmt::format("rank {} called {}: use point-to-point messages only", k,
+                                x["collective"].get<std::string>()));
+    // Which way a count is off, not the ring's count: step 3 asks for it.
     const long m = x["messages"], b = x["bytes"];
     if (m != 2 * (P - 1))
-      return failed(fmt::format("rank {} sent {} messages; a ring on {} ranks sends 2(P-1) = {}", k, m, P, 2 * (P - 1)));
+      return failed(fmt::format("rank {} sent {} messages: {} than a ring on {} ranks sends", k, m,
+                                m > 2 * (P - 1) ? "more" : "fewer", P));
     if (b < 2 * (P - 1) * floor_chunk * 4 || b > 2 * (P - 1) * ceil_chunk * 4)
-      return failed(fmt::format("rank {} sent {} bytes; expected 2(P-1) chunks of {}-{} floats", k, b, floor_chunk,
-                                ceil_chunk));
+      return failed(fmt::format("rank {} sent {} bytes: {} than a ring on {} ranks sends", k, b,
+                                b > 2 * (P - 1) * ceil_chunk * 4 ? "more" : "fewer", P));
     total += b;
   }
-  if (total != 2 * (P - 1) * static_cast<long>(n) * 4)
-    return failed(fmt::format("all ranks sent {} bytes together; expected 2(P-1) n x 4 = {}", total,
-                              2 * (P - 1) * static_cast<long>(n) * 4));
+  const long ring_total = 2 * (P - 1) * static_cast<long>(n) * 4;
+  if (total != ring_total)
+    return failed(fmt::format("all ranks sent {} bytes together: {} than a ring on {} ranks sends", total,
+                              total > ring_total ? "more" : "fewer", P));
   std::string timing;
   if (plots) {
     const double ring_s = r[0]["ring_s"], mpi_s = r[0]["mpi_s"];
@@ -264,15 +386,20 @@ int main(int argc, char** argv) {
 
   Grader g("allreduce: a ring on MPI point-to-point messages", o.results_json);
   const PlotPage plots(o.out, "allreduce");
-  const char* hint_sum = "chunk c is [c*n/P, (c+1)*n/P); at reduce-scatter step s send chunk rank-s, receive and "
-                         "add chunk rank-s-1 (mod P); then pass the finished chunks on for P-1 steps";
+  g_rank_seconds = o.quick ? 40 : 100;  // under the checks' own limit (120 s), so the time-out is named
+  // Hints say what to look at, not the ring's steps (step 1 asks for them) nor its counts (step 3).
+  const char* hint_sum = "the detail names a rank, the first wrong element and which ranks' values it holds: "
+                         "follow that element around your ring by hand, step by step, on that many ranks";
   g.check("2 ranks, 1000 floats", hint_sum, [] { return correct(2, 1000); });
   g.check("3 ranks, 1001 floats (P does not divide n)", hint_sum, [] { return correct(3, 1001); });
-  g.check("4 ranks, 3 floats (n < P: empty chunks)", "a chunk may have 0 elements: send and receive 0 floats",
+  g.check("4 ranks, 3 floats (n < P: empty chunks)",
+          "with fewer floats than ranks some chunks are empty: follow every rank through every step by hand; what "
+          "does each one send and wait for?",
           [] { return correct(4, 3); });
   const size_t big = o.quick ? (1u << 16) + 3 : (1u << 22) + 3;
   g.check(fmt::format("4 ranks, {} floats: messages and bytes", big),
-          "one send per step: 2(P-1) sends of one chunk each; no collectives",
+          "count by hand what each of your ranks sends at each step, against the ring of the handout's background; "
+          "if the ranks did not finish, what does each wait for when a chunk is large?",
           [&] { return traffic(4, big, o.quick ? nullptr : &plots); }, 300);
   if (!o.quick)
     g.info("bertlab training, 1 process against mpirun -np 2", [&] { return training_scaling(o.data, o.steps, plots); },

@@ -57,6 +57,7 @@ Outcome offsets(hw::Arrangement arr, const std::vector<Shape2>& shapes, const st
                                    : fmt::format("rwma_offset of a {} x {} matrix", sh.rows, sh.cols);
       for (int64_t r = 0; r < sh.rows; ++r)
         for (int64_t c = 0; c < sh.cols; ++c) {
+          working_on(fmt::format("{}, row {}, column {}", what, r, c));  // named if the student's code crashes
           const auto want = static_cast<int64_t>(v.addr(r, c));
           const int64_t got = arr == hw::Arrangement::bwma ? la::bwma_offset(r, c, sh.rows, sh.cols, S)
                                                            : la::rwma_offset(r, c, sh.rows, sh.cols);
@@ -166,6 +167,7 @@ Outcome hand_counts(const std::vector<la::Gemm>& gemms, bool first_step_only) {
     for (la::Layout l : {la::Layout::rwma, la::Layout::bwma}) {
       const hw::SystemDesc s = lab_system(g.S, g.line, int64_t{1} << 22);
       const Counted c = dram_reads(gemm_work(to_hw(l), g, first_step_only), s);
+      working_on(fmt::format("{} {}", layout_name(l), gemm_str(g)));
       const la::Lines got = first_step_only ? la::tile_lines(l, g) : la::cold_dram_reads(l, g);
       if (!same(got, c.sim))
         return failed(fmt::format("{} {}: {}", layout_name(l), gemm_str(g), verdict_str(got, c.sim)));
@@ -196,6 +198,7 @@ Outcome small_llc_counts(const std::vector<la::Gemm>& gemms) {
   std::string detail;
   for (const la::Gemm& g : gemms) {
     const Counted c = dram_reads(gemm_work(hw::Arrangement::bwma, g, false), lab_system(g.S, g.line, kSmallLlc));
+    working_on(fmt::format("bwma {} with a 16 KB LLC", gemm_str(g)));
     const la::Lines got = la::bwma_small_llc_reads(g);
     if (!same(got, c.sim))
       return failed(fmt::format("bwma {} with a 16 KB LLC: {}", gemm_str(g), verdict_str(got, c.sim)));

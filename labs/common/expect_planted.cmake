@@ -1,5 +1,6 @@
 # A grader run on a planted bug (tests/labs/planted.h) must fail exactly one check, the one named
-# CHECK (a prefix of its name), and must not print what FORBID matches (an answer). Run by ctest
+# CHECK (a prefix of its name), must not print what FORBID matches (an answer), and its failed
+# check's line must match EXPECT when given (e.g. the element it names). Run by ctest
 # (labs/CMakeLists.txt bertlab_add_planted_bug).
 string(REPLACE "|" ";" args "${ARGS}")
 string(REPLACE "|" ";" emulator "${EMULATOR}")
@@ -20,4 +21,7 @@ if(NOT at EQUAL 0)
 endif()
 if(FORBID AND out MATCHES "${FORBID}")
   message(FATAL_ERROR "the output gives away an answer: it matches '${FORBID}' (${CMAKE_MATCH_0})")
+endif()
+if(EXPECT AND NOT fails MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the failed check's line does not match '${EXPECT}': ${fails}")
 endif()

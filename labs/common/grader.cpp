@@ -15,6 +15,7 @@
 #include <exception>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,7 +41,37 @@ std::string read_all(int fd) {
   return s;
 }
 
+// working_on's page, shared by the grader and the check's child (MAP_SHARED survives fork):
+// a NUL-terminated text. Made by the parent before its first child.
+constexpr size_t kWorkingOnBytes = 512;
+char* g_working_on = nullptr;
+
+char* working_on_page() {
+  if (!g_working_on) {
+    void* p = ::mmap(nullptr, kWorkingOnBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap of the grader's shared page failed");
+    g_working_on = static_cast<char*>(p);
+  }
+  return g_working_on;
+}
+
+// " while working on X", or nothing when the check named nothing.
+std::string while_working_on() {
+  if (!g_working_on || g_working_on[0] == '\0') return {};
+  return fmt::format(" while working on {}", std::string(g_working_on, ::strnlen(g_working_on, kWorkingOnBytes)));
+}
+
 }  // namespace
+
+void working_on(std::string_view what) {
+  if (!g_working_on) return;  // not in a check's child (the page is made before the first fork)
+  size_t n = std::min(what.size(), size_t{400});
+  // Whole UTF-8 characters only: a cut word stays valid text in the results file.
+  while (n > 0 && n < what.size() && (static_cast<unsigned char>(what[n]) & 0xC0) == 0x80) --n;
+  std::memcpy(g_working_on, what.data(), n);
+  if (n < what.size()) std::memcpy(g_working_on + n, "...", 3), n += 3;
+  g_working_on[n] = '\0';
+}
 
 Outcome compare(const std::string& what, std::span<const float> got, std::span<const float> want, double atol,
                 double rtol, size_t cols) {
@@ -72,6 +103,7 @@ namespace {
 // or the early exit.
 Outcome run_in_child(const std::function<Outcome()>& fn, unsigned seconds) {
   std::fflush(stdout);
+  working_on_page()[0] = '\0';
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
   const pid_t pid = ::fork();
@@ -83,9 +115,9 @@ Outcome run_in_child(const std::function<Outcome()>& fn, unsigned seconds) {
     try {
       o = fn();
     } catch (const std::exception& e) {
-      o = failed(fmt::format("threw: {}", e.what()));
+      o = failed(fmt::format("threw{}: {}", while_working_on(), e.what()));
     } catch (...) {
-      o = failed("threw an exception that is not a std::exception");
+      o = failed(fmt::format("threw an exception that is not a std::exception{}", while_working_on()));
     }
     std::fflush(stdout);
     write_all(fds[1], std::string(1, o.pass ? 'P' : 'F') + o.detail);
@@ -99,10 +131,11 @@ Outcome run_in_child(const std::function<Outcome()>& fn, unsigned seconds) {
   ::waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return failed(sig == SIGALRM ? fmt::format("did not finish within {} s", seconds)
-                                 : fmt::format("crashed with signal {} ({})", sig, strsignal(sig)));
+    return failed(sig == SIGALRM ? fmt::format("did not finish within {} s{}", seconds, while_working_on())
+                                 : fmt::format("crashed with signal {} ({}){}", sig, strsignal(sig), while_working_on()));
   }
-  if (verdict.empty()) return failed(fmt::format("exited with status {} before reporting", WEXITSTATUS(status)));
+  if (verdict.empty())
+    return failed(fmt::format("exited with status {} before reporting{}", WEXITSTATUS(status), while_working_on()));
   return {verdict[0] == 'P', verdict.substr(1)};
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bertlab::lab {
@@ -29,6 +30,12 @@ inline Outcome failed(std::string detail) { return {false, std::move(detail)}; }
 // `cols` > 0) and both values. On success the detail gives the largest difference.
 Outcome compare(const std::string& what, std::span<const float> got, std::span<const float> want, double atol,
                 double rtol, size_t cols = 0);
+
+// What a check is working on now (e.g. `word "unaffable"`), called in the check's child before
+// each call of the student's code: when that call crashes, throws or runs past the time limit,
+// the failure names it ("... while working on word "unaffable""). The text goes to a page the
+// grader shares with the child, so it survives the child's crash; at most 400 bytes are kept.
+void working_on(std::string_view what);
 
 // One check as the grader printed it.
 struct CheckResult {

@@ -73,17 +73,30 @@ std::vector<float> finite_differences(std::vector<double>& v, const std::functio
 
 Outcome forward_against_reference() {
   std::string shapes;
-  for (const Shape s : kOddShapes) {
-    const auto x = random_vector(s.rows * s.H, 1), gamma = random_vector(s.H, 2, 0.5f, 1.5f),
+  // The odd shapes with x in [-2, 2], then rows of nearly equal values (x in [-0.001, 0.001]:
+  // a variance far below eps, where eps decides the result).
+  struct Case {
+    Shape s;
+    float x_range;
+  };
+  std::vector<Case> cases;
+  for (const Shape s : kOddShapes) cases.push_back({s, 2.0f});
+  cases.push_back({{4, 16}, 1e-3f});
+  for (const auto& [s, range] : cases) {
+    const auto x = random_vector(s.rows * s.H, 1, -range, range), gamma = random_vector(s.H, 2, 0.5f, 1.5f),
                beta = random_vector(s.H, 3);
     std::vector<float> got(x.size(), NAN), want(x.size());
+    const std::string shape =
+        fmt::format("{} x {}{}", s.rows, s.H, range < 1 ? ", rows of nearly equal values" : "");
+    const std::string what = fmt::format("y ({})", shape);
+    working_on("layernorm_forward on " + shape);
     kernel::layernorm_forward(got.data(), x.data(), gamma.data(), beta.data(), s.rows, s.H, kEps);
     ops::layernorm_forward_reference(want.data(), x.data(), gamma.data(), beta.data(), s.rows, s.H, kEps);
-    auto o = compare(fmt::format("y ({} x {})", s.rows, s.H), got, want, 1e-5, 1e-4, s.H);
+    auto o = compare(what, got, want, 1e-5, 1e-4, s.H);
     if (!o.pass) return o;
     shapes += fmt::format(" {}x{}", s.rows, s.H);
   }
-  return passed("matches bertlab's reference on" + shapes);
+  return passed("matches bertlab's reference on" + shapes + " (the last: nearly equal values)");
 }
 
 Outcome backward_against_finite_differences() {
@@ -97,6 +110,7 @@ Outcome backward_against_finite_differences() {
                db_fd = finite_differences(beta, loss);
     // dL/dy = w. dgamma and dbeta start at 0.25 to check that the kernel adds to them.
     std::vector<float> dx(xf.size(), NAN), dgamma(s.H, 0.25f), dbeta(s.H, 0.25f);
+    working_on(fmt::format("layernorm_backward on {} x {}", s.rows, s.H));
     kernel::layernorm_backward(dx.data(), dgamma.data(), dbeta.data(), w.data(), xf.data(), gf.data(), s.rows, s.H,
                                kEps);
     std::vector<float> dg_want(s.H), db_want(s.H);
@@ -116,6 +130,7 @@ Outcome backward_against_reference() {
   const auto x = random_vector(s.rows * s.H, 8), gamma = random_vector(s.H, 9, 0.5f, 1.5f),
              dy = random_vector(s.rows * s.H, 10);
   std::vector<float> dx(x.size(), NAN), dg(s.H, 0), db(s.H, 0), dx_ref(x.size()), dg_ref(s.H, 0), db_ref(s.H, 0);
+  working_on("layernorm_backward on 64 x 768");
   kernel::layernorm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), gamma.data(), s.rows, s.H, kEps);
   ops::layernorm_backward_reference(dx_ref.data(), dg_ref.data(), db_ref.data(), dy.data(), x.data(), gamma.data(),
                                     s.rows, s.H, kEps);
@@ -246,21 +261,35 @@ int main(int argc, char** argv) {
 
   Grader g("kernel: layernorm forward and backward", o.results_json);
   const PlotPage plots(o.out, "kernel");
-  g.check("forward matches the reference on odd shapes",
-          "mean and biased variance per row (divide by H, not H-1); eps goes inside the square root",
-          forward_against_reference);
-  g.check("backward matches finite differences",
-          "derive dx with xhat = (x - mean) * rstd: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma; "
-          "dgamma and dbeta are ADDED to (+=), summed over rows",
-          backward_against_finite_differences);
-  g.check("backward matches the reference at BERT's width", "see the finite-difference check first",
-          backward_against_reference);
+  // Hints say what to look at, not the formulas (step 3 asks for the backward's); a later check's
+  // hint says whether the earlier ones passed, as they did or did not.
+  const bool forward_ok =
+      g.check("forward matches the reference on odd shapes",
+              "the detail names the shape and the first wrong element (row, column): is it wrong at every H, only "
+              "at H = 1, only when H is not a multiple of 16, or only for rows of nearly equal values? Work that "
+              "row out by hand beside lab.h's formulas",
+              forward_against_reference);
+  const bool fd_ok = g.check(
+      "backward matches finite differences",
+      "the detail names the output (dx, dgamma or dbeta), the shape and the first wrong element: is it off "
+      "everywhere or only at one shape, and by how much? Check your derivation on the smallest shape by hand, "
+      "and reread lab.h's contract for dgamma and dbeta",
+      backward_against_finite_differences);
+  const bool ref_ok = g.check(
+      "backward matches the reference at BERT's width",
+      fd_ok ? "your backward agrees with finite differences on small shapes but not at 64 x 768: look for what "
+              "changes with size (a fixed-size buffer, work split over threads, sums over many elements)"
+            : "the finite-difference check fails too: its shapes are smaller, fix that one first",
+      backward_against_reference);
   // Timed, not graded: a loaded machine can make any kernel look slow.
   g.info("speed against bertlab's kernels (median of 15 runs)", [&] { return speed(plots); }, 300);
   const int64_t train_steps = o.quick ? 20 : o.steps;
   g.check(fmt::format("BERT training for {} steps with your kernel", train_steps),
-          "prepare the data first (labs/kernel/README.md, step 4) or pass --data; "
-          "a loss far from bertlab's means the backward is wrong somewhere the small checks missed",
+          forward_ok && fd_ok && ref_ok
+              ? "if the detail says the data is missing, prepare it (labs/kernel/README.md, step 4) or pass "
+                "--data; a loss far from bertlab's means your kernel is wrong somewhere the checks above missed"
+              : "the checks above fail too: they are smaller, fix those first (and prepare the data, "
+                "labs/kernel/README.md step 4, if the detail says it is missing)",
           [&] {
             const TrainSetup setup =
                 o.quick ? quick_setup(fs::path(o.out) / "kernel-quick")

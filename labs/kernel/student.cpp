@@ -16,7 +16,7 @@ void layernorm_forward(float* y, const float* x, const float* gamma, const float
 void layernorm_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x, const float* gamma,
                         int64_t rows, int64_t H, float eps) {
   // Recompute mean and rstd of each row from x (nothing is saved from the forward pass).
-  // Derive dx on paper first (README.md, step 2): it needs two sums over the row.
+  // Derive dx on paper first (README.md, step 3).
   throw std::logic_error("layernorm_backward is not written yet (labs/kernel/student.cpp)");
 }
 

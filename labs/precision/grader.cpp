@@ -53,17 +53,25 @@ Outcome rounding(uint64_t stride) {
     return false;
   };
   std::string why;
-  for (uint32_t b : specials)
+  for (uint32_t b : specials) {
+    working_on(fmt::format("float_to_bf16 of the special value {}", hex(b, 8)));  // named if it crashes
     if (!test(b, why)) return failed("special value: " + why);
+  }
   uint64_t checked = 0;
-  for (uint64_t b = 0; b <= 0xffffffffull; b += stride, ++checked)
+  for (uint64_t b = 0; b <= 0xffffffffull; b += stride, ++checked) {
+    // Named by blocks of 2^16 patterns: a text per pattern would cost more than the check.
+    if (b == 0 || (b >> 16) != ((b - stride) >> 16))
+      working_on(fmt::format("float_to_bf16 of the patterns {} to {}", hex(uint32_t(b >> 16 << 16), 8),
+                             hex(uint32_t(b >> 16 << 16 | 0xffff), 8)));
     if (!test(static_cast<uint32_t>(b), why)) return failed(why);
+  }
   return passed(fmt::format("{} bit patterns{} round as Eigen's bfloat16 (nearest even)", checked,
                             stride == 1 ? " (all of them)" : fmt::format(" (every {}th)", stride)));
 }
 
 Outcome widening() {
   for (uint32_t b = 0; b <= 0xffff; ++b) {
+    working_on(fmt::format("bf16_to_float of {}", hex(b, 4)));  // named if it crashes
     const float got = P::bf16_to_float(static_cast<uint16_t>(b)), want = float_of(b << 16);
     uint32_t gb;
     std::memcpy(&gb, &got, sizeof gb);
@@ -99,6 +107,7 @@ Outcome loss_scaling() {
     auto want = g;
     for (auto& v : want) v *= 1.0f / scale;
     auto got = g;
+    working_on(fmt::format("unscale_gradients, scale {:g}, finite gradients", scale));
     if (!P::unscale_gradients(got.data(), got.size(), scale))
       return failed(fmt::format("unscale_gradients returned false on finite gradients (scale {:g})", scale));
     for (size_t i = 0; i < g.size(); ++i)
@@ -116,6 +125,7 @@ Outcome loss_scaling() {
       g[at] = bad;
       auto want = g;
       for (auto& v : want) v *= 1.0f / 1024.0f;
+      working_on(fmt::format("unscale_gradients, scale 1024, a {} at gradient {}", bad, at));
       if (P::unscale_gradients(g.data(), g.size(), 1024.0f))
         return failed(fmt::format("unscale_gradients returned true with a {} gradient (gradient {})", bad, at));
       for (size_t i = 0; i < g.size(); ++i)
@@ -130,6 +140,7 @@ Outcome loss_scaling() {
   s.growth_interval = 3;
   Reference r;
   for (size_t step = 0; step < std::size(finite); ++step) {
+    working_on(fmt::format("update_scale at scripted step {}", step + 1));
     const bool apply = P::update_scale(s, finite[step]), want = r.update(finite[step], 3);
     if (apply != want || s.scale != r.scale || s.good_steps != r.good)
       return failed(fmt::format("step {} (gradients {}): returned {}, scale {:g}, good_steps {}; expected {}, {:g}, {}",

@@ -83,6 +83,7 @@ Outcome node_costs(OpKind kind, const std::vector<Run>& runs) {
     const Graph g = training_graph(r);
     for (const Node& n : g.nodes()) {
       if (n.kind != kind) continue;
+      working_on(fmt::format("node '{}' of {}", n.name, r.label()));  // named if the student's code crashes
       const auto got = student_cost(g, n);
       if (!got) continue;
       const double want_f = node_flops(g, n), want_b = double(node_min_bytes(g, n));

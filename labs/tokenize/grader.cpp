@@ -61,6 +61,15 @@ std::string repeat(const std::string& s, size_t n) {
   return r;
 }
 
+// A hand-made word, and what it probes, in words that name the case, not the rule.
+struct HandMade {
+  std::string word;
+  const char* what;
+  // One of the handout's questions (step 3): a failure does not show bertlab's pieces, which are
+  // its answer.
+  bool question = false;
+};
+
 // Each word probes one rule of lab.h; the vocabulary is made for them.
 Outcome hand_made_words() {
   std::vector<std::string> tokens = data::TokenizerConfig{}.special_tokens();
@@ -71,25 +80,36 @@ Outcome hand_made_words() {
   cased.do_lower_case = false;
   const data::BertTokenizer tok(data::Vocab(tokens, "the hand-made vocabulary"), cased);
   const auto set = token_set(tok.vocab());
-  const std::vector<std::string> words = {
-      "unaffable",   // three pieces
-      "x",           // a whole word
-      "abcd",        // longest first: abc, not ab
-      "abcde",       // abc ##d, then nothing: [UNK] although ab ##cde would cover it (no backtracking)
-      "unaffablex",  // the last character is missing: the whole word is [UNK]
-      "zebra",       // nothing matches
-      "",            // no pieces
-      "øø", "straße", "日", "café", "cafés",  // multi-byte characters
-      repeat("a", 100), repeat("a", 101),     // the length limit counts characters...
-      repeat("é", 60),                        // ...not bytes (120 bytes)
+  const std::vector<HandMade> words = {
+      {"unaffable", "a word of three pieces"},
+      {"x", "a word that is one piece"},
+      {"abcd", "a word two different first pieces could start"},
+      {"abcde", "a question of the handout's step 3", true},
+      {"unaffablex", "a word whose last character is in no piece"},
+      {"zebra", "a word whose first character is in no piece"},
+      {"", "the empty word"},
+      {"øø", "a word of 2-byte characters"},
+      {"straße", "a whole word with a 2-byte character"},
+      {"日", "a 3-byte character"},
+      {"café", "a word ending in a 2-byte character"},
+      {"cafés", "a word with a 2-byte character inside"},
+      {repeat("a", 100), "a word of 100 letters, next to a question of step 3", true},
+      {repeat("a", 101), "a word of 101 letters, a question of step 3", true},
+      {repeat("é", 60), "a word of 60 characters of 2 bytes each (120 bytes)"},
   };
   for (const auto& w : words) {
-    const auto chars = characters(w);
+    const auto chars = characters(w.word);
     const auto want = bertlab_pieces(tok, chars.data(), chars.size());
-    const auto got = tokenize::wordpiece(w, set);
-    if (got != want)
-      return failed(fmt::format("word \"{}\" ({} characters): got {}, expected {}",
-                                w.size() > 40 ? w.substr(0, 12) + "..." : w, chars.size(), join(got), join(want)));
+    const std::string shown = fmt::format("word \"{}\" ({})",
+                                          w.word.size() > 40 ? w.word.substr(0, 12) + "..." : w.word, w.what);
+    working_on(shown);
+    const auto got = tokenize::wordpiece(w.word, set);
+    if (got == want) continue;
+    const std::string head = fmt::format("{}: you give {}", shown, join(got));
+    if (w.question)
+      return failed(head + "; bertlab's pieces differ (they are the answer to the question: work them out by "
+                           "lab.h's rules)");
+    return failed(fmt::format("{}, bertlab gives {}", head, join(want)));
   }
   return passed(fmt::format("{} words match bertlab's tokenizer", words.size()));
 }
@@ -120,7 +140,8 @@ struct Tally {
 };
 
 // Every word of the held-out documents through the student's function and bertlab's.
-Tally tokenize_heldout(const data::BertTokenizer& tok, const Corpus& c) {
+// `vocabulary` names the vocabulary in a failure ("8000 pieces, alphabet limit 1000").
+Tally tokenize_heldout(const data::BertTokenizer& tok, const Corpus& c, const std::string& vocabulary) {
   const data::BasicTokenizer basic(tok.config());
   const auto set = token_set(tok.vocab());
   Tally t;
@@ -135,11 +156,12 @@ Tally tokenize_heldout(const data::BertTokenizer& tok, const Corpus& c) {
         const size_t n = words.starts[w + 1] - words.starts[w];
         word.clear();
         for (size_t k = 0; k < n; ++k) data::append_utf8(word, chars[k].cp);
+        working_on(fmt::format("word \"{}\" of {} (vocabulary: {})", word, d.source, vocabulary));
         const auto got = tokenize::wordpiece(word, set);
         const auto want = bertlab_pieces(tok, chars, n);
         if (got != want && t.mismatch.empty())
-          t.mismatch = fmt::format("word \"{}\" of {} ({} tokens in the vocabulary): got {}, expected {}", word,
-                                   d.source, tok.vocab().size(), join(got), join(want));
+          t.mismatch = fmt::format("word \"{}\" of {} (vocabulary: {}): you give {}, bertlab gives {}", word,
+                                   d.source, vocabulary, join(got), join(want));
         ++t.words;
         t.tokens += got.size();
         for (const auto& p : got) t.unknown += p == tokenize::kUnk;
@@ -151,7 +173,7 @@ Tally tokenize_heldout(const data::BertTokenizer& tok, const Corpus& c) {
 Outcome heldout_words(const std::string& corpus, double holdout, size_t vocab_size) {
   const Corpus c = load_corpus(corpus, holdout);
   const auto tok = train_vocab(c, vocab_size, 1000);
-  const Tally t = tokenize_heldout(tok, c);
+  const Tally t = tokenize_heldout(tok, c, fmt::format("{} pieces, alphabet limit 1000", tok.vocab().size()));
   if (!t.mismatch.empty()) return failed(t.mismatch);
   return passed(fmt::format("all {} held-out words of {} documents match ({} tokens, {} [UNK])", t.words,
                             c.heldout.size(), t.tokens, t.unknown));
@@ -168,7 +190,8 @@ Outcome sweep(const std::string& corpus, double holdout, const std::vector<size_
     ChartSeries a{fmt::format("alphabet limit {}", alphabet), {}, {}}, b = a;
     for (size_t size : sizes) {
       const auto tok = train_vocab(c, size, alphabet);
-      const Tally t = tokenize_heldout(tok, c);
+      const Tally t =
+          tokenize_heldout(tok, c, fmt::format("{} pieces, alphabet limit {}", tok.vocab().size(), alphabet));
       if (!t.mismatch.empty()) return failed(t.mismatch);
       const auto ref = data::evaluate_vocab(tok, c.heldout);
       if (t.tokens != ref.tokens || t.unknown != ref.unknown)
@@ -215,15 +238,25 @@ int main(int argc, char** argv) {
 
   Grader g("tokenize: WordPiece, longest match first", results_json);
   const PlotPage plots(out, "tokenize");
-  g.check("hand-made words", "read labs/tokenize/lab.h again: longest piece first, \"##\" after the first piece, "
-          "no backtracking, one [UNK] for the whole word, and count characters (code points), not bytes",
-          hand_made_words);
-  g.check(fmt::format("every held-out word of {}", quick ? "the fixture corpus" : corpus),
-          "the hand-made words pass but real text does not: compare the word named above by hand; "
-          "is your search bounded by something other than the word's end?",
-          [&] { return heldout_words(corpus, holdout, quick ? 200 : 8000); }, 300);
+  // Hints name what to look at; a later check's hint says whether the earlier ones passed, as
+  // they did or did not.
+  const bool hand_made_ok = g.check(
+      "hand-made words",
+      "the detail names the first word where your pieces differ, or where your code crashed, threw or ran out of "
+      "time, and what is special about that word: follow your code through it by hand, character by character, "
+      "beside the rules in labs/tokenize/lab.h",
+      hand_made_words);
+  const std::string heldout_name = fmt::format("every held-out word of {}", quick ? "the fixture corpus" : corpus);
+  const bool heldout_ok = g.check(
+      heldout_name,
+      hand_made_ok ? "the hand-made words pass but this real word does not: what does it have that they lack (its "
+                     "length, the length of its pieces, its characters)? Follow your code through it by hand"
+                   : "the hand-made words fail too: they are smaller, fix those first",
+      [&] { return heldout_words(corpus, holdout, quick ? 200 : 8000); }, 300);
   g.check("tokens per word and [UNK] rate against vocabulary size",
-          "your pieces differ from bertlab's on a vocabulary of another size (the word is named above)",
+          heldout_ok ? "your pieces agree with bertlab's on one vocabulary but not on the one named: does your code "
+                       "keep anything from one call to the next, or assume something about the vocabulary?"
+                     : "the held-out check fails too: fix that one first (its vocabulary is named in its detail)",
           [&] { return sweep(corpus, holdout, sizes, alphabets, plots); }, 300);
   fmt::print("plots: {}\n", plots.write("Lab 6: WordPiece and vocabulary size").string());
   return g.finish();
