@@ -75,10 +75,9 @@ inline RunResult run_bertlab_mpi(int ranks, const std::string& args) {
 inline fs::path source_dir() { return fs::path(BERTLAB_SOURCE_DIR); }
 
 // Loads a page of report/chart.h in headless Chromium and returns how many charts it declares
-// and how many laid out with marks (data-charts-expected / -rendered, set by the page's script),
-// and how many script errors it counted (data-js-errors; -1 when the page does not count them).
+// and how many laid out with marks (data-charts-expected / -rendered, set by the page's script).
 struct ChartsRendered {
-  int expected = -1, rendered = -1, js_errors = -1;
+  int expected = -1, rendered = -1;
 };
 inline ChartsRendered render_charts_in_chromium(const fs::path& html, const fs::path& scratch) {
   INFO("headless Chromium is needed: run scripts/setup.sh browser");
@@ -95,7 +94,7 @@ inline ChartsRendered render_charts_in_chromium(const fs::path& html, const fs::
     const auto at = dom.output.find(key);
     return at == std::string::npos ? -1 : std::atoi(dom.output.c_str() + at + key.size());
   };
-  return {attr("data-charts-expected"), attr("data-charts-rendered"), attr("data-js-errors")};
+  return {attr("data-charts-expected"), attr("data-charts-rendered")};
 }
 
 // Reproducible random test data.
