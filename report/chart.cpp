@@ -161,6 +161,8 @@ std::string numbers_table(const BarChart& c) {
   for (const auto& g : c.groups) s += fmt::format("<th>{}</th>", html_escape(g));
   s += "</tr>\n";
   for (size_t i = 0; i < c.series.size(); ++i) {
+    // A series left out of this chart (every value NaN) gets no row.
+    if (std::none_of(c.series[i].y.begin(), c.series[i].y.end(), [](double v) { return std::isfinite(v); })) continue;
     s += fmt::format("<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td>", series_color(i),
                      html_escape(c.series[i].label));
     for (size_t g = 0; g < c.groups.size(); ++g)

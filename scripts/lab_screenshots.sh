@@ -2,8 +2,8 @@
 # A screenshot of every lab's plots page for the docs (docs/labs/NAME.png, referenced from
 # labs/README.md): runs each lab's grader built on the teachers' solution (with the test suite
 # and -DBERTLAB_LABS=ON: build/labs/lab_NAME_solution) with --quick into a scratch folder, and
-# has headless Chromium take the top of the page (--window-size). Screenshots are small PNGs
-# (a narrow window at a device scale of 1); the script fails if one is over 150 KB.
+# has headless Chromium take the top of the page (--window-size), then pngquant shrinks it to a
+# palette PNG; the script fails if one is over 150 KB.
 #
 # Usage: scripts/lab_screenshots.sh [BUILD_DIR] [LAB...]   (defaults: build, every lab)
 set -euo pipefail
@@ -12,7 +12,9 @@ build="${1:-build}"
 shift || true
 labs=("$@")
 [ ${#labs[@]} -gt 0 ] || labs=(profile kernel arrangement precision allreduce tokenize)
-command -v chromium >/dev/null || { echo "error: headless Chromium is needed: scripts/setup.sh browser" >&2; exit 1; }
+for tool in chromium pngquant; do
+  command -v "$tool" >/dev/null || { echo "error: $tool is needed: scripts/setup.sh browser" >&2; exit 1; }
+done
 mkdir -p docs/labs
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/lab_screenshots.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
@@ -26,10 +28,10 @@ for lab in "${labs[@]}"; do
   tmp="$scratch/$lab.png"
   timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --user-data-dir="$scratch/chrome" \
-    --hide-scrollbars --force-device-scale-factor=1 --window-size=1150,1500 --virtual-time-budget=5000 \
+    --hide-scrollbars --force-device-scale-factor=1 --window-size=1300,1500 --virtual-time-budget=5000 \
     --screenshot="$tmp" "file://$scratch/$lab/$lab.html" >"$scratch/chrome.log" 2>&1 ||
     { cat "$scratch/chrome.log"; echo "error: chromium failed on lab $lab's page" >&2; exit 1; }
-  if command -v pngquant >/dev/null; then pngquant --force --quality 60-90 --output "$tmp.q" "$tmp" && mv "$tmp.q" "$tmp"; fi
+  pngquant --force --quality 60-90 --output "$tmp.q" "$tmp" && mv "$tmp.q" "$tmp"
   size=$(stat -c %s "$tmp")
   [ "$size" -le 153600 ] || { echo "error: $png would be $((size / 1024)) KB, over 150 KB" >&2; exit 1; }
   mv "$tmp" "$png"

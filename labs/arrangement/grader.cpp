@@ -342,7 +342,7 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
   std::string ignored, guesses_html;
   const std::vector<la::SpeedupGuess> guesses = usable_guesses(kernels, cores, ignored);
   for (int64_t P : cores) {
-    ChartSeries c{fmt::format("your prediction, {} core(s)", P), {}, {}};
+    ChartSeries c{fmt::format("your guess, {} core(s)", P), {}, {}};
     for (const auto& gu : guesses)
       if (gu.cores == P) {
         c.x.push_back(double(gu.S));
