@@ -30,6 +30,7 @@ ratio_range() {  # "a1 a2 .." "b1 b2 ..": lowest b/a to highest b/a over all pai
     printf "%.2fx to %.2fx", lo, hi }'
 }
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
 rows=""
 for cap in AVX2 AVX512_CORE AVX512_CORE_BF16 AVX512_CORE_AMX; do
   case "$cap" in
@@ -68,11 +69,13 @@ a range is the lowest to the highest of $repeats runs of
 A level this machine lacks says "not measured here": run the script on such a machine. A
 capped level runs the lower level's code on this machine's cores, caches and memory, so it is
 what that code does here, not what a real CPU of that kind does. Timing on a shared or busy
-machine widens the ranges.
+machine widens the ranges and lowers them: the load average (1, 5, 15 minutes) was $load when
+this run started.
 
 | CPU kind | level | native bf16 | fp32 sequences/s | bf16 sequences/s | bf16 / fp32 throughput (lab 4) | step time fp32 -> bf16 (lab 1, step 5) |
 |---|---|---|---|---|---|---|
 ${rows}
 MD
+chmod 644 "$tmp"
 mv "$tmp" "$out"
 echo "lab_ranges: wrote $out"
