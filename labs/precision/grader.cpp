@@ -204,7 +204,11 @@ std::string measure_throughput(const Measure& m, const PlotPage& plots) {
 }
 
 std::string measure_curves(const Measure& m, const fs::path& out, const PlotPage& plots) {
-  if (!fs::exists(m.data / "meta.json")) throw std::runtime_error("no prepared data at " + m.data.string());
+  if (!fs::exists(m.data / "meta.json")) {
+    plots.add("<h2>Loss curves</h2>\n<p class=\"skipped\">No loss curves: no prepared data at " +
+              html_escape(m.data.string()) + " (step 4 of the handout prepares it, or pass --data).</p>\n");
+    throw std::runtime_error("no prepared data at " + m.data.string() + " (step 4 of the handout prepares it)");
+  }
   LineChart chart{fmt::format("training loss, {} steps", m.steps), "step", "masked-LM + NSP loss", {}};
   std::string detail;
   std::vector<Precision> precisions = {Precision::fp32};
