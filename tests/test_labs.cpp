@@ -5,6 +5,7 @@
 #include <cmath>
 #include <chrono>
 #include <csignal>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
@@ -154,6 +155,52 @@ TEST_CASE("chart SVGs: one mark per usable point or bar", "[labs][chart]") {
   CHECK(count(line_chart_svg({"<&>", "", "", {}}), "&lt;&amp;&gt;") >= 1);  // titles are escaped
 }
 
+// The script errors a page of report/chart.h counted (data-js-errors), loaded in headless
+// Chromium; -1 when the page did not set it.
+static int js_errors_in_chromium(const fs::path& html, const fs::path& scratch) {
+  auto dom = run_shell(fmt::format(
+      "timeout 90 chromium --headless --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-component-update --disable-sync --no-first-run --user-data-dir={}/chrome-js "
+      "--virtual-time-budget=5000 --dump-dom file://{}",
+      scratch.string(), fs::absolute(html).string()));
+  REQUIRE(dom.exit_code == 0);
+  const auto at = dom.output.find("data-js-errors=\"");
+  return at == std::string::npos ? -1 : std::atoi(dom.output.c_str() + at + 16);
+}
+
+TEST_CASE("charts: a log x axis fitted to the data, reference lines, bars from a baseline, numbers tables", "[labs][chart]") {
+  // S 4..32 on a log axis: ticked at the data's x values, no decade ticks outside them.
+  LineChart line{"speedup", "S", "x", {{"1 core", {4, 8, 16, 32}, {1.05, 1.1, 0.97, 0.9}}}, Scale::log, Scale::linear,
+                 {{1.0, "even"}, {2.71, "paper"}}};
+  const auto svg = line_chart_svg(line);
+  auto x_tick = [](const char* v) { return fmt::format("text-anchor=\"middle\" class=\"tick\">{}</text>", v); };
+  for (const char* tick : {"4", "8", "16", "32"}) CHECK(count(svg, x_tick(tick)) == 1);
+  CHECK(count(svg, x_tick("1")) == 0);
+  CHECK(count(svg, x_tick("100")) == 0);
+  // Both reference lines are drawn: the y axis was widened to hold 2.71, far above the data.
+  CHECK(count(svg, "<line class=\"ref\"") == 2);
+  CHECK(count(svg, ">paper</text>") == 1);
+  // The table beside it holds every point and the reference lines.
+  const auto html = line_chart_html(line);
+  CHECK(count(html, "<svg class=\"chart\"") == 1);
+  CHECK(count(html, "<td>0.97</td>") == 1);
+  CHECK(count(html, ">2.71</td>") == 1);
+  // Bars from 1.0: a bar of 0.9 goes down from the baseline, one of 1.1 up, and the axis does not
+  // start at zero (no "0" tick), so differences around 1 show.
+  BarChart bars{"per op", "x", {"S = 8"}, {{"up", {}, {1.1}}, {"down", {}, {0.9}}}, 1.0, {}};
+  const auto b = bar_chart_svg(bars);
+  CHECK(count(b, "class=\"seg\"") == 2);
+  CHECK(count(b, ">0</text>") == 0);
+  // Heights: both bars are 0.1 from the baseline, so equally tall.
+  std::vector<double> heights;
+  const std::regex seg_height(R"re(class="seg"[^>]* height="([0-9.]+)")re");
+  for (auto it = std::sregex_iterator(b.begin(), b.end(), seg_height); it != std::sregex_iterator(); ++it)
+    heights.push_back(std::stod((*it)[1]));
+  REQUIRE(heights.size() == 2);
+  CHECK(heights[0] == Approx(heights[1]).epsilon(0.02));
+  CHECK(count(bar_chart_html(bars), "<td>0.9</td>") == 1);
+}
+
 TEST_CASE("a lab's plots page renders its charts in headless Chromium", "[labs][chart][html]") {
   TempDir dir("labs_page");
   const lab::PlotPage page(dir.path(), "demo");
@@ -164,6 +211,12 @@ TEST_CASE("a lab's plots page renders its charts in headless Chromium", "[labs][
   const auto charts = render_charts_in_chromium(html, dir.path());
   CHECK(charts.expected == 2);
   CHECK(charts.rendered == 2);
+  CHECK(js_errors_in_chromium(html, dir.path()) == 0);
+  // A script error on the page is counted.
+  const lab::PlotPage broken(dir.path(), "broken");
+  broken.add(line_chart_html({"loss", "step", "loss", {{"fp32", {1, 2}, {2, 1}}}}) +
+             "<script>undefined_function_of_the_test();</script>\n");
+  CHECK(js_errors_in_chromium(broken.write("broken page"), dir.path()) == 1);
   // A new page (a new grader run) starts empty.
   const lab::PlotPage again(dir.path(), "demo");
   CHECK(count(data::read_file(again.write("empty")), "<svg class=\"chart\"") == 0);

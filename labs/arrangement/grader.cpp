@@ -7,7 +7,10 @@
 // drawn on the plots page.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -244,6 +247,54 @@ std::string op_of(const std::string& node) {
   return s;
 }
 
+// The whole graph's speedup that `bertlab estimate --paper-table` wrote for the paper's system
+// and setup (docs/hwmodel-paper-table-estimate.md: the full core model, BERT-base at seq 512)
+// at S and `cores`; nullopt (and why) when the file or the row is missing.
+std::optional<double> paper_table_speedup(const std::string& path, int64_t S, int64_t cores, std::string& why) {
+  std::ifstream in(path);
+  if (!in) {
+    why = "cannot read " + path;
+    return std::nullopt;
+  }
+  int column = -1;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| S | cores |", 0) == 0) {
+      int at = 0;
+      for (size_t p = 0; (p = line.find('|', p)) != std::string::npos; ++p, ++at)
+        if (line.compare(p, 17, "| speedup graph |") == 0) column = at;
+      continue;
+    }
+    if (column < 0 || line.rfind(fmt::format("| {} | {} |", S, cores), 0) != 0) continue;
+    std::vector<std::string> cells;
+    for (size_t p = 1, q; (q = line.find('|', p)) != std::string::npos; p = q + 1) cells.push_back(line.substr(p, q - p));
+    if (size_t(column) < cells.size()) {
+      try {
+        return std::stod(cells[size_t(column)]);  // "2.71x": stod stops at the x
+      } catch (const std::exception&) {
+      }
+    }
+    break;
+  }
+  why = fmt::format("{} has no 'speedup graph' at S = {}, {} core(s)", path, S, cores);
+  return std::nullopt;
+}
+
+// The student's predictions of step 7 (lab.h predicted_speedups), kept where the sweep has the
+// same S and cores; the rest are listed in `ignored`.
+std::vector<la::SpeedupGuess> usable_guesses(const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores,
+                                             std::string& ignored) {
+  std::vector<la::SpeedupGuess> kept;
+  for (const la::SpeedupGuess& g : la::predicted_speedups()) {
+    const bool known = std::find(kernels.begin(), kernels.end(), g.S) != kernels.end() &&
+                       std::find(cores.begin(), cores.end(), g.cores) != cores.end();
+    if (known && std::isfinite(g.speedup) && g.speedup > 0)
+      kept.push_back(g);
+    else
+      ignored += fmt::format(" (S {}, {} cores, {:g}x)", g.S, g.cores, g.speedup);
+  }
+  return kept;
+}
+
 std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores) {
   const Graph g = encoder_layer();
   const hw::NodeClasses classes = hw::classify_nodes(g);
@@ -290,6 +341,40 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
     }
     lines.push_back(c);
   }
+  // The student's guesses beside the model's speedups, one series per core count guessed.
+  std::string ignored, guesses_html;
+  const std::vector<la::SpeedupGuess> guesses = usable_guesses(kernels, cores, ignored);
+  for (int64_t P : cores) {
+    ChartSeries c{fmt::format("your guess, {} core(s)", P), {}, {}};
+    for (const auto& gu : guesses)
+      if (gu.cores == P) {
+        c.x.push_back(double(gu.S));
+        c.y.push_back(gu.speedup);
+        const double sp = total(hw::Arrangement::rwma, gu.S, P) / total(hw::Arrangement::bwma, gu.S, P);
+        guesses_html += fmt::format("<tr><td>S = {}, {} core(s)</td><td>{:.2f}x</td><td>{:.2f}x</td></tr>\n", gu.S, P,
+                                    gu.speedup, sp);
+        table += fmt::format(" your prediction at S={} P={}: {:.2f}x (model {:.2f}x);", gu.S, P, gu.speedup, sp);
+      }
+    if (!c.x.empty()) lines.push_back(c);
+  }
+  guesses_html = guesses_html.empty()
+                     ? "<p>No predictions recorded: write your guesses for step 7 in <code>predicted_speedups()</code> "
+                       "(labs/arrangement/student.cpp) before you run the sweep, and they appear here beside the "
+                       "model's.</p>\n"
+                     : "<h3>Your predictions (step 7)</h3>\n<table><tr><th></th><th>you predicted</th><th>the "
+                       "model</th></tr>\n" + guesses_html + "</table>\n";
+  if (!ignored.empty())
+    guesses_html += "<p class=\"skipped\">Predictions left out (S must be one of the sweep's, cores one of its core "
+                    "counts, the speedup a positive number):" + html_escape(ignored) + "</p>\n";
+  // Where BWMA starts losing, and the paper's configuration under the full model, from the table
+  // `bertlab estimate --paper-table` wrote (not typed in here).
+  std::vector<RefLine> refs = {{1.0, "1.0x: below, BWMA is slower"}};
+  std::string paper_why;
+  const std::string paper_doc = "docs/hwmodel-paper-table-estimate.md";
+  if (const auto paper = paper_table_speedup(source_dir() + "/" + paper_doc, 8, 1, paper_why))
+    refs.push_back({*paper, fmt::format("full model, paper system, S = 8, 1 core: {:.2f}x", *paper)});
+  else
+    guesses_html += "<p class=\"skipped\">No line at the full model's speedup: " + html_escape(paper_why) + "</p>\n";
   // Per op and the breakdown at the first core count, one cluster of bars per S.
   const int64_t P0 = cores.front();
   std::vector<std::string> groups;
@@ -320,12 +405,17 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
   plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p>The analytic model of <code>bertlab "
             "estimate</code> on the paper's system under the array-only model (configs/systems/paper-ticsat-array.json: int8, in-order cores with an "
             "S x S weight-stationary array each), one encoder layer of BERT-base, inference, batch 1, sequence "
-            "512 (the paper's workload).</p>\n" +
-            line_chart_svg({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
-                            Scale::log, Scale::linear}) +
-            bar_chart_svg({fmt::format("speedup per op ({} core(s))", P0), "RWMA time / BWMA time", groups, per_op}) +
-            bar_chart_svg({fmt::format("the layer's time: compute and memory stalls of the busiest core ({} core(s))", P0),
-                           "ms", groups, breakdown}));
+            "512 (the paper's workload). The dashed lines: 1.0x, below which BWMA loses, and the whole BERT-base "
+            "graph's speedup under the full core model on the paper's system at S = 8 and one core (the paper's "
+            "setup), as <code>bertlab estimate --paper-table</code> wrote it in <code>" + paper_doc + "</code> "
+            "(step 8).</p>\n" +
+            line_chart_html({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
+                             Scale::log, Scale::linear, refs}) +
+            guesses_html +
+            bar_chart_html({fmt::format("speedup per op ({} core(s)), bars from 1.0x", P0), "RWMA time / BWMA time",
+                            groups, per_op, 1.0, {{1.0, "1.0x"}}}) +
+            bar_chart_html({fmt::format("the layer's time: compute and memory stalls of the busiest core ({} core(s))", P0),
+                            "ms", groups, breakdown}));
   return table;
 }
 

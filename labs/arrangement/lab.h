@@ -11,6 +11,7 @@
 //   another; inside a panel, rows one after another, each row holding the panel's S columns.
 //   So a K x N weight is stored as its S x S tiles, one panel of tiles after another.
 #include <cstdint>
+#include <vector>
 
 namespace bertlab::lab::arrangement {
 
@@ -52,5 +53,16 @@ Lines cold_dram_reads(Layout layout, const Gemm& g);
 // (its M rows of S columns), read-modify-write the output panel of Y. The cache keeps the lines
 // used most recently (LRU). How many lines does it read from DRAM, per operand?
 Lines bwma_small_llc_reads(const Gemm& g);
+
+// Part C (not graded: a record of what you expected). Step 7 asks you to predict the layer
+// speedup of BWMA over RWMA (RWMA time / BWMA time) before you run the sweep. Write your guesses
+// here, one per (S, cores) you have a guess for (S in 4, 8, 16, 32; cores in 1, 2, 4); the plots
+// page draws them beside the model's speedups and the grader prints both. An empty list: no
+// predictions.
+struct SpeedupGuess {
+  int64_t S = 0, cores = 0;
+  double speedup = 0;
+};
+std::vector<SpeedupGuess> predicted_speedups();
 
 }  // namespace bertlab::lab::arrangement

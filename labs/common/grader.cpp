@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/file_util.h"
+#include "ops/isa.h"
 #include "report/chart.h"
 
 #include <cmath>
@@ -165,6 +166,12 @@ void Grader::info(const std::string& name, const std::function<std::string()>& f
 void Grader::withheld(const std::string& name, const std::string& until_check) {
   print_info(fmt::format("[INFO] {}: shown once the check '{}' passes", name, until_check));
 }
+
+void Grader::skipped(const std::string& name, const std::string& reason) {
+  print_info(fmt::format("[SKIP] {}: {}", name, reason));
+}
+
+std::string bf16_unavailable() { return ops::bf16_unavailable_reason(); }
 
 int Grader::finish() const {
   const auto passed_count = std::count_if(checks_.begin(), checks_.end(), [](const CheckResult& c) { return c.pass; });

@@ -68,6 +68,9 @@ class Grader {
   // A measurement that would give away the answer of a check that has not passed: prints
   // "[INFO] name: shown once the check 'until_check' passes" instead of measuring.
   void withheld(const std::string& name, const std::string& until_check);
+  // A measurement this machine cannot make (e.g. bf16 on a CPU without native bf16), said before
+  // any work starts: prints "[SKIP] name: reason" (also in the results file's output).
+  void skipped(const std::string& name, const std::string& reason);
   // Prints "lab NAME: P of N checks passed", writes the results file if asked, and returns the
   // exit code: 0 only if all passed, 1 if a check failed, 2 if the results file could not be written.
   int finish() const;
@@ -96,6 +99,10 @@ class PlotPage {
   std::filesystem::path dir_;
   std::string lab_;
 };
+
+// Whether this CPU (under the ONEDNN_MAX_CPU_ISA cap, if set) multiplies bf16 natively: ""
+// when it does, else why not (ops::bf16_unavailable_reason), for the graders' pre-checks.
+std::string bf16_unavailable();
 
 // The options of the graders that train or measure on the prepared corpus.
 struct TrainingLabOptions {

@@ -168,7 +168,7 @@ std::string speed(const PlotPage& plots) {
   BarChart chart{"layernorm on 1024 x 768 (median of 15 runs)", "milliseconds", {"forward", "backward"},
                  {{"your kernel", {}, {fwd_student * 1e3, bwd_student * 1e3}},
                   {"bertlab (oneDNN forward, fused backward)", {}, {fwd_bertlab * 1e3, bwd_bertlab * 1e3}}}};
-  plots.add("<h2>Speed</h2>\n" + bar_chart_svg(chart));
+  plots.add("<h2>Speed</h2>\n" + bar_chart_html(chart));
   return fmt::format(
       "forward {:.3f} ms ({:.1f} GB/s) vs bertlab {:.3f} ms: {:.1f}x; backward {:.3f} ms vs {:.3f} ms: {:.1f}x",
       fwd_student * 1e3, gb / fwd_student, fwd_bertlab * 1e3, fwd_student / fwd_bertlab, bwd_student * 1e3,
@@ -213,7 +213,7 @@ Outcome training(const TrainSetup& t, const PlotPage& plots) {
   for (size_t i = 0; i < ours.size(); ++i) a.x.push_back(i + 1);
   for (size_t i = 0; i < yours.size(); ++i) b.x.push_back(i + 1);
   plots.add("<h2>Training with your kernel</h2>\n" +
-            line_chart_svg({fmt::format("masked-LM + NSP loss, {} steps", t.steps), "step", "loss", {a, b}}));
+            line_chart_html({fmt::format("masked-LM + NSP loss, {} steps", t.steps), "step", "loss", {a, b}}));
   if (yours.size() != ours.size()) return failed(fmt::format("{} steps done of {}", yours.size(), ours.size()));
   auto tail_mean = [](const std::vector<double>& v) {
     const size_t n = std::max<size_t>(1, v.size() / 10);

@@ -202,11 +202,18 @@ void plot_shares(const PlotPage& plots) {
       flops[k].y[j] += 100 * cols[j].s.flops[c] / cols[j].s.total_flops;
       bytes[k].y[j] += 100 * cols[j].s.bytes[c] / cols[j].s.total_bytes;
     }
+  // The GEMMs are ~99% of the FLOPs: a second chart leaves them out so that the small categories
+  // show (same series, same colours; the GEMMs' bars are left empty).
+  std::vector<ChartSeries> small = flops;
+  for (size_t k = 0; k < kBars; ++k)
+    if (k <= 3) std::fill(small[k].y.begin(), small[k].y.end(), std::nan(""));
   plots.add("<h2>Where the FLOPs and the bytes of a training step are</h2>\n<p>From the graph's rules "
             "(BERT-mini and BERT-base, batch 8, fp32): the categories of <code>bertlab profile</code>'s "
-            "breakdown, counted, not timed.</p>\n" +
-            bar_chart_svg({"share of the step's FLOPs by category", "% of FLOPs", groups, flops}) +
-            bar_chart_svg({"share of the step's minimal bytes by category", "% of bytes", groups, bytes}));
+            "breakdown, counted, not timed. The tables give every bar's value.</p>\n" +
+            bar_chart_html({"share of the step's FLOPs by category", "% of FLOPs", groups, flops}) +
+            bar_chart_html({"the same without the GEMMs: the small categories' share of FLOPs", "% of FLOPs", groups,
+                            small}) +
+            bar_chart_html({"share of the step's minimal bytes by category", "% of bytes", groups, bytes}));
 }
 
 // The bars show how every share moves: the answers. They are drawn once the predictions are right.
@@ -239,13 +246,25 @@ Outcome check_predictions(const PlotPage& plots) {
                           100 * it.after, move_name(truth));
     if (truth != it.predicted) ++wrong;
   }
+  // The page shows the student's predictions; the shares beside them only once all are right.
+  std::string table = "<h2>Your predictions</h2>\n<table>\n<tr><th>the share</th><th>you predicted</th>";
+  table += wrong ? "</tr>\n" : "<th>BERT-mini s128 fp32 accum 1</th><th>after the change</th><th>it moved</th></tr>\n";
+  for (const Item& it : items) {
+    table += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(it.what), move_name(it.predicted));
+    if (!wrong)
+      table += fmt::format("<td>{:.2f}%</td><td>{:.2f}%</td><td class=\"right\">{}</td>", 100 * it.before,
+                           100 * it.after, move_name(move_of(it.before, it.after)));
+    table += "</tr>\n";
+  }
+  table += "</table>\n";
   // A failure says how many are wrong, not which, nor the shares: either would let a guess pass.
   if (wrong > 0) {
-    plots.add("<h2>Where the FLOPs and the bytes of a training step are</h2>\n<p>The bars appear here once "
-              "your four predictions are right.</p>\n");
+    plots.add(table + "<h2>Where the FLOPs and the bytes of a training step are</h2>\n<p>The shares and their bars "
+                      "appear here once your four predictions are right.</p>\n");
     return failed(fmt::format("{} of your {} predictions {} wrong; the shares are shown once all are right", wrong,
                               std::size(items), wrong == 1 ? "is" : "are"));
   }
+  plots.add(table);
   plot_shares(plots);
   return passed(detail);
 }
@@ -269,6 +288,16 @@ int main(int argc, char** argv) {
   }
   Grader g("profile: the cost of a node, and where a training step's work goes", results_json);
   const PlotPage plots(out, "profile");
+  // This grader times nothing, but step 5's sweep profiles bf16: say now if this CPU cannot.
+  if (const std::string no_bf16 = bf16_unavailable(); !no_bf16.empty()) {
+    const std::string why = fmt::format(
+        "no native bf16 matmul here ({}): in step 5, `bertlab profile --sweep precision=fp32,bf16` "
+        "profiles fp32 only and prints \"skipped\" for the bf16 points. This grader's checks count FLOPs and "
+        "bytes, which do not depend on the CPU, and all run",
+        no_bf16);
+    g.skipped("step 5's bf16 profiles", why);
+    plots.add("<p class=\"skipped\">bf16: " + html_escape(why) + ".</p>\n");
+  }
   // Hints say where to look, not what the answer is.
   const std::string cost_hint = "the detail says which count is off and which way; list the node's inputs (its "
                                 "shapes are printed) and compare each with what your function counts, in lab.h's "

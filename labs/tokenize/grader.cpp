@@ -211,9 +211,9 @@ Outcome sweep(const std::string& corpus, double holdout, const std::vector<size_
   plots.add(fmt::format("<h2>Vocabulary size</h2>\n<p>Held-out words of {} ({} documents), split by your "
                         "wordpiece function; vocabularies trained by bertlab on the other documents.</p>\n",
                         html_escape(corpus), c.heldout.size()) +
-            line_chart_svg({"pieces per word (punctuation split off)", "vocabulary size (tokens)", "tokens per word",
+            line_chart_html({"pieces per word (punctuation split off)", "vocabulary size (tokens)", "tokens per word",
                             per_word, Scale::log, Scale::linear}) +
-            line_chart_svg({"[UNK] rate", "vocabulary size (tokens)", "% of tokens", unk, Scale::log, Scale::linear}));
+            line_chart_html({"[UNK] rate", "vocabulary size (tokens)", "% of tokens", unk, Scale::log, Scale::linear}));
   return passed(detail);
 }
 
