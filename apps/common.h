@@ -2,6 +2,8 @@
 // Options and helpers shared by several subcommands.
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <functional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +27,10 @@ struct ModelShapeOptions {
   bool nsp = true;                 // false: masked LM only (training graphs, as train --no-nsp)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
-// --precision fp32|bf16 (also used by infer and train).
+// fp32, bf16, or auto: bf16 when the CPU has a native bf16 matmul; `note` (when given) receives
+// why auto chose fp32. Throws Error naming `what` for anything else.
+Precision parse_precision(const std::string& s, const std::string& what, std::string* note);
+// --precision fp32|bf16|auto (also used by infer and train).
 void add_precision_option(CLI::App& cmd, Precision& precision);
 BertConfig resolve_config(const std::string& config_or_model_dir);
 Graph build_graph(const ModelShapeOptions& o);
@@ -49,8 +54,25 @@ CLI::Validator non_negative_number();
 void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& action);
 void parse_nonfinite_action(const std::string& action, NonfinitePolicy& policy);
 
-// From now on SIGINT and SIGTERM set the returned flag, which training polls once per step.
+// From now on SIGINT and SIGTERM set the returned flag (cleared here), which training polls once
+// per step.
 const std::atomic<bool>* stop_on_signals();
+// Sets that flag as a signal would: training stops after the step it is in, with a checkpoint.
+void stop_at_next_step();
+bool stop_requested();  // whether that flag is set
+
+// A training step as train and finetune log it, for a front end that runs them in-process (the
+// Python module's callback and progress bar). `logged`: a --log-steps step (or the last).
+struct StepReport {
+  int64_t step = 0, max_steps = 0;
+  double loss = 0, lr = 0, seq_per_s = 0;
+  std::vector<std::pair<std::string, double>> metrics;  // train: mlm_loss, nsp_loss, mlm_accuracy; finetune: accuracy
+  bool logged = false;
+};
+// One observer for the process (empty: none, the default); train and finetune call it after
+// every step, on their own thread.
+void set_step_observer(std::function<void(const StepReport&)> observer);
+void report_step(const StepReport& r);
 
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);
