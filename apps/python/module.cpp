@@ -182,6 +182,16 @@ class CapturedOutput {
     dup2(fd_, 1), dup2(fd_, 2);
   }
   ~CapturedOutput() { restore(); }
+  // Python code run while the command runs (a step callback, tqdm) writes where it would have.
+  void suspend() {
+    if (saved_out_ < 0) return;
+    std::fflush(stdout), std::fflush(stderr), std::cout.flush(), std::cerr.flush();
+    dup2(saved_out_, 1), dup2(saved_err_, 2);
+  }
+  void resume() {
+    if (saved_out_ < 0) return;
+    dup2(fd_, 1), dup2(fd_, 2);
+  }
   std::string finish() {
     restore();
     std::ifstream f(path_);
@@ -250,10 +260,12 @@ py::tuple run_command(const std::vector<std::string>& args, const py::object& on
   for (auto& a : argv_s) argv.push_back(a.data());
 
   std::optional<py::error_already_set> raised;
+  std::optional<CapturedOutput> capture;
   if (!on_step.is_none())
     app::set_step_observer([&](const app::StepReport& r) {
       py::gil_scoped_acquire gil;
       if (raised) return;
+      if (capture) capture->suspend();
       try {
         py::dict metrics;
         for (const auto& [k, v] : r.metrics) metrics[py::str(k)] = v;
@@ -263,12 +275,22 @@ py::tuple run_command(const std::vector<std::string>& args, const py::object& on
         raised = std::move(e);
         app::stop_at_next_step();
       }
+      if (capture) {
+        // What Python buffered goes out now, before fd 1 and 2 point at the capture again.
+        auto sys = py::module_::import("sys");
+        for (const char* stream : {"stdout", "stderr"}) {
+          try {
+            sys.attr(stream).attr("flush")();
+          } catch (py::error_already_set&) {
+          }
+        }
+        capture->resume();
+      }
     });
   struct ObserverReset {
     ~ObserverReset() { app::set_step_observer(nullptr); }
   } reset;
   SavedSignals signals;
-  std::optional<CapturedOutput> capture;
   if (!echo) capture.emplace();
   std::string text;
   try {

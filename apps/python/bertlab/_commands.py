@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -64,6 +65,9 @@ def _warn(text: str) -> None:
 
 
 def _run(args: List[str], on_step=None, verbose: bool = False):
+    for stream in (sys.stdout, sys.stderr):  # what Python holds goes out before fd 1 and 2 are captured
+        if stream is not None:
+            stream.flush()
     text, stopped = _C.run_command(args, on_step, verbose)
     if not verbose:
         _warn(text)
