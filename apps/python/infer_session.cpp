@@ -26,7 +26,7 @@ struct InferSession::Runner {
 };
 
 InferSession::InferSession(const std::filesystem::path& dir, Precision precision, int threads,
-                           std::vector<std::string> no_fuse)
+                           std::vector<std::string> no_fuse, bool encoder_only)
     : precision_(precision), threads_(threads), no_fuse_(std::move(no_fuse)) {
   const Heads heads = finetuned_heads(dir);
   if (heads == Heads::none) {
@@ -43,6 +43,7 @@ InferSession::InferSession(const std::filesystem::path& dir, Precision precision
     model_->unused_tensors = load_hf_weights(model_->params, SafetensorsFile(dir / "model.safetensors"));
     model_->from_checkpoint = true;
   }
+  run_heads_ = encoder_only ? Heads::none : model_->heads;
   if (!model_->from_checkpoint)
     notes_.push_back(fmt::format("{} has no model.safetensors; weights initialised like BERT (seed 0)", dir.string()));
   for (const auto& name : model_->unused_tensors)
@@ -56,7 +57,7 @@ std::shared_ptr<InferSession::Runner> InferSession::runner_for(int64_t batch, in
   for (auto& r : runners_)
     if (r.use_count() == 1 && r->batch == batch && r->seq == seq) return r;
   RunSpec run;
-  run.batch = batch, run.seq = seq, run.precision = precision_, run.heads = model_->heads, run.num_labels = num_labels_;
+  run.batch = batch, run.seq = seq, run.precision = precision_, run.heads = run_heads_, run.num_labels = num_labels_;
   Graph g = build_bert(model_->config, run);
   apply_fusions(g, std::set<std::string>(no_fuse_.begin(), no_fuse_.end()));
   auto r = std::make_shared<Runner>(model_, batch, seq, std::move(g));

@@ -24,14 +24,16 @@ class InferSession {
  public:
   // `dir`: config.json [+ model.safetensors]; a fine-tuned directory (architectures
   // BertForSequenceClassification / BertForTokenClassification) gets its classifier head, any
-  // other the pretraining heads, as `bertlab infer`. threads 0: all cores.
-  InferSession(const std::filesystem::path& dir, Precision precision, int threads, std::vector<std::string> no_fuse);
+  // other the pretraining heads, as `bertlab infer`; `encoder_only`: neither (encoder and pooler,
+  // as `bench --heads none` and Hugging Face's BertModel). threads 0: all cores.
+  InferSession(const std::filesystem::path& dir, Precision precision, int threads, std::vector<std::string> no_fuse,
+               bool encoder_only = false);
   ~InferSession();
   // One forward pass; thread-safe (one run at a time per session). `in` must be validated.
   std::vector<InferOutput> run(const BertInputs& in);
 
   const BertConfig& config() const { return model_->config; }
-  Heads heads() const { return model_->heads; }
+  Heads heads() const { return run_heads_; }
   std::vector<std::string> notes() const { return notes_; }  // as `bertlab infer` prints them
 
  private:
@@ -43,6 +45,7 @@ class InferSession {
   int threads_;
   std::vector<std::string> no_fuse_, notes_;
   int64_t num_labels_ = 0;
+  Heads run_heads_ = Heads::pretraining;  // the graph's: the model's, or none
   std::mutex mutex_;
   std::vector<std::shared_ptr<Runner>> runners_;  // free or lent; at most kKeep kept
 };

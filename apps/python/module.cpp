@@ -112,7 +112,8 @@ BertInputs to_inputs(const py::array& ids, const std::optional<py::array>& types
 
 class PyModel {
  public:
-  PyModel(const std::string& dir, const std::string& precision, int threads, std::vector<std::string> no_fuse) {
+  PyModel(const std::string& dir, const std::string& precision, int threads, std::vector<std::string> no_fuse,
+          bool encoder_only) {
     require_dir_with(dir, "config.json", "a model directory: config.json [+ model.safetensors]");
     if (threads < 0 || threads > app::kMaxThreads)
       throw ArgumentError(fmt::format("threads: expected 1 to {} (or 0: all cores), got {}", app::kMaxThreads, threads));
@@ -128,7 +129,7 @@ class PyModel {
     } catch (const Error& e) {
       throw ArgumentError(e.what());
     }
-    session_ = std::make_unique<InferSession>(dir, p, threads, std::move(no_fuse));
+    session_ = std::make_unique<InferSession>(dir, p, threads, std::move(no_fuse), encoder_only);
     if (!note.empty()) notes_.push_back(note);
     for (auto& n : session_->notes()) notes_.push_back(n);
   }
@@ -356,8 +357,9 @@ PYBIND11_MODULE(_bertlab, m) {
       .def_property_readonly("model_max_length", [](const data::BertTokenizer& t) { return t.config().model_max_length; });
 
   py::class_<PyModel>(m, "Model")
-      .def(py::init<const std::string&, const std::string&, int, std::vector<std::string>>(), py::arg("directory"),
-           py::arg("precision") = "fp32", py::arg("threads") = 0, py::arg("no_fuse") = std::vector<std::string>{})
+      .def(py::init<const std::string&, const std::string&, int, std::vector<std::string>, bool>(), py::arg("directory"),
+           py::arg("precision") = "fp32", py::arg("threads") = 0, py::arg("no_fuse") = std::vector<std::string>{},
+           py::arg("encoder_only") = false)
       .def("__call__", &PyModel::call, py::arg("input_ids"), py::arg("token_type_ids") = py::none(),
            py::arg("attention_mask") = py::none())
       .def_property_readonly("heads", &PyModel::heads)

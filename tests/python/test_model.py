@@ -124,3 +124,13 @@ def test_two_threads_share_a_model(tiny_model):
         t.join()
     assert not errors
     assert len(results) == 80 and all(np.array_equal(r, expected) for r in results)
+
+
+def test_encoder_only_gives_the_same_hidden_states(tiny_model):
+    full = bertlab.Model.from_pretrained(tiny_model)(**batch())
+    encoder = bertlab.Model.from_pretrained(tiny_model, encoder_only=True)
+    assert encoder.heads == "none"
+    out = encoder(**batch())
+    assert set(out) == {"last_hidden_state", "pooler_output"}
+    for name in out:
+        assert np.array_equal(out[name], full[name]), name

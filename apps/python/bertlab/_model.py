@@ -184,26 +184,29 @@ class Model:
     """
 
     def __init__(self, directory: Union[str, os.PathLike], precision: str = "fp32", threads: Optional[int] = None,
-                 no_fuse: Sequence[str] = ()):
+                 no_fuse: Sequence[str] = (), encoder_only: bool = False):
         self.directory = os.fspath(directory)
-        self._model = _C.Model(self.directory, precision, int(threads or 0), list(no_fuse))
+        self._model = _C.Model(self.directory, precision, int(threads or 0), list(no_fuse), bool(encoder_only))
         for note in self._model.notes:
             warnings.warn(note, stacklevel=3)
 
     @classmethod
     def from_pretrained(cls, directory: Union[str, os.PathLike], precision: str = "fp32",
-                        threads: Optional[int] = None, no_fuse: Sequence[str] = ()) -> "Model":
+                        threads: Optional[int] = None, no_fuse: Sequence[str] = (),
+                        encoder_only: bool = False) -> "Model":
         """Loads DIRECTORY (config.json [+ model.safetensors]).
 
         precision: "fp32", "bf16" or "auto" (as ``--precision``); threads: compute threads (None:
-        all cores, as the CLI); no_fuse: fusion passes to switch off (as ``--no-fuse``).
+        all cores, as the CLI); no_fuse: fusion passes to switch off (as ``--no-fuse``);
+        encoder_only: no heads, only ``last_hidden_state`` and ``pooler_output`` (Hugging Face's
+        BertModel; ``bench --heads none``), which saves the MLM decoder's work.
         Raises FileNotFoundError without config.json, ValueError for a config that is not BERT's.
         """
-        return cls(directory, precision=precision, threads=threads, no_fuse=no_fuse)
+        return cls(directory, precision=precision, threads=threads, no_fuse=no_fuse, encoder_only=encoder_only)
 
     @property
     def heads(self) -> str:
-        """pretraining, sequence_classification or token_classification."""
+        """The heads run: pretraining, sequence_classification, token_classification or none."""
         return self._model.heads
 
     @property
