@@ -153,6 +153,21 @@ void report_step(const StepReport& r) {
   if (g_step_observer) g_step_observer(r);
 }
 
+namespace {
+std::string g_json_sink_path;
+JsonSink g_json_sink;
+}  // namespace
+
+void set_json_sink(std::string path, JsonSink sink) {
+  g_json_sink_path = std::move(path);
+  g_json_sink = std::move(sink);
+}
+
+void write_json_output(const std::string& path, const nlohmann::json& doc) {
+  if (g_json_sink && path == g_json_sink_path) return g_json_sink(doc);
+  write_text_atomically(path, doc.dump(1) + "\n");
+}
+
 void write_text_atomically(const std::string& path, const std::string& text) {
   if (path == "-") {
     std::cout << text;

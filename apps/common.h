@@ -1,6 +1,7 @@
 #pragma once
 // Options and helpers shared by several subcommands.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <atomic>
 #include <functional>
 #include <utility>
@@ -76,5 +77,12 @@ void report_step(const StepReport& r);
 
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);
+
+// A command's --json document: written to `path` (dump(1), atomically), or, when a front end
+// has set a sink for exactly that path, handed to it as it is (the Python module takes the
+// records as objects instead of text to parse back).
+void write_json_output(const std::string& path, const nlohmann::json& doc);
+using JsonSink = std::function<void(const nlohmann::json& doc)>;
+void set_json_sink(std::string path, JsonSink sink);  // an empty sink: none
 
 }  // namespace bertlab::app

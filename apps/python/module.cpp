@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -169,6 +170,42 @@ class PyModel {
 
 // ---- The CLI's subcommands in-process --------------------------------------------------------
 
+// A JSON value as Python objects, as json.loads of its dump would give them (NaN and infinities
+// are dumped as null).
+py::object to_python(const nlohmann::json& j) {
+  using V = nlohmann::json::value_t;
+  switch (j.type()) {
+    case V::null:
+    case V::binary:
+    case V::discarded:
+      return py::none();
+    case V::boolean:
+      return py::bool_(j.get<bool>());
+    case V::number_integer:
+      return py::int_(j.get<int64_t>());
+    case V::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case V::number_float: {
+      const double x = j.get<double>();
+      return std::isfinite(x) ? py::object(py::float_(x)) : py::object(py::none());
+    }
+    case V::string:
+      return py::str(j.get_ref<const std::string&>());
+    case V::array: {
+      py::list out(j.size());
+      std::size_t i = 0;
+      for (const auto& v : j) out[i++] = to_python(v);
+      return std::move(out);
+    }
+    case V::object: {
+      py::dict out;
+      for (const auto& [k, v] : j.items()) out[py::str(k)] = to_python(v);
+      return std::move(out);
+    }
+  }
+  return py::none();
+}
+
 // Standard output and error of the process go to a temporary file while a command runs (fd 1
 // and 2, so that C's and C++'s streams are caught alike); the text is returned.
 class CapturedOutput {
@@ -242,8 +279,10 @@ std::vector<std::pair<std::string, bool>> command_options(const std::string& nam
 // dict) is called after every training step with the GIL held; an exception from it (or a
 // KeyboardInterrupt from a pending signal) stops training after that step, as SIGINT does, and
 // is raised when the command has returned. With `echo` the output is not captured. Returns the
-// text and whether training was stopped by a signal (SIGINT, SIGTERM) at a step boundary.
-py::tuple run_command(const std::vector<std::string>& args, const py::object& on_step, bool echo) {
+// text, whether training was stopped by a signal (SIGINT, SIGTERM) at a step boundary, and the
+// document the command wrote to `json_path` (its --json), as Python objects instead of a file.
+py::tuple run_command(const std::vector<std::string>& args, const py::object& on_step, bool echo,
+                      const std::string& json_path) {
   // One command at a time in the process: the step observer, the stop flag and the capture of
   // fd 1 and 2 are the process's.
   static std::mutex one_at_a_time;
@@ -288,8 +327,14 @@ py::tuple run_command(const std::vector<std::string>& args, const py::object& on
         capture->resume();
       }
     });
+  py::object json_doc = py::none();
+  if (!json_path.empty())
+    app::set_json_sink(json_path, [&](const nlohmann::json& doc) {
+      py::gil_scoped_acquire gil;
+      json_doc = to_python(doc);
+    });
   struct ObserverReset {
-    ~ObserverReset() { app::set_step_observer(nullptr); }
+    ~ObserverReset() { app::set_step_observer(nullptr), app::set_json_sink("", nullptr); }
   } reset;
   SavedSignals signals;
   if (!echo) capture.emplace();
@@ -309,7 +354,7 @@ py::tuple run_command(const std::vector<std::string>& args, const py::object& on
   }
   if (capture) text = capture->finish();
   if (raised) throw *raised;
-  return py::make_tuple(text, app::stop_requested());
+  return py::make_tuple(text, app::stop_requested(), json_doc);
 }
 
 }  // namespace
@@ -367,5 +412,6 @@ PYBIND11_MODULE(_bertlab, m) {
       .def_property_readonly("config", [](const PyModel& p) { return config_to_json(p.config()).dump(); });
 
   m.def("command_options", &command_options, py::arg("command"));
-  m.def("run_command", &run_command, py::arg("args"), py::arg("on_step") = py::none(), py::arg("echo") = false);
+  m.def("run_command", &run_command, py::arg("args"), py::arg("on_step") = py::none(), py::arg("echo") = false,
+        py::arg("json_path") = "");
 }

@@ -64,14 +64,14 @@ def _warn(text: str) -> None:
             warnings.warn(line, stacklevel=4)
 
 
-def _run(args: List[str], on_step=None, verbose: bool = False):
+def _run(args: List[str], on_step=None, verbose: bool = False, json_path: str = ""):
     for stream in (sys.stdout, sys.stderr):  # what Python holds goes out before fd 1 and 2 are captured
         if stream is not None:
             stream.flush()
-    text, stopped = _C.run_command(args, on_step, verbose)
+    text, stopped, doc = _C.run_command(args, on_step, verbose, json_path)
     if not verbose:
         _warn(text)
-    return text, stopped
+    return text, stopped, doc
 
 
 def _system_arg(system: Union[str, os.PathLike, Dict[str, Any], None], tmp: str) -> Optional[str]:
@@ -109,15 +109,13 @@ def estimate(system: Union[str, os.PathLike, Dict[str, Any], None] = None, *, le
         sys_path = _system_arg(system, tmp)
         if sys_path:
             args += ["--system", sys_path]
-        args += ["--json", out]
+        args += ["--json", out]  # handed over as objects (run_command's json_path), not written
         try:
-            _run(args, verbose=verbose)
+            _, _, configs = _run(args, verbose=verbose, json_path=out)
         except _C.Error as e:
             if sys_path and isinstance(system, dict) and sys_path in str(e):
                 raise ValueError(str(e).replace(sys_path, "system")) from None
             raise
-        with open(out) as f:
-            configs = json.load(f)
     return flatten_estimate(configs, level)
 
 
@@ -146,9 +144,7 @@ def profile(*, level: str = "node", verbose: bool = False, **kwargs: Any) -> Any
     with tempfile.TemporaryDirectory(prefix="bertlab-") as tmp:
         out = os.path.join(tmp, "profile.json")
         args = _argv("profile", "profile", kwargs, reserved=("json",)) + ["--json", out]
-        _run(args, verbose=verbose)
-        with open(out) as f:
-            doc = json.load(f)
+        _, _, doc = _run(args, verbose=verbose, json_path=out)
     if level == "all" or isinstance(doc, list):
         return doc
     return doc["nodes" if level == "node" else {"category": "categories", "phase": "phases", "layer": "layers"}[level]]
@@ -171,7 +167,7 @@ def bench(*, verbose: bool = False, **kwargs: Any) -> Dict[str, Any]:
     """Times whole steps, as ``bertlab bench`` (``model=``, ``mode=``, ``batch=``, ``seq=``,
     ``runs=``, ``threads=`` ...). Returns ``seq_per_s`` (median), ``min_seq_per_s``,
     ``max_seq_per_s``, ``step_ms``, ``runs`` and the command's report as ``text``."""
-    text, _ = _run(_argv("bench", "bench", kwargs), verbose=False)
+    text, _, _ = _run(_argv("bench", "bench", kwargs), verbose=False)
     if verbose:
         print(text, end="")
     m = _THROUGHPUT.search(text)
@@ -223,7 +219,7 @@ def _train_like(command: str, callback, progress, verbose, kwargs) -> Dict[str, 
     args = _argv(command, command, kwargs)
     steps = _Progress(callback, progress, command)
     try:
-        text, stopped = _run(args, on_step=steps, verbose=verbose)
+        text, stopped, _ = _run(args, on_step=steps, verbose=verbose)
     finally:
         steps.close()
     out = kwargs.get("out")
