@@ -319,7 +319,7 @@ void run_cluster(const EstimateOptions& o) {
                    {"exposed_allreduce_s", e.exposed_comm_s}, {"single_node_step_s", e.single_node_step_s},
                    {"efficiency", e.efficiency()}, {"buckets", e.buckets.size()}, {"rows_allgather_s", e.rows_s}});
   }
-  if (!o.json.empty()) write_text_atomically(o.json, out.dump(1) + "\n");
+  if (!o.json.empty()) write_json_output(o.json, out);
   fmt::print("\nefficiency: the step of one node without communication over the step on N nodes (same work per node)\n");
   if (c.overlap)
     fmt::print("allreduce s includes the allgather of the word-embedding rows of each node's batch after backward\n");
@@ -467,7 +467,7 @@ void run(const EstimateOptions& o) {
     }
   if (comparison) print_comparison(*comparison, o.compare_profile, o.top);
   if (!o.csv.empty()) write_text_atomically(o.csv, csv);
-  if (!o.json.empty()) write_text_atomically(o.json, all.dump(1) + "\n");
+  if (!o.json.empty()) write_json_output(o.json, all);
   if (!o.paper_table.empty()) {
     const std::string head =
         in_order_core

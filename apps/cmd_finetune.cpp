@@ -87,6 +87,7 @@ void add_finetune_command(CLI::App& root) {
           return;
         case FinetuneEvent::step: {
           const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
+          report_step({e.step_index, e.max_steps, e.loss, e.lr, e.seq_per_s, {{"accuracy", e.accuracy}}, keep});
           if (!tty && !keep) return;
           fmt::print(stderr, "{}step {}/{}  loss {:.4f}  acc {:.3f}  lr {:.2e}  {:.1f} seq/s  eta {:.0f} s{}",
                      tty ? "\r\033[K" : "", e.step_index, e.max_steps, e.loss, e.accuracy, e.lr, e.seq_per_s,

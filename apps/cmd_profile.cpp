@@ -219,7 +219,7 @@ void add_profile_command(CLI::App& root) {
                                 {"timed_seconds", overhead->timed_seconds},
                                 {"runs", overhead->runs},
                                 {"fraction", overhead->fraction()}};
-      write_text_atomically(o->json, j.dump(1) + "\n");
+      write_json_output(o->json, j);
       wrote(o->json);
     }
     if (!o->trace.empty()) {

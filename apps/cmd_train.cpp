@@ -110,6 +110,9 @@ void add_train_command(CLI::App& root) {
           // Every step rewrites the live line on a terminal; every --log-steps (and the last)
           // step is kept as a line of its own, which is all that is printed to a pipe.
           const bool keep = o.log_steps > 0 && (e.step_index % o.log_steps == 0 || e.step_index == e.max_steps);
+          report_step({e.step_index, e.max_steps, e.stats.loss(), e.lr, e.seq_per_s,
+                       {{"mlm_loss", e.stats.mlm_loss}, {"nsp_loss", e.stats.nsp_loss}, {"mlm_accuracy", e.stats.mlm_accuracy}},
+                       keep});
           if (!tty && !keep) return;
           const auto line = fmt::format("step {}/{}  {}  mlm acc {:.3f}  lr {:.2e}  {:.2f} seq/s  eta {}",
                                         e.step_index, e.max_steps, losses(e.stats), e.stats.mlm_accuracy, e.lr,

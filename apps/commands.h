@@ -21,6 +21,10 @@ void add_predict_command(CLI::App& root);
 void add_lab_command(CLI::App& root);
 void add_isa_command(CLI::App& root);
 
+// All of the above, in the order --help lists them (main.cpp, and the Python module's
+// in-process runs).
+void add_all_commands(CLI::App& root);
+
 
 
 

@@ -56,17 +56,20 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   cmd.add_flag("--no-nsp{false}", o.nsp, "Training graph of the masked LM alone (as train --no-nsp)");
 }
 
+Precision parse_precision(const std::string& s, const std::string& what, std::string* note) {
+  if (s != "auto") return precision_from_string(s, what);
+  if (ops::cpu_has_bf16()) return Precision::bf16;
+  if (note) *note = fmt::format("{} auto: fp32, since {}", what, ops::bf16_unavailable_reason());
+  return Precision::fp32;
+}
+
 void add_precision_option(CLI::App& cmd, Precision& precision) {
   cmd.add_option_function<std::string>(
          "--precision",
          [&precision](const std::string& s) {
-           if (s != "auto") {
-             precision = precision_from_string(s, "--precision");
-             return;
-           }
-           precision = ops::cpu_has_bf16() ? Precision::bf16 : Precision::fp32;
-           if (precision == Precision::fp32)
-             fmt::print(stderr, "bertlab: --precision auto: fp32, since {}\n", ops::bf16_unavailable_reason());
+           std::string note;
+           precision = parse_precision(s, "--precision", &note);
+           if (!note.empty()) fmt::print(stderr, "bertlab: {}\n", note);
          },
          "fp32, or bf16: GEMMs on bf16 copies of their inputs, f32 accumulation (mixed precision); "
          "auto: bf16 when the CPU has a native bf16 matmul (avx512_bf16 or AMX), else fp32")
@@ -138,9 +141,38 @@ extern "C" void request_stop(int) { g_stop.store(true); }
 }  // namespace
 
 const std::atomic<bool>* stop_on_signals() {
+  g_stop.store(false);
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
   return &g_stop;
+}
+
+void stop_at_next_step() { g_stop.store(true); }
+bool stop_requested() { return g_stop.load(); }
+
+namespace {
+std::function<void(const StepReport&)> g_step_observer;
+}  // namespace
+
+void set_step_observer(std::function<void(const StepReport&)> observer) { g_step_observer = std::move(observer); }
+
+void report_step(const StepReport& r) {
+  if (g_step_observer) g_step_observer(r);
+}
+
+namespace {
+std::string g_json_sink_path;
+JsonSink g_json_sink;
+}  // namespace
+
+void set_json_sink(std::string path, JsonSink sink) {
+  g_json_sink_path = std::move(path);
+  g_json_sink = std::move(sink);
+}
+
+void write_json_output(const std::string& path, const nlohmann::json& doc) {
+  if (g_json_sink && path == g_json_sink_path) return g_json_sink(doc);
+  write_text_atomically(path, doc.dump(1) + "\n");
 }
 
 void write_text_atomically(const std::string& path, const std::string& text) {

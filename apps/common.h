@@ -1,7 +1,10 @@
 #pragma once
 // Options and helpers shared by several subcommands.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <atomic>
+#include <functional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +28,10 @@ struct ModelShapeOptions {
   bool nsp = true;                 // false: masked LM only (training graphs, as train --no-nsp)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
-// --precision fp32|bf16 (also used by infer and train).
+// fp32, bf16, or auto: bf16 when the CPU has a native bf16 matmul; `note` (when given) receives
+// why auto chose fp32. Throws Error naming `what` for anything else.
+Precision parse_precision(const std::string& s, const std::string& what, std::string* note);
+// --precision fp32|bf16|auto (also used by infer and train).
 void add_precision_option(CLI::App& cmd, Precision& precision);
 BertConfig resolve_config(const std::string& config_or_model_dir);
 Graph build_graph(const ModelShapeOptions& o);
@@ -51,10 +57,34 @@ void add_nonfinite_options(CLI::App& cmd, NonfinitePolicy& policy, std::string& 
 void parse_nonfinite_options(const std::string& action, const std::vector<std::string>& inject,
                              NonfinitePolicy& policy);
 
-// From now on SIGINT and SIGTERM set the returned flag, which training polls once per step.
+// From now on SIGINT and SIGTERM set the returned flag (cleared here), which training polls once
+// per step.
 const std::atomic<bool>* stop_on_signals();
+// Sets that flag as a signal would: training stops after the step it is in, with a checkpoint.
+void stop_at_next_step();
+bool stop_requested();  // whether that flag is set
+
+// A training step as train and finetune log it, for a front end that runs them in-process (the
+// Python module's callback and progress bar). `logged`: a --log-steps step (or the last).
+struct StepReport {
+  int64_t step = 0, max_steps = 0;
+  double loss = 0, lr = 0, seq_per_s = 0;
+  std::vector<std::pair<std::string, double>> metrics;  // train: mlm_loss, nsp_loss, mlm_accuracy; finetune: accuracy
+  bool logged = false;
+};
+// One observer for the process (empty: none, the default); train and finetune call it after
+// every step, on their own thread.
+void set_step_observer(std::function<void(const StepReport&)> observer);
+void report_step(const StepReport& r);
 
 // Writes to a temporary file beside `path` and renames it; "-" writes to standard output.
 void write_text_atomically(const std::string& path, const std::string& text);
+
+// A command's --json document: written to `path` (dump(1), atomically), or, when a front end
+// has set a sink for exactly that path, handed to it as it is (the Python module takes the
+// records as objects instead of text to parse back).
+void write_json_output(const std::string& path, const nlohmann::json& doc);
+using JsonSink = std::function<void(const nlohmann::json& doc)>;
+void set_json_sink(std::string path, JsonSink sink);  // an empty sink: none
 
 }  // namespace bertlab::app

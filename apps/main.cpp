@@ -33,21 +33,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bertlab: run, train, profile and model BERT on CPUs and accelerators"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "bertlab 0.1.0");
-  bertlab::app::add_graph_command(app);
-  bertlab::app::add_infer_command(app);
-  bertlab::app::add_train_command(app);
-  bertlab::app::add_bench_command(app);
-  bertlab::app::add_init_command(app);
-  bertlab::app::add_tokenize_command(app);
-  bertlab::app::add_vocab_command(app);
-  bertlab::app::add_prepare_command(app);
-  bertlab::app::add_estimate_command(app);
-  bertlab::app::add_calibrate_command(app);
-  bertlab::app::add_profile_command(app);
-  bertlab::app::add_finetune_command(app);
-  bertlab::app::add_predict_command(app);
-  bertlab::app::add_lab_command(app);
-  bertlab::app::add_isa_command(app);
+  bertlab::app::add_all_commands(app);
 #ifdef BERTLAB_LAB_KERNEL
   bertlab::lab::install_student_kernel();  // lab 2: the student's layernorm everywhere
   fmt::print(stderr, "bertlab: layernorm runs labs/kernel/student.cpp (built with -DBERTLAB_LAB_KERNEL=ON)\n");

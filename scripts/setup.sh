@@ -15,9 +15,10 @@ fetch_corpus=0
 for extra in "$@"; do
   case "$extra" in
     browser|node|bench|check|reference|fuzz|emulate) groups+=("$extra") ;;  # chromium, pngquant | npm | OpenBLAS for PyTorch, tc | mmdebstrap | valgrind | clang | qemu-user-static
+    python) groups+=("$extra") ;;  # the Python module (pybind11, python3-dev, pip) and its notebooks' tests (nbconvert, matplotlib, pandas)
     arm64) groups+=("$extra") ;;  # the aarch64 cross build: cross compiler, qemu-user-static, arm64 libraries (multiarch)
     corpus) fetch_corpus=1 ;;  # fetch_corpus.sh installs the node group if npm is missing
-    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz, emulate, arm64)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown package group '$extra' (expected: browser, node, corpus, bench, check, reference, fuzz, emulate, arm64, python)" >&2; exit 2 ;;
   esac
 done
 
