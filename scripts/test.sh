@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # chromium: the profiler HTML report test renders in it; valgrind: the hwtrace tool and its
-# tests; qemu-user-static: a CPU without AVX2, emulated (tests/test_isa.cpp)
-scripts/setup.sh browser reference emulate
+# tests; qemu-user-static: a CPU without AVX2, emulated (tests/test_isa.cpp); python: pybind11
+# and what the Python module's pytest and notebook tests need (tests/python/)
+scripts/setup.sh browser reference emulate python
 scripts/build.sh
 caps="$(env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA build/bertlab isa --caps | grep -vx ALL || true)"  # none on aarch64
 own="$(tail -n1 <<<"$caps")"
