@@ -160,7 +160,7 @@ class PyModel {
   }
 
   const BertConfig& config() const { return session_->config(); }
-  std::string heads() const { return heads_name(session_->heads()); }
+  std::string heads() const { return to_string(session_->heads()); }
   std::vector<std::string> notes() const { return notes_; }
 
  private:
