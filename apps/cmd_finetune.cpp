@@ -62,8 +62,10 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: every epoch)");
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
   cmd->add_option("--seed", o.seed, "Seed (classifier initialisation, data order, dropout)");
+  constexpr auto metric_array = enum_names(FinetuneMetric{});
+  const std::vector<std::string> metric_names(metric_array.begin(), metric_array.end());
   cmd->add_option("--metric", c->metric, "Metric that picks the best checkpoint")
-      ->check(CLI::IsMember({"accuracy", "macro_f1"}))->capture_default_str();
+      ->check(CLI::IsMember(metric_names))->capture_default_str();
   cmd->add_flag("--group-by-length", o.group_by_length,
                 "Batches of similar lengths, each padded to its own longest example (rounded up to a quarter of "
                 "--max-seq-length), as Hugging Face's group_by_length");
@@ -78,7 +80,7 @@ void add_finetune_command(CLI::App& root) {
     o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out, o.resume = c->resume;
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
-    o.metric = c->metric == "macro_f1" ? FinetuneMetric::macro_f1 : FinetuneMetric::accuracy;
+    o.metric = enum_from_string<FinetuneMetric>(c->metric, "--metric");
     const bool tty = isatty(fileno(stderr));
     auto on_event = [&](const FinetuneEvent& e) {
       switch (e.kind) {

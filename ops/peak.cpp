@@ -112,15 +112,6 @@ std::string dnnl_isa_name() {
   }
 }
 
-const char* to_string(BandwidthKernel k) {
-  switch (k) {
-    case BandwidthKernel::read: return "read";
-    case BandwidthKernel::write: return "write";
-    case BandwidthKernel::triad: return "triad";
-  }
-  return "?";
-}
-
 namespace {
 
 // The three STREAM-like loops, as plain functions so the compiler sees restrict-free locals.
@@ -252,15 +243,6 @@ int64_t cpu_cache_bytes(int level) {
   const int name = level == 1 ? _SC_LEVEL1_DCACHE_SIZE : level == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE;
   const long v = sysconf(name);
   return v > 0 ? v : 0;
-}
-
-const char* to_string(ElementwiseKernel k) {
-  switch (k) {
-    case ElementwiseKernel::gelu: return "gelu";
-    case ElementwiseKernel::gelu_grad: return "gelu_grad";
-    case ElementwiseKernel::dropout: return "dropout";
-  }
-  return "?";
 }
 
 double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double seconds) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/enum_table.h"
+
 namespace bertlab::ops {
 
 struct PeakResult {
@@ -40,8 +42,8 @@ std::string dnnl_isa_name();
 // above the last-level cache). Bytes counted as in STREAM: read = 1 array read (a sum),
 // write = 1 array written (a fill), triad a = b + s*c = 2 read + 1 written; write-allocate
 // traffic is not counted.
-enum class BandwidthKernel { read, write, triad };
-const char* to_string(BandwidthKernel k);
+#define BERTLAB_BANDWIDTH_KERNELS(X) X(read, "read") X(write, "write") X(triad, "triad")
+BERTLAB_ENUM(BandwidthKernel, uint8_t, BERTLAB_BANDWIDTH_KERNELS)
 struct BandwidthResult {
   double gbs = 0;  // 90th percentile over repetitions, 1e9 bytes per second
   int repetitions = 0;
@@ -75,10 +77,11 @@ double measure_parallel_region_seconds(double seconds);
 // forward and backward (oneDNN eltwise, ops::ActivationOp, ActivationGrad) and the
 // counter-based dropout (a hash per element, ops::dropout_forward; its backward is the same
 // kernel). A memory roofline prices them at a fraction of their time.
-enum class ElementwiseKernel { gelu, gelu_grad, dropout };
-inline constexpr ElementwiseKernel kElementwiseKernels[] = {ElementwiseKernel::gelu, ElementwiseKernel::gelu_grad,
-                                                             ElementwiseKernel::dropout};
-const char* to_string(ElementwiseKernel k);
+#define BERTLAB_ELEMENTWISE_KERNELS(X) X(gelu, "gelu") X(gelu_grad, "gelu_grad") X(dropout, "dropout")
+BERTLAB_ENUM(ElementwiseKernel, uint8_t, BERTLAB_ELEMENTWISE_KERNELS)
+#define BERTLAB_ELEMENTWISE_KERNEL_VALUE_(id, ...) ElementwiseKernel::id,
+inline constexpr ElementwiseKernel kElementwiseKernels[] = {BERTLAB_ELEMENTWISE_KERNELS(BERTLAB_ELEMENTWISE_KERNEL_VALUE_)};
+#undef BERTLAB_ELEMENTWISE_KERNEL_VALUE_
 // A rate per kernel, in the order of kElementwiseKernels.
 using ElementwiseRates = std::array<double, std::size(kElementwiseKernels)>;
 // The sustained rate of the kernel over `elements` f32 elements (its input, output and, for

@@ -426,14 +426,6 @@ FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& conf
   return d;
 }
 
-const char* metric_name(FinetuneMetric m) {
-  switch (m) {
-    case FinetuneMetric::accuracy: return "accuracy";
-    case FinetuneMetric::macro_f1: return "macro_f1";
-  }
-  return "";
-}
-
 // The settings a resume must share with the checkpoint to continue it exactly (trainer_state.json).
 nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labels, int64_t max_steps,
                                   int64_t warmup_steps) {
@@ -455,7 +447,7 @@ nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labe
                 {"warmup_steps", warmup_steps},
                 {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
                 {"precision", to_string(o.precision)},
-                {"metric", metric_name(o.metric)},
+                {"metric", to_string(o.metric)},
                 {"from_scratch", o.from_scratch},
                 {"train", o.train.string()}});
   return state;
@@ -670,7 +662,7 @@ class FinetuneRun {
     write_model(o_.out, config_, heads_, fd_.labels, progress_.best, o_.model);
     auto results = eval_json(r.best);
     results["best_step"] = r.best_step;
-    results["metric"] = metric_name(o_.metric);
+    results["metric"] = to_string(o_.metric);
     results["seq_len"] = fd_.S;
     results["mean_padded_seq_len"] = r.mean_padded_length;
     data::write_file_atomic(o_.out / "eval_results.json", results.dump(2) + "\n");

@@ -17,7 +17,8 @@
 
 namespace bertlab {
 
-enum class FinetuneMetric { accuracy, macro_f1 };
+#define BERTLAB_FINETUNE_METRICS(X) X(accuracy, "accuracy") X(macro_f1, "macro_f1")
+BERTLAB_ENUM(FinetuneMetric, uint8_t, BERTLAB_FINETUNE_METRICS)
 
 struct FinetuneOptions {
   data::TaskKind task = data::TaskKind::sequence_classification;

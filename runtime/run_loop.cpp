@@ -13,9 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::array<const char*, 3> kOnNonfiniteNames{"stop", "skip", "rollback"};
-static_assert(kOnNonfiniteNames.size() == static_cast<size_t>(OnNonfinite::rollback) + 1);
-
 // The lines of `file` up to the last one of `step` (in the order written: after a rollback,
 // steps repeat, and the checkpoint of `step` was written after its last line), without a line
 // torn by a kill. A log without a line of `step` keeps its lines of steps up to `step`.
@@ -38,12 +35,8 @@ std::string lines_through(const fs::path& file, int64_t step) {
 
 }  // namespace
 
-const char* to_string(OnNonfinite a) { return kOnNonfiniteNames[static_cast<size_t>(a)]; }
-
 OnNonfinite on_nonfinite_from_string(const std::string& s, const std::string& what) {
-  for (size_t i = 0; i < kOnNonfiniteNames.size(); ++i)
-    if (s == kOnNonfiniteNames[i]) return static_cast<OnNonfinite>(i);
-  fail("{} {}: expected one of {}", what, s, fmt::join(kOnNonfiniteNames, ", "));
+  return enum_from_string<OnNonfinite>(s, what);
 }
 
 nlohmann::json LoopState::to_json() const {

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/enum_table.h"
+
 #include "base/dir_lock.h"
 #include "base/error.h"
 
@@ -37,8 +39,8 @@ struct NonfiniteError : Error {
 // --on-nonfinite: stop (the run ends with the error), skip (the micro-batches at fault are left
 // out of the step's update, or the whole update is dropped when all are, and training goes on),
 // rollback (back to the newest checkpoint, past the data that led there).
-enum class OnNonfinite : uint8_t { stop, skip, rollback };
-const char* to_string(OnNonfinite a);
+#define BERTLAB_ON_NONFINITE(X) X(stop, "stop") X(skip, "skip") X(rollback, "rollback")
+BERTLAB_ENUM(OnNonfinite, uint8_t, BERTLAB_ON_NONFINITE)
 // Throws Error naming `what` (the flag) and the accepted values.
 OnNonfinite on_nonfinite_from_string(const std::string& s, const std::string& what = "--on-nonfinite");
 

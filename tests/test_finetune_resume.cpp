@@ -195,7 +195,7 @@ TEST_CASE("metrics.jsonl after a resume ends at the checkpoint's last line, step
   st["loop"]["data_offset"] = -1;
   CHECK_THROWS_WITH(LoopState::from_trainer_state(st, "ts.json"), Contains("ts.json: field 'loop.data_offset' is -1"));
   CHECK(on_nonfinite_from_string("rollback") == OnNonfinite::rollback);
-  CHECK_THROWS_WITH(on_nonfinite_from_string("retry"), Contains("--on-nonfinite retry: expected one of stop, skip, rollback"));
+  CHECK_THROWS_WITH(on_nonfinite_from_string("retry"), Contains("--on-nonfinite: unknown value 'retry' (expected one of: stop, skip, rollback)"));
 }
 
 TEST_CASE("finetune --on-nonfinite: stop as before, skip drops the update, rollback goes back past the data", "[finetune][cli][reliability]") {
