@@ -124,4 +124,12 @@ std::string bertlab_binary();  // the bertlab CLI built beside the grader
 // build (CMAKE_CROSSCOMPILING_EMULATOR, e.g. qemu-user).
 std::string bertlab_command();
 
+// --quick's training fixture: a vocabulary and pretraining shards of seq 32 prepared from the
+// test corpus under `dir` (by the bertlab CLI), and a BERT-tiny config sized to that
+// vocabulary (dir/config.json). Throws naming the log when preparing fails.
+struct QuickFixture {
+  std::filesystem::path config, data;
+};
+QuickFixture prepare_quick_fixture(const std::filesystem::path& dir);
+
 }  // namespace bertlab::lab

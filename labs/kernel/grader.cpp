@@ -233,22 +233,8 @@ Outcome training(const TrainSetup& t, const PlotPage& plots) {
 
 // --quick (the test suite): BERT-tiny-sized model on the fixture corpus, prepared here.
 TrainSetup quick_setup(const fs::path& dir) {
-  fs::create_directories(dir);
-  const std::string bin = bertlab_command(), corpus = source_dir() + "/tests/data/corpus_small.txt";
-  const std::string cmd = fmt::format(
-      "{0} vocab --corpus '{1}' --vocab-size 200 --out '{2}/vocab' > '{2}/prep.log' 2>&1 && "
-      "{0} prepare --corpus '{1}' --vocab '{2}/vocab' --seq-len 32 --dupe-factor 4 --force --out '{2}/data' "
-      ">> '{2}/prep.log' 2>&1",
-      bin, corpus, dir.string());
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("preparing the fixture data failed: see " + (dir / "prep.log").string());
-  auto cfg = nlohmann::json::parse(std::ifstream(source_dir() + "/configs/bert-tiny.json"));
-  int64_t words = 0;
-  std::ifstream vocab(dir / "vocab/vocab.txt");
-  for (std::string line; std::getline(vocab, line);) ++words;
-  cfg["vocab_size"] = words;
-  cfg["max_position_embeddings"] = 64;
-  std::ofstream(dir / "config.json") << cfg.dump(2);
-  return {dir / "config.json", dir / "data", dir / "runs", 20, 4};
+  const QuickFixture f = prepare_quick_fixture(dir);
+  return {f.config, f.data, dir / "runs", 20, 4};
 }
 
 }  // namespace
