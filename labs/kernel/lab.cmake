@@ -1,5 +1,5 @@
 # Lab 2 (labs/kernel/README.md). The tests train BERT-tiny for a few steps on the fixture corpus.
-bertlab_add_lab(kernel SOURCES ${CMAKE_CURRENT_LIST_DIR}/install.cpp
+bertlab_add_lab(kernel ISA_PAGES SOURCES ${CMAKE_CURRENT_LIST_DIR}/install.cpp
                 LIBS bertlab_runtime bertlab_data CLI11::CLI11 TEST_ARGS --quick)
 # Planted bugs (tests/labs/kernel_planted.cpp): each must fail its check, naming the shape and the
 # element, with hints that give no formula (step 3 asks for the backward's).
