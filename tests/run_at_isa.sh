@@ -11,17 +11,8 @@ set -euo pipefail
 bertlab="$1" tests="$2" cap="$3"
 insensitive="[hwmodel] [hwmodel-reference] [hwmodel_cpu] [arrangement] [cluster] [alignment] [data] [tokenizer] \
 [vocab] [prepare] [brown] [fuzz] [labs] [html] [chart] [graph] [op_table] [config] [valgrind]"
-caps="$(env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA "$bertlab" isa --caps)"
-if ! grep -qx "$cap" <<<"$caps"; then
-  echo "skipped: this CPU has no $cap (it accepts: $(echo $caps))"
-  exit 77
-fi
-# The CPU's own level: the highest cap before ALL.
-own="$(grep -vx ALL <<<"$caps" | tail -n1)"
-if [ "$cap" = "$own" ]; then
-  echo "skipped: $cap is this CPU's own level, which the rest of the suite runs"
-  exit 77
-fi
+source "$(dirname "$0")/isa_cap.sh"
+isa_cap "$bertlab" "$cap" "the rest of the suite"
 filter="~[.]"  # hidden tests (the slow reference checks) stay out, as in the rest of the suite
 for t in $insensitive; do filter+="~$t"; done
 echo "ONEDNN_MAX_CPU_ISA=$cap: $(ONEDNN_MAX_CPU_ISA="$cap" "$bertlab" isa | grep -E '^(active|bf16)' | tr -s ' ' | paste -sd';')"

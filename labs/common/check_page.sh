@@ -17,17 +17,8 @@ bf16_lab=0
 if [ "${1:-}" = "--bf16-lab" ]; then bf16_lab=1; shift; fi
 if [ "${1:-}" = "--" ]; then shift; fi
 if [ "$cap" != "-" ]; then
-  caps="$(env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA "$bertlab" isa --caps)"
-  if ! grep -qx "$cap" <<<"$caps"; then
-    echo "skipped: this CPU has no $cap (it accepts: $(echo $caps))"
-    exit 77
-  fi
-  own="$(grep -vx ALL <<<"$caps" | tail -n1)"
-  if [ "$cap" = "$own" ]; then
-    echo "skipped: $cap is this CPU's own level, which lab_${lab}_page runs"
-    exit 77
-  fi
-  export ONEDNN_MAX_CPU_ISA="$cap"
+  source "$(dirname "$0")/../../tests/isa_cap.sh"
+  isa_cap "$bertlab" "$cap" "lab_${lab}_page"
 else
   unset ONEDNN_MAX_CPU_ISA DNNL_MAX_CPU_ISA
 fi

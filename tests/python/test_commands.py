@@ -63,10 +63,14 @@ def test_estimate_bad_arguments(tiny_model, tmp_path):
 def test_calibrate_writes_the_cli_fields(cli, machine, tmp_path):
     run_cli(cli, "calibrate", "--out", tmp_path / "cli.json", "--seconds", 0.001, "--square", 64, "--batch", 1,
             "--seq", 8, "--bandwidth-mb", 1)
+    # The cache-resident triad's array size is written only when that triad measured above the
+    # DRAM triad (runtime/machine.cpp): at 1 ms per measurement either can happen in either run.
+    def fields(j):
+        return set(j) - {"bandwidth_resident_array_bytes"}
     mine = json.loads(machine.read_text())
-    assert set(mine) == set(json.loads((tmp_path / "cli.json").read_text()))
-    assert bertlab.calibrate(out=tmp_path / "again.json", seconds=0.001, square=64, batch=1, seq=8,
-                             bandwidth_mb=1).keys() == mine.keys()
+    assert fields(mine) == fields(json.loads((tmp_path / "cli.json").read_text()))
+    assert fields(bertlab.calibrate(out=tmp_path / "again.json", seconds=0.001, square=64, batch=1, seq=8,
+                                    bandwidth_mb=1)) == fields(mine)
 
 
 def test_profile_records_match_the_cli(cli, tiny_model, machine, tmp_path):
