@@ -27,6 +27,7 @@ struct TrainCli {
   double bucket_mb = 25;
   std::string allreduce_dtype = "fp32";
   std::string on_nonfinite = "stop";
+  std::string schedule = "linear";
   std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
 };
 
@@ -49,10 +50,20 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (must match the data)");
   cmd->add_option("--lr", o.lr, "Peak learning rate")->check(positive_number());
   cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(non_negative_number());
-  cmd->add_option("--lr-schedule", o.schedule,
+  cmd->add_option("--lr-schedule", c->schedule,
                   "linear, polynomial or constant after warmup; one-cycle: linear up to the peak at --warmup-steps "
-                  "(default: half of --max-steps), then linearly down to 0")
-      ->check(CLI::IsMember({"linear", "polynomial", "constant", "one-cycle"}));
+                  "(default: half of --max-steps), then linearly down to 0; wsd (warmup-stable-decay): held at the "
+                  "peak after warmup, then linearly down over the last --decay-steps")
+      ->check([](const std::string& v) {
+        return enum_parse<LrSchedule>(v) ? std::string()
+                                         : fmt::format("unknown value '{}' (expected one of: {})", v,
+                                                       fmt::join(enum_names(LrSchedule{}), ", "));
+      });
+  cmd->add_option("--decay-steps", o.decay_steps, "wsd: steps of the linear decay at the end")->check(non_negative_number());
+  cmd->add_option("--decay-ratio", o.decay_ratio, "wsd: the decay as a fraction of --max-steps (instead of --decay-steps)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-lr-ratio", o.min_lr_ratio, "wsd: the decay ends at --lr x this (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
@@ -96,6 +107,7 @@ void add_train_command(CLI::App& root) {
     o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
+    o.schedule = enum_from_string<LrSchedule>(c->schedule, "--lr-schedule");
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));

@@ -518,7 +518,7 @@ class FinetuneRun {
         model_(init_model(config, heads_, o.seed, L_)), state_(model_.params), on_event_(on_event),
         train_ex_(fd_.S, o.group_by_length, [this](int64_t s) { return make_executor(s, true); }),
         eval_ex_(fd_.S_eval, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }) {
-    sched_.lr = o.lr, sched_.schedule = "linear";
+    sched_.lr = o.lr, sched_.schedule = LrSchedule::linear;
     sched_.max_steps = run_state_.at("max_steps").get<int64_t>();
     sched_.warmup_steps = run_state_.at("warmup_steps").get<int64_t>();
     init_classifier(model_.params, config, o.seed);

@@ -14,6 +14,13 @@
 
 namespace bertlab {
 
+// The learning rate after warmup (--lr-schedule): linear, polynomial or constant decay to
+// max_steps; one-cycle: the warmup is half of max_steps unless given; wsd (warmup-stable-decay,
+// trapezoid): held at the peak, then linear decay over the last decay steps.
+#define BERTLAB_LR_SCHEDULES(X) \
+  X(linear, "linear") X(polynomial, "polynomial") X(constant, "constant") X(one_cycle, "one-cycle") X(wsd, "wsd")
+BERTLAB_ENUM(LrSchedule, uint8_t, BERTLAB_LR_SCHEDULES)
+
 struct TrainOptions {
   std::filesystem::path config;      // config.json for a fresh model (or empty with model/resume)
   std::filesystem::path model;       // start from this model directory
@@ -27,9 +34,10 @@ struct TrainOptions {
   int64_t seq_len = 0;               // 0: the data's sequence length
   float lr = 1e-4f;
   int64_t warmup_steps = 0;
-  std::string schedule = "linear";   // linear | polynomial | constant (after warmup), or
-                                     // one-cycle: linear up to the peak at warmup_steps (default:
-                                     // half of max_steps), then linearly down to 0
+  LrSchedule schedule = LrSchedule::linear;
+  int64_t decay_steps = 0;           // wsd: the linear decay's steps at the end (or:)
+  double decay_ratio = 0;            // wsd: ... as a fraction of max_steps (one of the two)
+  double min_lr_ratio = 0;           // wsd: the decay ends at lr x this instead of 0
   bool nsp = true;                   // false: masked LM only (no NSP head or loss)
   bool dropout = true;               // false: no dropout while training (the saved config keeps
                                      // its probabilities, for fine-tuning)
@@ -57,8 +65,14 @@ struct TrainEvent {
 };
 
 // Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps
-// (one-cycle: the warmup is half of max_steps unless warmup_steps is given).
+// (one-cycle: the warmup is half of max_steps unless warmup_steps is given; wsd: held at the
+// peak until the last wsd_decay_steps(o) steps, then linear down to lr x min_lr_ratio).
 float learning_rate(const TrainOptions& o, int64_t step);
+// wsd: the decay's steps, from decay_steps or decay_ratio x max_steps (rounded).
+int64_t wsd_decay_steps(const TrainOptions& o);
+// Refuses a schedule that does not fit max_steps (wsd: warmup + decay > max_steps), or decay
+// flags without wsd, naming the flags and their values.
+void check_lr_schedule(const TrainOptions& o);
 
 // Runs training; reports through `on_event` (the app prints). Stops early, after writing a
 // checkpoint, when `stop` becomes true (SIGINT/SIGTERM). Returns the last step done.

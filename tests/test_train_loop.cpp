@@ -425,7 +425,7 @@ TEST_CASE("The one-cycle schedule is triangular: linear up to the peak, linear d
   TrainOptions o;
   o.lr = 2e-3f;
   o.max_steps = 10;
-  o.schedule = "one-cycle";
+  o.schedule = LrSchedule::one_cycle;
   // Hugging Face's convention: the schedule is evaluated at the 0-based step index t.
   auto expected = [&](int64_t t, double peak_at) {
     return t < peak_at ? 2e-3 * t / peak_at : 2e-3 * (o.max_steps - t) / (o.max_steps - peak_at);
@@ -435,9 +435,41 @@ TEST_CASE("The one-cycle schedule is triangular: linear up to the peak, linear d
   CHECK(learning_rate(o, 1) == 0);
   o.warmup_steps = 2;  // an explicit peak
   for (int64_t step = 1; step <= 10; ++step) CHECK(learning_rate(o, step) == Approx(expected(step - 1, 2)).margin(1e-9));
-  o.schedule = "linear";  // unchanged: the warmup is only what is given
+  o.schedule = LrSchedule::linear;  // unchanged: the warmup is only what is given
   o.warmup_steps = 0;
   CHECK(learning_rate(o, 1) == Approx(2e-3));
+}
+
+TEST_CASE("The wsd schedule: linear warmup, a hold at the peak, linear decay over the last steps", "[train][schedule]") {
+  TrainOptions o;
+  o.lr = 1e-3f;
+  o.max_steps = 10;
+  o.warmup_steps = 2;
+  o.schedule = LrSchedule::wsd;
+  o.decay_steps = 4;
+  check_lr_schedule(o);
+  // By hand, at the 0-based step index t: warmup t/2 for t < 2; the peak for t = 2..6; then
+  // (10 - t)/4 of it for t = 7, 8, 9 (the decay reaches 0 at t = 10, as the linear schedule does).
+  const double by_hand[10] = {0, 0.5, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25};
+  for (int64_t step = 1; step <= 10; ++step)
+    CHECK(learning_rate(o, step) == Approx(1e-3 * by_hand[step - 1]).margin(1e-9));
+  // A floor: the decay ends at 10% of the peak; the same decay given as a fraction of the run.
+  o.min_lr_ratio = 0.1;
+  CHECK(learning_rate(o, 10) == Approx(1e-3 * (0.1 + 0.9 * 0.25)).margin(1e-9));
+  CHECK(learning_rate(o, 5) == Approx(1e-3).margin(1e-9));
+  o.decay_steps = 0, o.decay_ratio = 0.4;
+  CHECK(wsd_decay_steps(o) == 4);
+  CHECK(learning_rate(o, 9) == Approx(1e-3 * (0.1 + 0.9 * 0.5)).margin(1e-9));
+  // Warmup and decay that do not fit in the run: the error names the three values.
+  o.min_lr_ratio = 0, o.decay_ratio = 0, o.decay_steps = 9;
+  CHECK_THROWS_WITH(check_lr_schedule(o), Contains("--warmup-steps 2") && Contains("--decay-steps 9") &&
+                                              Contains("--max-steps 10"));
+  o.decay_steps = 0, o.decay_ratio = 0.9;
+  CHECK_THROWS_WITH(check_lr_schedule(o), Contains("--decay-ratio 0.9 (9 steps)") && Contains("--max-steps 10"));
+  o.decay_ratio = 0;
+  CHECK_THROWS_WITH(check_lr_schedule(o), Contains("needs a decay"));
+  o.schedule = LrSchedule::linear, o.decay_steps = 3;
+  CHECK_THROWS_WITH(check_lr_schedule(o), Contains("belong to --lr-schedule wsd"));
 }
 
 TEST_CASE("Evaluation batches of other shapes than training give the same statistics", "[train]") {
