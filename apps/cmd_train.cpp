@@ -28,6 +28,7 @@ struct TrainCli {
   std::string allreduce_dtype = "fp32";
   std::string on_nonfinite = "stop";
   std::string schedule = "linear";
+  std::string position_init = "normal";
   std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
 };
 
@@ -64,6 +65,20 @@ void add_train_command(CLI::App& root) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-lr-ratio", o.min_lr_ratio, "wsd: the decay ends at --lr x this (default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--position-init", c->position_init,
+                  "The position table of a new model: normal (BERT's init) or sinusoidal (scaled sin/cos)")
+      ->check([](const std::string& v) {
+        return enum_parse<PositionInit>(v) ? std::string()
+                                           : fmt::format("unknown value '{}' (expected one of: {})", v,
+                                                         fmt::join(enum_names(PositionInit{}), ", "));
+      });
+  cmd->add_option("--position-init-scale", o.position_init_scale,
+                  "Amplitude of the sinusoidal position table (default: 2 x initializer_range of the config)")
+      ->check(non_negative_number());
+  cmd->add_option("--position-lr-scale", o.position_lr_scale,
+                  "The position table's learning rate x this for the first --position-lr-steps steps")
+      ->check(non_negative_number());
+  cmd->add_option("--position-lr-steps", o.position_lr_steps, "Steps of --position-lr-scale")->check(non_negative_number());
   cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
@@ -108,6 +123,7 @@ void add_train_command(CLI::App& root) {
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
     o.schedule = enum_from_string<LrSchedule>(c->schedule, "--lr-schedule");
+    o.position_init = enum_from_string<PositionInit>(c->position_init, "--position-init");
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));

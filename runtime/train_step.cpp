@@ -103,6 +103,27 @@ StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std:
   return finish(stats);
 }
 
+void TrainStepper::set_update_scale(const std::string& name, float factor) {
+  check(model_.params.contains(name), "no parameter '{}' to scale the update of", name);
+  for (auto& s : update_scales_)
+    if (s.name == name) return void(s.factor = factor);
+  update_scales_.push_back({name, factor, {}});
+}
+
+void TrainStepper::update() {
+  for (auto& s : update_scales_)
+    if (s.factor != 1) {
+      const float* p = model_.params.data(s.name);
+      s.before.assign(p, p + model_.params.info(s.name).numel());
+    }
+  train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
+  for (auto& s : update_scales_) {
+    if (s.factor == 1) continue;
+    float* p = model_.params.data(s.name);
+    for (size_t i = 0; i < s.before.size(); ++i) p[i] = s.before[i] + s.factor * (p[i] - s.before[i]);
+  }
+}
+
 StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr, const MicroBatchPolicy& policy) {
   check(!micro.empty(), "a training step needs at least one micro-batch");
   auto& ctx = train_.context();
@@ -128,7 +149,7 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
     return reasons;
   };
   parts.update = [&] {
-    train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
+    update();
     return std::isfinite(ctx.grad_norm);
   };
   parts.first_non_finite_gradient = [&] { return first_non_finite(state_.grads); };

@@ -43,6 +43,12 @@ class TrainStepper {
   // Losses of a batch without updating anything (no dropout).
   StepStats evaluate(const BertInputs& batch);
 
+  // From the next step on, the update of parameter `name` is multiplied by `factor` (1: as the
+  // optimizer computes it). AdamW's and LAMB's updates, decoupled weight decay included, are
+  // linear in the learning rate, so this is the step with that parameter's learning rate times
+  // `factor` (a parameter group of its own, as torch.optim's).
+  void set_update_scale(const std::string& name, float factor);
+
   Executor& executor() { return train_; }
   TrainingState& state() { return state_; }
   const RunSpec& run() const { return run_; }
@@ -55,8 +61,17 @@ class TrainStepper {
   StepStats accumulate(std::span<const BertInputs> micro, const std::vector<int64_t>& use,
                        const MicroBatchPolicy& policy, std::vector<std::string>& loss_reasons);
 
+  // The optimizer update (and the allreduce before it), with the update scales applied.
+  void update();
+
   Model& model_;
   RunSpec run_;
+  struct UpdateScale {
+    std::string name;
+    float factor = 1;
+    std::vector<float> before;  // the parameter before the update
+  };
+  std::vector<UpdateScale> update_scales_;
   TrainingState state_;
   Executor train_;
   std::unique_ptr<Executor> eval_;  // built on first evaluate(), again when the batch's shape changes

@@ -229,13 +229,46 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
   return eval_set;
 }
 
+// The recipe settings recorded in trainer_state.json, with the values of a run without them
+// (checkpoints from before them had none of them).
+nlohmann::json recipe_state_defaults() {
+  return {{"position_init", to_string(PositionInit::normal)}, {"position_init_scale", 0.0},
+          {"position_lr_scale", 1.0}, {"position_lr_steps", 0}};
+}
+
+nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
+  const bool sinusoidal = o.position_init == PositionInit::sinusoidal;
+  return {{"position_init", to_string(o.position_init)},
+          {"position_init_scale", !sinusoidal ? 0.0 : o.position_init_scale > 0 ? o.position_init_scale
+                                                                                : default_position_init_scale(config)},
+          {"position_lr_scale", o.position_lr_steps > 0 ? o.position_lr_scale : 1.0},
+          {"position_lr_steps", o.position_lr_scale != 1 ? o.position_lr_steps : 0}};
+}
+
+// Recipe flags that cannot work, before anything is read.
+void check_recipe_options(const TrainOptions& o) {
+  check(o.position_init_scale >= 0, "--position-init-scale {}: expected a non-negative amplitude", o.position_init_scale);
+  check(o.position_init_scale == 0 || o.position_init == PositionInit::sinusoidal,
+        "--position-init-scale belongs to --position-init sinusoidal");
+  check(o.position_init == PositionInit::normal || o.model.empty(),
+        "--position-init {}: the model of --model {} brings its own position table (the option is for a new model "
+        "from --config)", to_string(o.position_init), o.model.string());
+  check(o.position_lr_scale >= 0, "--position-lr-scale {}: expected a non-negative factor", o.position_lr_scale);
+  check(o.position_lr_steps >= 0, "--position-lr-steps {}: expected a non-negative count", o.position_lr_steps);
+  check(o.position_lr_scale == 1 || o.position_lr_steps > 0,
+        "--position-lr-scale {} needs --position-lr-steps N (the steps it lasts)", o.position_lr_scale);
+}
+
 // Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
 void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, const TrainOptions& o) {
   saved.emplace("world_size", 1);  // checkpoints from before data parallelism
   saved.emplace("nsp", true);      // ... and before --no-nsp and --no-dropout
   saved.emplace("dropout", true);
+  const nlohmann::json recipe_defaults = recipe_state_defaults();  // ... and the recipe flags
+  for (const auto& [key, value] : recipe_defaults.items()) saved.emplace(key, value);
   check_resume_settings(saved, run_state, {"seed", "batch_size", "accum_steps", "seq_len", "optimizer",
                                            "dynamic_masking", "world_size", "nsp", "dropout"}, o.resume);
+  for (const auto& [key, value] : recipe_defaults.items()) check_resume_settings(saved, run_state, {key.c_str()}, o.resume);
   // The same data, wherever it lives now (checkpoints from before fingerprints: not checked).
   if (saved.contains("data_fingerprint"))
     check(saved["data_fingerprint"] == run_state["data_fingerprint"],
@@ -356,6 +389,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
         "--batch-size, --accum-steps and --max-steps must be positive");
   check(!o.out.empty(), "--out is required");
   check_lr_schedule(o);
+  check_recipe_options(o);
   // Instance counters (step x accum x batch x ranks) must fit 64 bits.
   {
     int64_t instances = 0;
@@ -392,6 +426,9 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   const BertConfig config = model_config(o, train_set);
   Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
                                 : load_model(o.model, Heads::pretraining, o.seed);
+  const nlohmann::json recipe = recipe_state(o, config);
+  if (o.position_init == PositionInit::sinusoidal)  // (a resume then loads the checkpoint's table)
+    init_positions_sinusoidal(model.params, config, recipe["position_init_scale"].get<double>());
   check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
         "the data's vocabulary has {} tokens, the model only {} (vocab_size in config.json)",
         train_set.vocab_size(), config.vocab_size);
@@ -418,6 +455,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
                     {"world_size", W},              {"nsp", o.nsp},
                     {"dropout", o.dropout},
                     {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});
+  run_state.update(recipe);
   agree_across_ranks(world, run_state, o, config);
   LoopState start;
   if (!o.resume.empty()) {
@@ -443,6 +481,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
       micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
     }
     const float lr = learning_rate(o, step);
+    stepper.set_update_scale(kPositionTable, step <= o.position_lr_steps ? static_cast<float>(o.position_lr_scale) : 1.f);
     StepStats s = stepper.step(micro, step, lr, policy);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double per_step = elapsed / double(++steps_run);

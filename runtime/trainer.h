@@ -9,6 +9,7 @@
 
 #include "base/enum_table.h"
 
+#include "runtime/recipe.h"
 #include "runtime/run_loop.h"
 #include "runtime/train_step.h"
 
@@ -38,6 +39,13 @@ struct TrainOptions {
   int64_t decay_steps = 0;           // wsd: the linear decay's steps at the end (or:)
   double decay_ratio = 0;            // wsd: ... as a fraction of max_steps (one of the two)
   double min_lr_ratio = 0;           // wsd: the decay ends at lr x this instead of 0
+  // The learned position table of a new model: BERT's normal init, or scaled sinusoids of
+  // amplitude position_init_scale (0: runtime/recipe.h default_position_init_scale).
+  PositionInit position_init = PositionInit::normal;
+  double position_init_scale = 0;
+  // The position table's learning rate x position_lr_scale for the first position_lr_steps steps.
+  double position_lr_scale = 1;
+  int64_t position_lr_steps = 0;
   bool nsp = true;                   // false: masked LM only (no NSP head or loss)
   bool dropout = true;               // false: no dropout while training (the saved config keeps
                                      // its probabilities, for fine-tuning)

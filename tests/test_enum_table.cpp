@@ -64,6 +64,8 @@ TEST_CASE("Every named enum round-trips through its names and refuses others", "
   check_table<Precision>("--precision");
   check_table<Heads>("heads");
   check_table<RunKind>("kind");
+  check_table<LrSchedule>("--lr-schedule");
+  check_table<PositionInit>("--position-init");
   check_table<data::CorpusFormat>("--format");
   check_table<data::DownstreamTask>("--task");
   check_table<ops::Isa>("isa");

@@ -1,0 +1,29 @@
+#pragma once
+// Pretraining recipe options that leave the checkpoint a standard BERT: how the learned
+// absolute position table starts (--position-init), and the learning-rate scale of one
+// parameter (--position-lr-scale). docs/training.md#pretraining-recipe.
+#include <string>
+
+#include "base/enum_table.h"
+#include "runtime/bert_config.h"
+#include "runtime/params.h"
+
+namespace bertlab {
+
+// normal: BERT's truncated normal (init_bert_params); sinusoidal: the sin/cos table of
+// "Attention is all you need", scaled.
+#define BERTLAB_POSITION_INITS(X) X(normal, "normal") X(sinusoidal, "sinusoidal")
+BERTLAB_ENUM(PositionInit, uint8_t, BERTLAB_POSITION_INITS)
+
+// The Hugging Face name of the learned absolute position table.
+inline constexpr const char* kPositionTable = "bert.embeddings.position_embeddings.weight";
+
+// The default amplitude of the sinusoidal table: twice the config's initializer_range (the
+// token embeddings' init std), so its entries' RMS (amplitude / sqrt 2) is about 1.4 times the
+// token embeddings' and the position signal is not lost beside them.
+double default_position_init_scale(const BertConfig& c);
+
+// pe (max_position_embeddings, H): pe[p][2i] = A sin(p / 10000^(2i/H)), pe[p][2i+1] = A cos(...).
+void init_positions_sinusoidal(ParamStore& params, const BertConfig& c, double amplitude);
+
+}  // namespace bertlab

@@ -1,0 +1,168 @@
+// Pretraining recipe flags (docs/training.md#pretraining-recipe): the sinusoidal position
+// table and its learning-rate scale, against hand computations and the reference AdamW.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "ops/optimizer.h"
+#include "runtime/recipe.h"
+#include "runtime/data/shard.h"
+#include "runtime/safetensors.h"
+#include "runtime/train_step.h"
+#include "runtime/trainer.h"
+#include "test_configs.h"
+#include "test_util.h"
+
+using namespace bertlab;
+using namespace bertlab::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Sequences of random ids with P masked positions each, no padding.
+BertInputs random_mlm_batch(const BertConfig& c, int64_t B, int64_t S, int64_t P, uint32_t seed) {
+  BertInputs in;
+  in.batch = B, in.seq = S, in.max_predictions = P;
+  std::mt19937 rng(seed);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      in.input_ids.push_back(static_cast<int32_t>(5 + rng() % (c.vocab_size - 5)));
+      in.token_type_ids.push_back(0);
+      in.attention_mask.push_back(1);
+    }
+    for (int64_t p = 0; p < P; ++p) {
+      in.masked_lm_positions.push_back(static_cast<int32_t>(1 + 3 * p));
+      in.masked_lm_labels.push_back(static_cast<int32_t>(rng() % c.vocab_size));
+    }
+    in.next_sentence_labels.push_back(0);
+  }
+  return in;
+}
+
+// A tiny vocabulary and packed seq-32 data from the fixture corpus, and a config, in `dir`.
+void prepare_packed(const TempDir& dir, const std::string& prepare_flags = "") {
+  const auto corpus = quote(source_dir() / "tests/data/corpus_small.txt");
+  REQUIRE(run_bertlab(fmt::format("vocab --corpus {} --vocab-size 200 --out {}", corpus, quote(dir / "vocab")))
+              .exit_code == 0);
+  auto prep = run_bertlab(fmt::format("prepare --corpus {} --vocab {} --seq-len 32 --pack --dupe-factor 4 {} --out {}",
+                                      corpus, quote(dir / "vocab"), prepare_flags, quote(dir / "data")));
+  INFO(prep.output);
+  REQUIRE(prep.exit_code == 0);
+  std::ofstream(dir / "config.json") << config_to_json(small_train_config()).dump();
+}
+
+std::vector<float> read_tensor(const fs::path& file, const std::string& name, const Shape& shape) {
+  std::vector<float> out(static_cast<size_t>(numel(shape)));
+  SafetensorsFile(file).read_f32(name, shape, out.data());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("The sinusoidal position table equals the formula, scaled", "[train][recipe]") {
+  const BertConfig c = small_train_config();
+  Model m = init_model(c, Heads::pretraining, 3);
+  const double A = 0.05;
+  init_positions_sinusoidal(m.params, c, A);
+  const float* pe = m.params.data(kPositionTable);
+  const int64_t H = c.hidden_size;
+  for (int64_t p = 0; p < c.max_position_embeddings; ++p)
+    for (int64_t k = 0; k < H; ++k) {
+      const int64_t i = k - k % 2;  // the pair's even index
+      const long double angle = p * std::pow(10000.0L, -static_cast<long double>(i) / H);
+      const long double want = A * (k % 2 ? std::cos(angle) : std::sin(angle));
+      REQUIRE(pe[p * H + k] == Approx(static_cast<double>(want)).margin(1e-7));
+    }
+  CHECK(pe[1] == Approx(A));  // position 0: sin 0, cos 0
+  CHECK(default_position_init_scale(c) == Approx(2 * c.initializer_range));
+}
+
+TEST_CASE("A learning-rate scale on the position table gives the reference AdamW step at lr x F", "[train][recipe]") {
+  const BertConfig c = small_train_config();
+  RunSpec r;
+  r.batch = 2, r.seq = 12, r.max_predictions = 3, r.dropout = false, r.nsp = false;
+  OptimizerConfig opt;
+  opt.max_grad_norm = 0;  // no clipping: the reference takes the raw gradient
+  const float lr = 1e-2f, F = 0.25f;
+  const BertInputs in = random_mlm_batch(c, 2, 12, 3, 11);
+  Model scaled = init_model(c, Heads::pretraining, 5), plain = init_model(c, Heads::pretraining, 5);
+  const ParamInfo& info = scaled.params.info(kPositionTable);
+  const std::vector<float> before(scaled.params.data(kPositionTable), scaled.params.data(kPositionTable) + info.numel());
+  TrainStepper a(scaled, r, opt, 1), b(plain, r, opt, 1);
+  a.set_update_scale(kPositionTable, F);
+  a.step(std::span(&in, 1), 1, lr);
+  b.step(std::span(&in, 1), 1, lr);
+  // The reference: torch.optim.AdamW's first step from zero moments, at lr x F.
+  std::vector<float> want = before, m(before.size(), 0.f), v(before.size(), 0.f);
+  ops::AdamHyper h{lr * F, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, 1, 1.f};
+  ops::adamw_update_reference(want.data(), m.data(), v.data(), a.state().grads.data(kPositionTable), info.numel(), h, true);
+  double worst = 0, moved = 0;
+  for (int64_t i = 0; i < info.numel(); ++i) {
+    worst = std::max(worst, double(std::abs(scaled.params.data(kPositionTable)[i] - want[i])));
+    moved = std::max(moved, double(std::abs(want[i] - before[i])));
+  }
+  INFO("worst " << worst << ", largest step " << moved);
+  CHECK(moved > 1e-3);  // the rows of the 12 positions moved by about lr x F
+  CHECK(worst <= 1e-7);
+  // Every other parameter took the unscaled step.
+  for (const auto& p : scaled.params.params()) {
+    if (p.name == kPositionTable) continue;
+    for (int64_t i = 0; i < p.numel(); ++i) REQUIRE(scaled.params.data(p.name)[i] == plain.params.data(p.name)[i]);
+  }
+}
+
+TEST_CASE("train --position-init sinusoidal with a frozen start, and resume refused without it", "[train][recipe][cli]") {
+  TempDir dir("recipe-pos");
+  prepare_packed(dir);
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --lr 1e-3 --no-nsp --seed 3 --log-steps 1 --eval-batches 1 --threads 2",
+      quote(dir / "config.json"), quote(dir / "data"));
+  // A learning-rate scale of 0 for the first step: after one step the table is the initial one.
+  const std::string pos = " --position-init sinusoidal --position-init-scale 0.05 --position-lr-scale 0 --position-lr-steps 1";
+  auto one = run_bertlab(common + pos + " --max-steps 1 --out " + quote(dir / "one"));
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  const BertConfig c = small_train_config();
+  const Shape shape{c.max_position_embeddings, c.hidden_size};
+  Model expected = init_model(c, Heads::pretraining, 3);
+  init_positions_sinusoidal(expected.params, c, 0.05);
+  const auto table = read_tensor(dir / "one/model.safetensors", kPositionTable, shape);
+  for (size_t i = 0; i < table.size(); ++i) REQUIRE(table[i] == expected.params.data(kPositionTable)[i]);
+  // After the first step the scale is 1 again: step 2 moves the table.
+  auto two = run_bertlab(common + pos + " --max-steps 2 --save-steps 1 --out " + quote(dir / "two"));
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  CHECK(read_tensor(dir / "two/model.safetensors", kPositionTable, shape) != table);
+  CHECK(read_tensor(dir / "two/checkpoint-1/model.safetensors", kPositionTable, shape) == table);
+  // Resume with the same settings continues; without them, or with another value, it is refused.
+  auto same = run_bertlab(common + pos + " --max-steps 2 --resume " + quote(dir / "two/checkpoint-1") + " --out " +
+                          quote(dir / "same"));
+  INFO(same.output);
+  CHECK(same.exit_code == 0);
+  auto without = run_bertlab(common + " --max-steps 2 --resume " + quote(dir / "two/checkpoint-1") + " --out " +
+                             quote(dir / "without"));
+  CHECK(without.exit_code == 1);
+  CHECK_THAT(without.output, Contains("cannot resume") && Contains("position_init"));
+  auto other_scale = run_bertlab(common + " --position-init sinusoidal --position-init-scale 0.05 --max-steps 2 --resume " +
+                                 quote(dir / "two/checkpoint-1") + " --out " + quote(dir / "other"));
+  CHECK(other_scale.exit_code == 1);
+  CHECK_THAT(other_scale.output, Contains("cannot resume") && Contains("position_lr"));
+  // A run without them refuses a resume that adds them.
+  auto plain = run_bertlab(common + " --max-steps 1 --save-steps 1 --out " + quote(dir / "plain"));
+  REQUIRE(plain.exit_code == 0);
+  auto added = run_bertlab(common + pos + " --max-steps 2 --resume " + quote(dir / "plain/checkpoint-1") + " --out " +
+                           quote(dir / "added"));
+  CHECK(added.exit_code == 1);
+  CHECK_THAT(added.output, Contains("cannot resume") && Contains("position_init"));
+  // A model directory brings its own table: a sinusoidal start on it is refused.
+  auto on_model = run_bertlab(fmt::format("train --model {} --data {} --batch-size 4 --no-nsp --max-steps 1 "
+                                          "--position-init sinusoidal --out {}",
+                                          quote(dir / "one"), quote(dir / "data"), quote(dir / "on-model")));
+  CHECK(on_model.exit_code == 1);
+  CHECK_THAT(on_model.output, Contains("--position-init") && Contains("--model"));
+  auto no_steps = run_bertlab(common + " --position-lr-scale 0.1 --max-steps 1 --out " + quote(dir / "no-steps"));
+  CHECK(no_steps.exit_code == 1);
+  CHECK_THAT(no_steps.output, Contains("--position-lr-steps"));
+}
