@@ -91,6 +91,10 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--max-grad-norm", o.optimizer.max_grad_norm, "Global gradient-norm clip (0: off)");
   cmd->add_option("--seed", o.seed, "Seed (initialisation, data order, dropout)");
   cmd->add_flag("--dynamic-masking", o.dynamic_masking, "Re-mask every epoch");
+  cmd->add_option("--masked-lm-prob", o.masked_lm_prob,
+                  "With --dynamic-masking: mask this fraction of the tokens instead of the data's rate");
+  cmd->add_option("--masked-lm-prob-final", o.masked_lm_prob_final,
+                  "The masking rate at the last step: linearly from --masked-lm-prob to this over the run");
   cmd->add_option("--save-steps", o.save_steps, "Checkpoint every N steps (0: at the end)");
   cmd->add_option("--save-total-limit", o.save_total_limit, "Checkpoints kept");
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");

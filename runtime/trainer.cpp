@@ -71,6 +71,12 @@ float learning_rate(const TrainOptions& o, int64_t step) {
   fail("unknown learning-rate schedule {}", static_cast<int>(o.schedule));
 }
 
+double masked_lm_prob_at(const TrainOptions& o, int64_t step) {
+  if (o.masked_lm_prob_final == 0 || o.max_steps <= 1) return o.masked_lm_prob;
+  const double f = std::clamp(static_cast<double>(step - 1) / static_cast<double>(o.max_steps - 1), 0.0, 1.0);
+  return o.masked_lm_prob + (o.masked_lm_prob_final - o.masked_lm_prob) * f;
+}
+
 namespace {
 
 constexpr const char* kStateFormat = "bertlab-trainer-state";
@@ -96,7 +102,8 @@ BertInputs to_inputs(const data::Batch& b) {
 class InstanceStream {
  public:
   explicit InstanceStream(const data::PretrainingDataset& ds) : ds_(ds) {}
-  data::Batch batch(uint64_t first, size_t count) {
+  // masked_lm_prob: the dynamic masking rate (0: the data's).
+  data::Batch batch(uint64_t first, size_t count, double masked_lm_prob) {
     std::vector<size_t> indices;
     size_t epoch = 0;
     for (uint64_t i = first; i < first + count; ++i) {
@@ -105,7 +112,7 @@ class InstanceStream {
       indices.push_back(order_[i % ds_.size()]);
     }
     data::Batch b;
-    ds_.fill_batch(indices, epoch, b);  // dynamic masks of the epoch of the batch's last instance
+    ds_.fill_batch(indices, epoch, b, masked_lm_prob);  // dynamic masks of the epoch of the batch's last instance
     return b;
   }
 
@@ -233,7 +240,7 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
 // (checkpoints from before them had none of them).
 nlohmann::json recipe_state_defaults() {
   return {{"position_init", to_string(PositionInit::normal)}, {"position_init_scale", 0.0},
-          {"position_lr_scale", 1.0}, {"position_lr_steps", 0}};
+          {"position_lr_scale", 1.0}, {"position_lr_steps", 0}, {"masked_lm_prob", 0.0}, {"masked_lm_prob_final", 0.0}};
 }
 
 nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
@@ -242,7 +249,8 @@ nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
           {"position_init_scale", !sinusoidal ? 0.0 : o.position_init_scale > 0 ? o.position_init_scale
                                                                                 : default_position_init_scale(config)},
           {"position_lr_scale", o.position_lr_steps > 0 ? o.position_lr_scale : 1.0},
-          {"position_lr_steps", o.position_lr_scale != 1 ? o.position_lr_steps : 0}};
+          {"position_lr_steps", o.position_lr_scale != 1 ? o.position_lr_steps : 0},
+          {"masked_lm_prob", o.masked_lm_prob}, {"masked_lm_prob_final", o.masked_lm_prob_final}};
 }
 
 // Recipe flags that cannot work, before anything is read.
@@ -257,6 +265,13 @@ void check_recipe_options(const TrainOptions& o) {
   check(o.position_lr_steps >= 0, "--position-lr-steps {}: expected a non-negative count", o.position_lr_steps);
   check(o.position_lr_scale == 1 || o.position_lr_steps > 0,
         "--position-lr-scale {} needs --position-lr-steps N (the steps it lasts)", o.position_lr_scale);
+  for (const auto& [flag, p] : {std::pair{"--masked-lm-prob", o.masked_lm_prob}, {"--masked-lm-prob-final", o.masked_lm_prob_final}})
+    check(p == 0 || (p > 0 && p < 1), "{} {}: expected a fraction in (0, 1)", flag, p);
+  check(o.masked_lm_prob_final == 0 || o.masked_lm_prob > 0,
+        "--masked-lm-prob-final {} needs --masked-lm-prob (the rate it starts from)", o.masked_lm_prob_final);
+  check(o.masked_lm_prob == 0 || o.dynamic_masking,
+        "--masked-lm-prob {}: another masking rate than the data's needs --dynamic-masking (the masks of prepared data "
+        "are fixed by prepare)", o.masked_lm_prob);
 }
 
 // Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
@@ -415,7 +430,8 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   o.resume = resume_dir(o.resume, o.out);
   nlohmann::json saved;  // before anything else is read from the checkpoint: verified, and of pretraining
   if (!o.resume.empty()) saved = read_checkpoint_state(o.resume, RunKind::pretraining);
-  data::PretrainingDataset train_set(o.data, "train", {o.dynamic_masking, o.seed});
+  data::PretrainingDataset train_set(o.data, "train",
+                                     {o.dynamic_masking, o.seed, std::max(o.masked_lm_prob, o.masked_lm_prob_final)});
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
   check(!o.nsp || !train_set.packed(),
         "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
@@ -478,7 +494,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     for (int64_t k = 0; k < o.accum_steps; ++k) {
       uint64_t first =
           static_cast<uint64_t>((((data_step - 1) * o.accum_steps + k) * W + world.rank()) * o.batch_size);
-      micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size)));
+      micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size), masked_lm_prob_at(o, step)));
     }
     const float lr = learning_rate(o, step);
     stepper.set_update_scale(kPositionTable, step <= o.position_lr_steps ? static_cast<float>(o.position_lr_scale) : 1.f);

@@ -53,6 +53,9 @@ struct TrainOptions {
   OptimizerConfig optimizer;
   uint64_t seed = 42;
   bool dynamic_masking = false;
+  // Dynamic masking at this rate instead of the data's (0: the data's), going linearly to
+  // masked_lm_prob_final at the last step when that is given (0: constant).
+  double masked_lm_prob = 0, masked_lm_prob_final = 0;
   Precision precision = Precision::fp32;  // GEMM inputs (master weights, grads stay f32)
   RunSpec::Allreduce allreduce;      // data parallel: buckets, overlap, bf16 on the wire
   int64_t save_steps = 0;            // 0: only at the end
@@ -81,6 +84,10 @@ int64_t wsd_decay_steps(const TrainOptions& o);
 // Refuses a schedule that does not fit max_steps (wsd: warmup + decay > max_steps), or decay
 // flags without wsd, naming the flags and their values.
 void check_lr_schedule(const TrainOptions& o);
+
+// The dynamic masking rate of a 1-based step: masked_lm_prob at step 1, linearly to
+// masked_lm_prob_final at max_steps (Ankner et al. 2023); 0 when the data's rate applies.
+double masked_lm_prob_at(const TrainOptions& o, int64_t step);
 
 // Runs training; reports through `on_event` (the app prints). Stops early, after writing a
 // checkpoint, when `stop` becomes true (SIGINT/SIGTERM). Returns the last step done.

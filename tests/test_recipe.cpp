@@ -166,3 +166,70 @@ TEST_CASE("train --position-init sinusoidal with a frozen start, and resume refu
   CHECK(no_steps.exit_code == 1);
   CHECK_THAT(no_steps.output, Contains("--position-lr-steps"));
 }
+
+TEST_CASE("A masking-rate schedule: the masked fraction at its start and end is the rate asked for", "[train][recipe][masking]") {
+  TempDir dir("recipe-mask");
+  prepare_packed(dir, "--max-predictions 5");  // 15% of 32 tokens: 5 masked positions per sequence
+  TrainOptions o;
+  o.max_steps = 100;
+  o.masked_lm_prob = 0.4, o.masked_lm_prob_final = 0.15;
+  CHECK(masked_lm_prob_at(o, 1) == 0.4);
+  CHECK(masked_lm_prob_at(o, 100) == Approx(0.15));
+  CHECK(masked_lm_prob_at(o, 34) == Approx(0.4 - 0.25 * 33 / 99));
+  // The data set opened for rates up to 0.4 has room for round(32 x 0.4) = 13 positions.
+  data::PretrainingDataset ds(dir / "data", "train", {true, 7, 0.4});
+  REQUIRE(ds.max_predictions() == 13);
+  REQUIRE(ds.size() >= 30);
+  // The fraction of predicted tokens over N sequences of T tokens. mask_tokens predicts exactly
+  // round(T x rate) tokens of every sequence, so the fraction may differ from the rate by the
+  // rounding, at most 0.5 / T; a masker that draws each token independently (Hugging Face's
+  // collator) would differ by a binomial error of sd sqrt(rate (1 - rate) / (N T)): the tolerance
+  // is their sum with 4 sd, which a rate from the wrong end of the schedule (0.4 vs 0.15) misses
+  // by far.
+  auto measured = [&](double rate, int64_t& tokens) {
+    int64_t masked = 0;
+    tokens = 0;
+    for (size_t epoch = 0; epoch < 64; ++epoch)
+      for (size_t i = 0; i < ds.size(); ++i) {
+        const auto inst = ds.instance(i, epoch, rate);
+        masked += static_cast<int64_t>(inst.masked_positions.size());
+        tokens += static_cast<int64_t>(inst.tokens.size());
+      }
+    return double(masked) / double(tokens);
+  };
+  for (int64_t step : {int64_t{1}, o.max_steps}) {
+    const double rate = masked_lm_prob_at(o, step);
+    int64_t tokens = 0;
+    const double got = measured(rate, tokens);
+    const double tol = 0.5 / double(ds.seq_len()) + 4 * std::sqrt(rate * (1 - rate) / double(tokens));
+    INFO("step " << step << ": rate " << rate << ", measured " << got << " over " << tokens << " tokens, tolerance " << tol);
+    CHECK(std::abs(got - rate) <= tol);
+  }
+  // Without dynamic masking the data's masks are fixed: another rate is refused.
+  data::PretrainingDataset fixed(dir / "data", "train", {false, 7});
+  CHECK_THROWS_WITH(fixed.instance(0, 0, 0.3), Contains("dynamic masking"));
+  CHECK_THROWS_WITH(data::PretrainingDataset(dir / "data", "train", {false, 7, 0.3}), Contains("dynamic masking"));
+}
+
+TEST_CASE("train --masked-lm-prob with a schedule trains packed data, and its flags are checked", "[train][recipe][masking][cli]") {
+  TempDir dir("recipe-mask-cli");
+  prepare_packed(dir, "--max-predictions 5");
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --lr 1e-3 --no-nsp --seed 3 --log-steps 1 --eval-batches 1 --threads 2",
+      quote(dir / "config.json"), quote(dir / "data"));
+  auto ok = run_bertlab(common + " --dynamic-masking --masked-lm-prob 0.4 --masked-lm-prob-final 0.15 --max-steps 4 "
+                                 "--save-steps 2 --out " + quote(dir / "ok"));
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  CHECK_THAT(ok.output, Contains("step 4/4"));
+  auto static_masks = run_bertlab(common + " --masked-lm-prob 0.3 --max-steps 1 --out " + quote(dir / "static"));
+  CHECK(static_masks.exit_code == 1);
+  CHECK_THAT(static_masks.output, Contains("--masked-lm-prob 0.3") && Contains("--dynamic-masking"));
+  auto final_alone = run_bertlab(common + " --dynamic-masking --masked-lm-prob-final 0.15 --max-steps 1 --out " + quote(dir / "f"));
+  CHECK(final_alone.exit_code == 1);
+  CHECK_THAT(final_alone.output, Contains("--masked-lm-prob-final") && Contains("needs --masked-lm-prob"));
+  auto other_rate = run_bertlab(common + " --dynamic-masking --masked-lm-prob 0.3 --max-steps 4 --resume " +
+                                quote(dir / "ok/checkpoint-2") + " --out " + quote(dir / "other"));
+  CHECK(other_rate.exit_code == 1);
+  CHECK_THAT(other_rate.output, Contains("cannot resume") && Contains("masked_lm_prob"));
+}

@@ -1,6 +1,7 @@
 #include "runtime/data/shard.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -272,6 +273,15 @@ PretrainingDataset::PretrainingDataset(const fs::path& dir, std::string_view met
   kinds_ = token_kinds(tokenizer);
   pad_id_ = tokenizer.pad_id();
   spec_ = masking_spec(tokenizer, o, kinds_);
+  // mask_tokens predicts round(T x rate) tokens of a T-token sequence, at most max_predictions.
+  if (options_.max_masked_lm_prob > 0) {
+    check(options_.dynamic_masking, "{}: another masking rate ({}) than the data's needs dynamic masking", dir.string(),
+          options_.max_masked_lm_prob);
+    check(options_.max_masked_lm_prob < 1, "masking rate {}: expected a fraction in (0, 1)", options_.max_masked_lm_prob);
+    const auto needed = static_cast<std::size_t>(std::llround(static_cast<double>(seq_len_) * options_.max_masked_lm_prob));
+    max_predictions_ = std::max(max_predictions_, needed);
+    spec_.max_predictions = max_predictions_;
+  }
 }
 
 std::vector<std::size_t> PretrainingDataset::epoch_order(std::size_t epoch) const {
@@ -282,7 +292,7 @@ std::vector<std::size_t> PretrainingDataset::epoch_order(std::size_t epoch) cons
   return order;
 }
 
-Instance PretrainingDataset::instance(std::size_t index, std::size_t epoch) const {
+Instance PretrainingDataset::instance(std::size_t index, std::size_t epoch, double masked_lm_prob) const {
   check(index < total_, "instance {} out of range ({} instances)", index, total_);
   auto shard = static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), index) - starts_.begin()) - 1;
   Instance inst = shards_[shard].get(index - starts_[shard]);
@@ -290,12 +300,23 @@ Instance PretrainingDataset::instance(std::size_t index, std::size_t epoch) cons
     for (std::size_t k = 0; k < inst.masked_positions.size(); ++k)
       inst.tokens[inst.masked_positions[k]] = inst.masked_labels[k];  // restore the original
     Rng rng(options_.seed, {0xD1A5, epoch, index});
-    mask_tokens(inst.tokens, spec_, rng, inst.masked_positions, inst.masked_labels);
+    MaskingSpec spec = spec_;
+    if (masked_lm_prob > 0) {
+      check(masked_lm_prob <= std::max(options_.max_masked_lm_prob, spec_.masked_lm_prob) + 1e-12,
+            "masking rate {} is above the {} the data set was opened for", masked_lm_prob,
+            std::max(options_.max_masked_lm_prob, spec_.masked_lm_prob));
+      spec.masked_lm_prob = masked_lm_prob;
+    }
+    mask_tokens(inst.tokens, spec, rng, inst.masked_positions, inst.masked_labels);
+  } else {
+    check(masked_lm_prob == 0, "masking rate {}: the data's static masks cannot be changed without dynamic masking",
+          masked_lm_prob);
   }
   return inst;
 }
 
-void PretrainingDataset::fill_batch(std::span<const std::size_t> indices, std::size_t epoch, Batch& batch) const {
+void PretrainingDataset::fill_batch(std::span<const std::size_t> indices, std::size_t epoch, Batch& batch,
+                                    double masked_lm_prob) const {
   const std::size_t B = indices.size(), T = seq_len_, P = max_predictions_;
   batch.batch_size = B;
   batch.seq_len = T;
@@ -308,7 +329,7 @@ void PretrainingDataset::fill_batch(std::span<const std::size_t> indices, std::s
   batch.masked_lm_weights.assign(B * P, 0.f);
   batch.next_sentence_labels.assign(B, 0);
   for (std::size_t b = 0; b < B; ++b) {
-    Instance inst = instance(indices[b], epoch);
+    Instance inst = instance(indices[b], epoch, masked_lm_prob);
     for (std::size_t t = 0; t < inst.tokens.size(); ++t) {
       batch.input_ids[b * T + t] = inst.tokens[t];
       batch.token_type_ids[b * T + t] = t < inst.len_a + 2u ? 0 : 1;

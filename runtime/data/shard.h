@@ -68,6 +68,9 @@ class PretrainingDataset {
   struct Options {
     bool dynamic_masking = false;  // re-mask every instance, differently each epoch
     std::uint64_t seed = 0;        // for epoch order and dynamic masks
+    // Dynamic masking at other rates than the data's (train --masked-lm-prob): the largest rate
+    // instance() and fill_batch() will be given, which sizes max_predictions() (0: the data's).
+    double max_masked_lm_prob = 0;
   };
   // Opens DIR/meta.json and the shards it lists for `split` ("train" or "eval").
   static PretrainingDataset open(const std::filesystem::path& dir, const std::string& split,
@@ -80,7 +83,9 @@ class PretrainingDataset {
 
   std::size_t size() const { return total_; }
   std::size_t seq_len() const { return seq_len_; }
+  // Masked positions per sequence: the data's, or more for a larger dynamic masking rate.
   std::size_t max_predictions() const { return max_predictions_; }
+  double masked_lm_prob() const { return spec_.masked_lm_prob; }  // the data's (meta.json)
   std::size_t vocab_size() const { return vocab_size_; }
   // Prepared with --pack: single-segment sequences without next-sentence labels.
   bool packed() const { return packed_; }
@@ -90,9 +95,11 @@ class PretrainingDataset {
 
   // A permutation of [0, size()) drawn from (seed, epoch).
   std::vector<std::size_t> epoch_order(std::size_t epoch) const;
-  // Instance `index` (stored order); with dynamic masking, masked afresh for `epoch`.
-  Instance instance(std::size_t index, std::size_t epoch = 0) const;
-  void fill_batch(std::span<const std::size_t> indices, std::size_t epoch, Batch& batch) const;
+  // Instance `index` (stored order); with dynamic masking, masked afresh for `epoch`, at the
+  // rate `masked_lm_prob` (0: the data's; at most Options::max_masked_lm_prob).
+  Instance instance(std::size_t index, std::size_t epoch = 0, double masked_lm_prob = 0) const;
+  void fill_batch(std::span<const std::size_t> indices, std::size_t epoch, Batch& batch,
+                  double masked_lm_prob = 0) const;
 
  private:
   std::vector<Shard> shards_;
