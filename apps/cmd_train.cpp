@@ -79,6 +79,9 @@ void add_train_command(CLI::App& root) {
                   "The position table's learning rate x this for the first --position-lr-steps steps")
       ->check(non_negative_number());
   cmd->add_option("--position-lr-steps", o.position_lr_steps, "Steps of --position-lr-scale")->check(non_negative_number());
+  cmd->add_option("--residual-scale", o.residual_scale,
+                  "Train LN(A x + G(x)) in every sub-layer (DeepNorm/Admin); checkpoints hold the plain BERT it equals")
+      ->check(positive_number());
   cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");

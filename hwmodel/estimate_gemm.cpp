@@ -293,6 +293,7 @@ bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w
     case OpKind::softmax:
     case OpKind::attn_context:
     case OpKind::add:
+    case OpKind::scale:
     case OpKind::layernorm:
     case OpKind::activation:
     case OpKind::first_token:

@@ -179,6 +179,9 @@ class Differentiator {
         contribute(in[0], dy);
         contribute(in[1], dy);
         return;
+      case OpKind::scale:
+        contribute(in[0], emit1(OpKind::scale, name + ".grad", {dy}, n.attrs));
+        return;
       case OpKind::layernorm: {
         auto outs = emit(OpKind::layernorm_grad, name + ".grad", {dy, saved(in[0]), in[1]},
                          {-1, param_grad(in[1]), param_grad(in[2])}, n.attrs);

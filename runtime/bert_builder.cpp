@@ -61,6 +61,12 @@ struct Builder {
     return g.apply(OpKind::dropout, node, {x}, {{"p", p}, {"salt", ++dropout_salt}});
   }
 
+  // The residual input of a sub-layer's add: x, or A x (RunSpec::residual_scale).
+  int residual(const std::string& node, int x) {
+    if (run.residual_scale == 1) return x;
+    return g.apply(OpKind::scale, node + "residual_scale", {x}, {{"alpha", run.residual_scale}});
+  }
+
   int encoder_layer(int64_t i, int x, int mask_bias) {
     const int64_t H = c.hidden_size;
     const std::string node = fmt::format("encoder.{}.", i);
@@ -81,7 +87,7 @@ struct Builder {
     int ctx = g.apply(OpKind::attn_context, node + "attention.context", {probs, qkv}, heads);
     int attn = linear(node + "attention.output", hf + "attention.output.dense", ctx, H, H);
     attn = dropout(node + "attention.output.dropout", attn, c.hidden_dropout_prob);
-    int res1 = g.apply(OpKind::add, node + "attention.residual", {attn, x});
+    int res1 = g.apply(OpKind::add, node + "attention.residual", {attn, residual(node + "attention.", x)});
     int h1 = layernorm(node + "attention.layernorm", hf + "attention.output.LayerNorm", res1);
 
     set_region(attention_begin, "attention");
@@ -91,7 +97,7 @@ struct Builder {
     int act = activation(node + "ffn.", inter);
     int out = linear(node + "ffn.output", hf + "output.dense", act, H, c.intermediate_size);
     out = dropout(node + "ffn.output.dropout", out, c.hidden_dropout_prob);
-    int res2 = g.apply(OpKind::add, node + "ffn.residual", {out, h1});
+    int res2 = g.apply(OpKind::add, node + "ffn.residual", {out, residual(node + "ffn.", h1)});
     int y = layernorm(node + "ffn.layernorm", hf + "output.LayerNorm", res2);
     set_region(ffn_begin, "ffn");
     return y;
@@ -107,6 +113,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
         "sequence length {} exceeds max_position_embeddings {} of the config", run.seq,
         c.max_position_embeddings);
   check(run.mode == "infer" || run.mode == "train", "mode '{}' is not infer or train", run.mode);
+  check(run.residual_scale > 0, "residual scale {}: expected a positive factor", run.residual_scale);
   const bool train = run.mode == "train";
   const bool classifier = run.heads == Heads::sequence_classification || run.heads == Heads::token_classification;
   check(!train || run.heads != Heads::none, "training needs the pretraining or a classification head");

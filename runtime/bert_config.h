@@ -53,6 +53,9 @@ struct RunSpec {
   // Training only:
   int64_t max_predictions = 0;     // masked positions per sequence; 0: ceil(0.15 * seq)
   bool dropout = true;             // dropout nodes with the config's probabilities
+  // LN(A x + G(x)) in every sub-layer (DeepNorm/Admin, train --residual-scale A): the residual
+  // input x scaled by A (a `scale` node) before the add. 1: plain BERT.
+  double residual_scale = 1;
   bool nsp = true;                 // pretraining heads: false trains the masked LM alone (no
                                    // pooler, NSP head or loss in the graph, as BertForMaskedLM)
   std::string optimizer = "adamw"; // adamw | lamb

@@ -158,6 +158,11 @@ std::function<void()> Executor::make_step(const Node& n) {
       const float *a = in(0), *b = in(1);
       return [=] { ops::add_forward(out, a, b, out_numel); };
     }
+    case OpKind::scale: {
+      const float* x = in(0);
+      const float alpha = n.attrs.at("alpha").get<float>();
+      return [=] { ops::scale_forward(out, x, alpha, out_numel); };
+    }
     case OpKind::layernorm: {
       auto s = shape(0);
       const int64_t rows = numel(s) / s.back(), H = s.back();

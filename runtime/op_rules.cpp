@@ -154,6 +154,7 @@ Outs infer_outputs(const Graph& g, const Node& n) {
     case OpKind::softmax:
     case OpKind::dropout:
     case OpKind::dropout_grad:
+    case OpKind::scale:
       return same(0);
     case OpKind::first_token: {
       const auto& x = in_shape(g, n, 0);
@@ -339,6 +340,7 @@ std::optional<GemmShape> node_gemm(const Graph& g, const Node& n) {
     case OpKind::mask_bias:
     case OpKind::softmax:
     case OpKind::add:
+    case OpKind::scale:
     case OpKind::layernorm:
     case OpKind::activation:
     case OpKind::first_token:
@@ -391,6 +393,7 @@ double node_flops(const Graph& g, const Node& n) {
       return 3 * in0;  // three scatter-adds per gradient element
     case OpKind::mask_bias:
     case OpKind::add:
+    case OpKind::scale:
     case OpKind::gather_rows_grad:
     case OpKind::first_token_grad:
       return in0;
@@ -486,6 +489,7 @@ int64_t node_min_bytes(const Graph& g, const Node& n) {
     case OpKind::linear:
     case OpKind::softmax:
     case OpKind::add:
+    case OpKind::scale:
     case OpKind::layernorm:
     case OpKind::activation:
     case OpKind::cross_entropy:

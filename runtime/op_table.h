@@ -84,6 +84,8 @@ enum class Fusion : uint8_t { none, linear_activation, linear_residual };
   X(attn_context, gemm, gemm_attention, forward, no, recomputed, none, gemm)                           \
   /* a, b (same shape) -> a + b */                                                               \
   X(add, memory_bound, add, forward, no, kept, linear_residual, stream)                          \
+  /* x -> alpha * x; attr alpha (the residual's scale of train --residual-scale, and its grad) */ \
+  X(scale, memory_bound, add, forward, no, kept, none, stream)                                   \
   /* x(...,H), gamma(H), beta(H) -> (...,H); attr eps */                                         \
   X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm)                      \
   /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu) */                        \

@@ -20,4 +20,20 @@ void init_positions_sinusoidal(ParamStore& params, const BertConfig& c, double a
     }
 }
 
+std::vector<std::string> residual_branch_outputs(const BertConfig& c) {
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    for (const char* dense : {"attention.output.dense", "output.dense"})
+      for (const char* part : {".weight", ".bias"}) names.push_back(fmt::format("bert.encoder.layer.{}.{}{}", i, dense, part));
+  return names;
+}
+
+void scale_residual_branches(ParamStore& params, const BertConfig& c, double factor) {
+  const auto f = static_cast<float>(factor);
+  for (const auto& name : residual_branch_outputs(c)) {
+    float* p = params.data(name);
+    for (int64_t i = 0, n = params.info(name).numel(); i < n; ++i) p[i] *= f;
+  }
+}
+
 }  // namespace bertlab

@@ -1,8 +1,10 @@
 #pragma once
 // Pretraining recipe options that leave the checkpoint a standard BERT: how the learned
-// absolute position table starts (--position-init), and the learning-rate scale of one
-// parameter (--position-lr-scale). docs/training.md#pretraining-recipe.
+// absolute position table starts (--position-init), and the residual scale folded into the
+// output projections when a checkpoint is written (--residual-scale).
+// docs/training.md#pretraining-recipe.
 #include <string>
+#include <vector>
 
 #include "base/enum_table.h"
 #include "runtime/bert_config.h"
@@ -25,5 +27,14 @@ double default_position_init_scale(const BertConfig& c);
 
 // pe (max_position_embeddings, H): pe[p][2i] = A sin(p / 10000^(2i/H)), pe[p][2i+1] = A cos(...).
 void init_positions_sinusoidal(ParamStore& params, const BertConfig& c, double amplitude);
+
+// --residual-scale A trains LN(A x + G(x)) in every sub-layer. LayerNorm ignores a common
+// scale, so that is LN(x + G(x) / A) (its eps becoming eps / A^2: 1e-12 in BERT's configs, far
+// below fp32's resolution): a plain BERT whose attention-output and FFN-output dense layers
+// (weight and bias: G's last, linear step) are divided by A. The parameters of those layers
+// (two a layer, weight and bias each), by their Hugging Face names.
+std::vector<std::string> residual_branch_outputs(const BertConfig& c);
+// Multiplies them by `factor`: 1 / A folds the training form into a plain BERT, A unfolds it.
+void scale_residual_branches(ParamStore& params, const BertConfig& c, double factor);
 
 }  // namespace bertlab

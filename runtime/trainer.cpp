@@ -240,7 +240,8 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
 // (checkpoints from before them had none of them).
 nlohmann::json recipe_state_defaults() {
   return {{"position_init", to_string(PositionInit::normal)}, {"position_init_scale", 0.0},
-          {"position_lr_scale", 1.0}, {"position_lr_steps", 0}, {"masked_lm_prob", 0.0}, {"masked_lm_prob_final", 0.0}};
+          {"position_lr_scale", 1.0}, {"position_lr_steps", 0}, {"masked_lm_prob", 0.0}, {"masked_lm_prob_final", 0.0},
+          {"residual_scale", 1.0}};
 }
 
 nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
@@ -250,7 +251,8 @@ nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
                                                                                 : default_position_init_scale(config)},
           {"position_lr_scale", o.position_lr_steps > 0 ? o.position_lr_scale : 1.0},
           {"position_lr_steps", o.position_lr_scale != 1 ? o.position_lr_steps : 0},
-          {"masked_lm_prob", o.masked_lm_prob}, {"masked_lm_prob_final", o.masked_lm_prob_final}};
+          {"masked_lm_prob", o.masked_lm_prob}, {"masked_lm_prob_final", o.masked_lm_prob_final},
+          {"residual_scale", o.residual_scale}};
 }
 
 // Recipe flags that cannot work, before anything is read.
@@ -267,6 +269,7 @@ void check_recipe_options(const TrainOptions& o) {
         "--position-lr-scale {} needs --position-lr-steps N (the steps it lasts)", o.position_lr_scale);
   for (const auto& [flag, p] : {std::pair{"--masked-lm-prob", o.masked_lm_prob}, {"--masked-lm-prob-final", o.masked_lm_prob_final}})
     check(p == 0 || (p > 0 && p < 1), "{} {}: expected a fraction in (0, 1)", flag, p);
+  check(o.residual_scale > 0, "--residual-scale {}: expected a positive factor", o.residual_scale);
   check(o.masked_lm_prob_final == 0 || o.masked_lm_prob > 0,
         "--masked-lm-prob-final {} needs --masked-lm-prob (the rate it starts from)", o.masked_lm_prob_final);
   check(o.masked_lm_prob == 0 || o.dynamic_masking,
@@ -291,6 +294,43 @@ void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, cons
           "was trained on ({}, fingerprint {})", o.resume.string(), o.data.string(),
           run_state["data_fingerprint"].dump(), saved.value("data", nlohmann::json("?")).dump(),
           saved["data_fingerprint"].dump());
+}
+
+// The model as a checkpoint holds it: a plain BERT (with --residual-scale A, G's output
+// projections / A; the model itself when A is 1).
+struct PlainBert {
+  PlainBert(const Model& m, double residual_scale) : trained(m) {
+    if (residual_scale == 1) return;
+    folded.emplace(Model{m.config, m.heads, ParamStore::like(m.params), m.from_checkpoint, {}});
+    std::copy_n(m.params.arena(), m.params.arena_size(), folded->params.arena());
+    scale_residual_branches(folded->params, m.config, 1 / residual_scale);
+  }
+  const Model& get() const { return folded ? *folded : trained; }
+  const Model& trained;
+  std::optional<Model> folded;
+};
+
+// With --residual-scale, a checkpoint also holds the folded tensors as trained, so that a resume
+// continues exactly whatever A (unfolding x A would round unless A is a power of two).
+constexpr const char* kResidualForm = "residual_form.safetensors";
+
+void save_training_form(const fs::path& dir, const Model& m, double residual_scale) {
+  if (residual_scale == 1) return;
+  std::vector<SafetensorWrite> tensors;
+  for (const auto& name : residual_branch_outputs(m.config))
+    tensors.push_back({name, "F32", m.params.info(name).shape, m.params.data(name)});
+  write_safetensors(dir / kResidualForm, tensors, {{"format", "bertlab-residual-form"}});
+}
+
+// The weights and moments of a checkpoint, in the training form (--residual-scale: as trained).
+void load_training_weights(const fs::path& dir, Model& m, TrainingState& s, double residual_scale) {
+  load_checkpoint_weights(dir, m, s);
+  if (residual_scale == 1) return;
+  check(fs::exists(dir / kResidualForm), "{}: missing (a checkpoint of a run with --residual-scale {} has it)",
+        (dir / kResidualForm).string(), residual_scale);
+  SafetensorsFile form(dir / kResidualForm);
+  for (const auto& name : residual_branch_outputs(m.config))
+    form.read_f32(name, m.params.info(name).shape, m.params.data(name));
 }
 
 TrainEvent to_train_event(const LoopEvent& e) {
@@ -445,6 +485,8 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   const nlohmann::json recipe = recipe_state(o, config);
   if (o.position_init == PositionInit::sinusoidal)  // (a resume then loads the checkpoint's table)
     init_positions_sinusoidal(model.params, config, recipe["position_init_scale"].get<double>());
+  // A model directory holds a plain BERT: the training form of the same function.
+  if (!o.model.empty() && o.residual_scale != 1) scale_residual_branches(model.params, config, o.residual_scale);
   check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
         "the data's vocabulary has {} tokens, the model only {} (vocab_size in config.json)",
         train_set.vocab_size(), config.vocab_size);
@@ -462,6 +504,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   run.allreduce = o.allreduce;
   run.nsp = o.nsp;
   run.dropout = o.dropout;
+  run.residual_scale = o.residual_scale;
   TrainStepper stepper(model, run, o.optimizer, o.seed);
 
   nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
@@ -476,7 +519,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   LoopState start;
   if (!o.resume.empty()) {
     check_resumable(saved, run_state, o);
-    load_checkpoint_weights(o.resume, model, stepper.state());
+    load_training_weights(o.resume, model, stepper.state(), o.residual_scale);
     start = LoopState::from_trainer_state(saved, (o.resume / "trainer_state.json").string());
   }
   // Every rank starts from rank 0's parameters (they already agree: same seed or checkpoint).
@@ -538,11 +581,12 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     st["loop"] = at.to_json();
     st["instances_seen"] = at.step * o.accum_steps * o.batch_size * W;
     st["data"] = o.data.string();
-    save_checkpoint(dir, model, stepper.state(), st, o.data);
+    save_checkpoint(dir, PlainBert(model, o.residual_scale).get(), stepper.state(), st, o.data,
+                    [&](const fs::path& tmp) { save_training_form(tmp, model, o.residual_scale); });
   };
   hooks.restore = [&](const fs::path& dir) {
     const auto st = read_checkpoint_state(dir, RunKind::pretraining);
-    load_checkpoint_weights(dir, model, stepper.state());
+    load_training_weights(dir, model, stepper.state(), o.residual_scale);
     return LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
   };
   // A signal may reach the ranks in different steps: stop together when any rank has it.
@@ -558,7 +602,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   const LoopState end = run_loop(loop, start, hooks, metrics);
   if (!writer || end.step < o.max_steps) return end.step;
   // The final model at the top of the output directory, as Hugging Face's Trainer leaves it.
-  save_model_dir(o.out, model.config, model.params);
+  save_model_dir(o.out, model.config, PlainBert(model, o.residual_scale).get().params);
   copy_vocab(o.data, o.out);
   return end.step;
 }

@@ -46,6 +46,9 @@ struct TrainOptions {
   // The position table's learning rate x position_lr_scale for the first position_lr_steps steps.
   double position_lr_scale = 1;
   int64_t position_lr_steps = 0;
+  // LN(A x + G(x)) in every sub-layer while training (runtime/recipe.h); the checkpoints hold
+  // the plain BERT it equals (G's output projections / A), unfolded again on resume.
+  double residual_scale = 1;
   bool nsp = true;                   // false: masked LM only (no NSP head or loss)
   bool dropout = true;               // false: no dropout while training (the saved config keeps
                                      // its probabilities, for fine-tuning)

@@ -221,6 +221,17 @@ std::vector<Case> cases() {
     out.push_back(c);
   }
   {
+    Case c{"scale", [](Graph& g) { return g.apply(OpKind::scale, "scale", {w(g, "x", {B, H})}, {{"alpha", 1.75}}); },
+           [](const Values& v) {
+             Floats y(B * H);
+             for (int64_t i = 0; i < B * H; ++i) y[i] = 1.75f * v("x")[i];
+             return y;
+           }};
+    c.values.f = {{"x", rnd(B * H)}};
+    c.wrt = {"x"};
+    out.push_back(c);
+  }
+  {
     Case c{"layernorm", [](Graph& g) {
              return g.apply(OpKind::layernorm, "ln", {w(g, "x", {B, S, H}), w(g, "gamma", {H}), w(g, "beta", {H})},
                             {{"eps", 1e-5}});

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "ops/optimizer.h"
+#include "runtime/bert_builder.h"
 #include "runtime/recipe.h"
 #include "runtime/data/shard.h"
 #include "runtime/safetensors.h"
@@ -232,4 +234,90 @@ TEST_CASE("train --masked-lm-prob with a schedule trains packed data, and its fl
                                 quote(dir / "ok/checkpoint-2") + " --out " + quote(dir / "other"));
   CHECK(other_rate.exit_code == 1);
   CHECK_THAT(other_rate.output, Contains("cannot resume") && Contains("masked_lm_prob"));
+}
+
+TEST_CASE("train --residual-scale writes the plain BERT it equals (PyTorch reference), and resume continues exactly",
+          "[train][recipe][residual][cli]") {
+  TempDir dir("recipe-res");
+  prepare_packed(dir);
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --lr 2e-3 --no-nsp --no-dropout --seed 3 --log-steps 1 "
+      "--eval-batches 1 --threads 2 --max-steps 4",
+      quote(dir / "config.json"), quote(dir / "data"));
+  auto run = [&](const std::string& flags, const char* out) {
+    auto r = run_bertlab(common + " " + flags + " --out " + quote(dir / out));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  };
+  auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  run("", "plain");
+  // A = 1.5 is not a power of two: folding (/ A) and unfolding (x A) would round, so the resume
+  // reads the tensors as trained from the checkpoint (residual_form.safetensors).
+  run("--residual-scale 1.5 --save-steps 2", "part");
+  run("--residual-scale 1.5 --resume " + quote(dir / "part/checkpoint-2"), "resumed");
+  for (const char* a : {"2", "1.5"}) {
+    const double A = std::stod(a);
+    const std::string out = fmt::format("full-{}", a);
+    run(fmt::format("--residual-scale {}", a), out.c_str());
+    if (A == 1.5) CHECK(bytes(dir / "resumed/model.safetensors") == bytes(dir / out / "model.safetensors"));
+    // The same tensors, of the same shapes, and the same config as a run without the option.
+    auto layout = [](const fs::path& file) {
+      std::map<std::string, Shape> names;
+      const SafetensorsFile f(file);
+      for (const auto& [name, view] : f.tensors()) names[name] = view.shape;
+      return names;
+    };
+    CHECK(layout(dir / out / "model.safetensors") == layout(dir / "plain/model.safetensors"));
+    CHECK(bytes(dir / out / "config.json") == bytes(dir / "plain/config.json"));
+
+    // bertlab's own forward with the scaling, LN(A x + G(x)), on the weights as trained (the
+    // final checkpoint's, with its folded tensors as trained), against the PyTorch BERT on the
+    // written model.
+    Model trained = load_model(dir / out, Heads::pretraining);
+    SafetensorsFile form(dir / out / "checkpoint-4/residual_form.safetensors");
+    for (const auto& name : residual_branch_outputs(trained.config))
+      form.read_f32(name, trained.params.info(name).shape, trained.params.data(name));
+    const int64_t B = 2, S = 16;
+    std::mt19937 rng(5);
+    nlohmann::json ids, types, mask;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int32_t> row_ids, row_types, row_mask;
+      for (int64_t s = 0; s < S; ++s) {
+        row_ids.push_back(static_cast<int32_t>(5 + rng() % (trained.config.vocab_size - 5)));
+        row_types.push_back(0);
+        row_mask.push_back(b == 1 && s >= 12 ? 0 : 1);  // some padding
+      }
+      ids.push_back(row_ids), types.push_back(row_types), mask.push_back(row_mask);
+    }
+    const nlohmann::json input = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask}};
+    std::ofstream(dir / "input.json") << input.dump();
+    const BertInputs in = inputs_from_json(input, "input.json");
+    auto forward = [&](double residual_scale) {
+      RunSpec r;
+      r.batch = B, r.seq = S, r.residual_scale = residual_scale;
+      Executor ex(build_bert(trained.config, r), trained.params);
+      set_inputs(ex, in);
+      ex.run();
+      const float* h = ex.output("last_hidden_state");
+      return std::vector<float>(h, h + B * S * trained.config.hidden_size);
+    };
+    const std::vector<float> hidden = forward(A), unscaled = forward(1);
+    double apart = 0;
+    for (size_t i = 0; i < hidden.size(); ++i) apart = std::max(apart, double(std::abs(hidden[i] - unscaled[i])));
+    INFO("A = " << a << ": without the scaling the trained weights give outputs up to " << apart << " away");
+    CHECK(apart > 1e-3);  // the scale matters: a missing fold would be caught far above the 1e-4 tolerance
+    const Shape shape{B, S, trained.config.hidden_size};
+    write_safetensors(dir / "hidden.safetensors", {{"last_hidden_state", "F32", shape, hidden.data()}});
+    auto check = run_shell(fmt::format("/usr/bin/python3 {} {} {} {}", quote(source_dir() / "tests/reference/check_plain_bert.py"),
+                                       quote(dir / out), quote(dir / "input.json"), quote(dir / "hidden.safetensors")));
+    INFO(check.output);
+    CHECK(check.exit_code == 0);
+    CHECK_THAT(check.output, Contains("check_plain_bert: OK"));
+  }
+  auto without = run_bertlab(common + " --resume " + quote(dir / "part/checkpoint-2") + " --out " + quote(dir / "w"));
+  CHECK(without.exit_code == 1);
+  CHECK_THAT(without.output, Contains("cannot resume") && Contains("residual_scale"));
 }
