@@ -29,6 +29,7 @@ struct TrainCli {
   std::string on_nonfinite = "stop";
   std::string schedule = "linear";
   std::string position_init = "normal";
+  std::string seq_len_warmup;
   std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
 };
 
@@ -82,6 +83,8 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--residual-scale", o.residual_scale,
                   "Train LN(A x + G(x)) in every sub-layer (DeepNorm/Admin); checkpoints hold the plain BERT it equals")
       ->check(positive_number());
+  cmd->add_option("--seq-len-warmup", c->seq_len_warmup,
+                  "STEPS:LEN: the first STEPS steps train on the first LEN tokens of each sequence (prepare --pack data)");
   cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
@@ -131,6 +134,14 @@ void add_train_command(CLI::App& root) {
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
     o.schedule = enum_from_string<LrSchedule>(c->schedule, "--lr-schedule");
     o.position_init = enum_from_string<PositionInit>(c->position_init, "--position-init");
+    if (!c->seq_len_warmup.empty()) {
+      const auto colon = c->seq_len_warmup.find(':');
+      int64_t steps = 0, len = 0;
+      const bool ok = colon != std::string::npos && CLI::detail::lexical_cast(c->seq_len_warmup.substr(0, colon), steps) &&
+                      CLI::detail::lexical_cast(c->seq_len_warmup.substr(colon + 1), len) && steps > 0 && len > 0;
+      if (!ok) fail("--seq-len-warmup {}: expected STEPS:LEN, two positive integers", c->seq_len_warmup);
+      o.seq_len_warmup_steps = steps, o.seq_len_warmup_len = len;
+    }
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));

@@ -20,6 +20,30 @@ void init_positions_sinusoidal(ParamStore& params, const BertConfig& c, double a
     }
 }
 
+BertInputs truncate_sequences(const BertInputs& in, int64_t len) {
+  check(len > 0 && len <= in.seq, "truncating sequences of {} tokens to {}: expected 1 to {}", in.seq, len, in.seq);
+  BertInputs out;
+  out.batch = in.batch, out.seq = len, out.max_predictions = in.max_predictions;
+  const int64_t P = in.max_predictions;
+  for (int64_t b = 0; b < in.batch; ++b) {
+    const auto row = static_cast<size_t>(b * in.seq);
+    out.input_ids.insert(out.input_ids.end(), in.input_ids.begin() + row, in.input_ids.begin() + row + len);
+    out.token_type_ids.insert(out.token_type_ids.end(), in.token_type_ids.begin() + row, in.token_type_ids.begin() + row + len);
+    out.attention_mask.insert(out.attention_mask.end(), in.attention_mask.begin() + row, in.attention_mask.begin() + row + len);
+    int64_t kept = 0;
+    for (int64_t p = 0; p < P; ++p) {
+      const auto k = static_cast<size_t>(b * P + p);
+      if (in.masked_lm_labels[k] == -100 || in.masked_lm_positions[k] >= len) continue;
+      out.masked_lm_positions.push_back(in.masked_lm_positions[k]);
+      out.masked_lm_labels.push_back(in.masked_lm_labels[k]);
+      ++kept;
+    }
+    for (; kept < P; ++kept) out.masked_lm_positions.push_back(0), out.masked_lm_labels.push_back(-100);
+  }
+  out.next_sentence_labels = in.next_sentence_labels;
+  return out;
+}
+
 std::vector<std::string> residual_branch_outputs(const BertConfig& c) {
   std::vector<std::string> names;
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)

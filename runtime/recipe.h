@@ -8,6 +8,7 @@
 
 #include "base/enum_table.h"
 #include "runtime/bert_config.h"
+#include "runtime/model.h"
 #include "runtime/params.h"
 
 namespace bertlab {
@@ -27,6 +28,11 @@ double default_position_init_scale(const BertConfig& c);
 
 // pe (max_position_embeddings, H): pe[p][2i] = A sin(p / 10000^(2i/H)), pe[p][2i+1] = A cos(...).
 void init_positions_sinusoidal(ParamStore& params, const BertConfig& c, double amplitude);
+
+// Sequence-length warmup (--seq-len-warmup STEPS:LEN, Li et al. 2022): the first `len` tokens
+// of every sequence, with the masked positions among them (the others' slots padded: position 0,
+// label -100); the number of slots per sequence stays in.max_predictions.
+BertInputs truncate_sequences(const BertInputs& in, int64_t len);
 
 // --residual-scale A trains LN(A x + G(x)) in every sub-layer. LayerNorm ignores a common
 // scale, so that is LN(x + G(x) / A) (its eps becoming eps / A^2: 1e-12 in BERT's configs, far

@@ -62,7 +62,7 @@ StepStats finish(StepStats s) {
 
 StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std::vector<int64_t>& use,
                                    const MicroBatchPolicy& policy, std::vector<std::string>& loss_reasons) {
-  auto& ctx = train_.context();
+  auto& ctx = active_->context();
   auto& world = dist::World::get();
   // Data parallel: the losses are divided by the counts of the whole batch over all ranks.
   double counts[2] = {0, 0};  // masked tokens, sequences
@@ -84,9 +84,9 @@ StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std:
     const float nan = std::numeric_limits<float>::quiet_NaN();
     ctx.mlm_denominator = injected ? nan : mlm_denominator;
     ctx.nsp_denominator = injected ? nan : nsp_denominator;
-    set_inputs(train_, micro[k]);
-    train_.run(nullptr, kForward | kBackward);
-    StepStats one = collect(train_, {});
+    set_inputs(*active_, micro[k]);
+    active_->run(nullptr, kForward | kBackward);
+    StepStats one = collect(*active_, {});
     if (injected && injected->kind == NonfiniteInjection::loss) one.mlm_loss = nan;
     const StepStats mean = finish(one);
     loss_reasons.push_back(std::isfinite(one.mlm_loss) && std::isfinite(one.nsp_loss)
@@ -116,7 +116,7 @@ void TrainStepper::update() {
       const float* p = model_.params.data(s.name);
       s.before.assign(p, p + model_.params.info(s.name).numel());
     }
-  train_.run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
+  active_->run(nullptr, kCommunication | kOptimizer);  // the gradient allreduce, then the update
   for (auto& s : update_scales_) {
     if (s.factor == 1) continue;
     float* p = model_.params.data(s.name);
@@ -124,9 +124,25 @@ void TrainStepper::update() {
   }
 }
 
+Executor& TrainStepper::executor_for(int64_t seq) {
+  if (seq == run_.seq) return train_;
+  check(seq > 0 && seq < run_.seq, "micro-batches of sequence length {}: expected at most {}", seq, run_.seq);
+  check(dist::World::get().size() == 1, "shorter sequences (sequence-length warmup) need a single process");
+  if (!shorter_ || shorter_->graph().tensor(shorter_->graph().tensor_id("input_ids")).shape[1] != seq) {
+    RunSpec r = run_;
+    r.seq = seq;
+    shorter_ = std::make_unique<Executor>(training_graph(model_.config, r), model_.params, &state_);
+    shorter_->context() = train_.context();  // seed and optimizer settings
+  }
+  return *shorter_;
+}
+
 StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, float lr, const MicroBatchPolicy& policy) {
   check(!micro.empty(), "a training step needs at least one micro-batch");
-  auto& ctx = train_.context();
+  for (const auto& m : micro)
+    check(m.seq == micro.front().seq, "the micro-batches of a step have sequence lengths {} and {}", micro.front().seq, m.seq);
+  active_ = &executor_for(micro.front().seq);
+  auto& ctx = active_->context();
   const int64_t K = static_cast<int64_t>(micro.size());
   // Leaving out micro-batches: only with more than one, and in one process (every rank would
   // have to leave out the same ones).

@@ -33,7 +33,9 @@ class TrainStepper {
   // Builds the training graph for micro-batches of `run.batch` x `run.seq` (run.mode = train).
   TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed);
 
-  // One optimizer step (1-based `step`) with learning rate `lr`. Throws NonfiniteError naming the step
+  // One optimizer step (1-based `step`) with learning rate `lr`. Micro-batches of a shorter
+  // sequence than run.seq (train --seq-len-warmup) run on a graph built for their length, with
+  // the same parameters and optimizer state (single process only). Throws NonfiniteError naming the step
   // and the first non-finite tensor when the loss or a gradient is not finite; the parameters
   // are then left as they were before the step. With `policy.may_drop` > 0 and several
   // micro-batches, those at fault are left out instead (StepStats::dropped), as long as they are
@@ -63,6 +65,8 @@ class TrainStepper {
 
   // The optimizer update (and the allreduce before it), with the update scales applied.
   void update();
+  // The training executor for micro-batches of this sequence length (train_, or shorter_).
+  Executor& executor_for(int64_t seq);
 
   Model& model_;
   RunSpec run_;
@@ -74,6 +78,8 @@ class TrainStepper {
   std::vector<UpdateScale> update_scales_;
   TrainingState state_;
   Executor train_;
+  std::unique_ptr<Executor> shorter_;  // built for the first shorter sequence, again when it changes
+  Executor* active_ = &train_;         // the executor of the current step
   std::unique_ptr<Executor> eval_;  // built on first evaluate(), again when the batch's shape changes
 };
 

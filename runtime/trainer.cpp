@@ -241,7 +241,7 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
 nlohmann::json recipe_state_defaults() {
   return {{"position_init", to_string(PositionInit::normal)}, {"position_init_scale", 0.0},
           {"position_lr_scale", 1.0}, {"position_lr_steps", 0}, {"masked_lm_prob", 0.0}, {"masked_lm_prob_final", 0.0},
-          {"residual_scale", 1.0}};
+          {"residual_scale", 1.0}, {"seq_len_warmup_steps", 0}, {"seq_len_warmup_len", 0}};
 }
 
 nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
@@ -252,7 +252,8 @@ nlohmann::json recipe_state(const TrainOptions& o, const BertConfig& config) {
           {"position_lr_scale", o.position_lr_steps > 0 ? o.position_lr_scale : 1.0},
           {"position_lr_steps", o.position_lr_scale != 1 ? o.position_lr_steps : 0},
           {"masked_lm_prob", o.masked_lm_prob}, {"masked_lm_prob_final", o.masked_lm_prob_final},
-          {"residual_scale", o.residual_scale}};
+          {"residual_scale", o.residual_scale}, {"seq_len_warmup_steps", o.seq_len_warmup_steps},
+          {"seq_len_warmup_len", o.seq_len_warmup_len}};
 }
 
 // Recipe flags that cannot work, before anything is read.
@@ -270,6 +271,8 @@ void check_recipe_options(const TrainOptions& o) {
   for (const auto& [flag, p] : {std::pair{"--masked-lm-prob", o.masked_lm_prob}, {"--masked-lm-prob-final", o.masked_lm_prob_final}})
     check(p == 0 || (p > 0 && p < 1), "{} {}: expected a fraction in (0, 1)", flag, p);
   check(o.residual_scale > 0, "--residual-scale {}: expected a positive factor", o.residual_scale);
+  check((o.seq_len_warmup_steps == 0) == (o.seq_len_warmup_len == 0) && o.seq_len_warmup_steps >= 0,
+        "--seq-len-warmup {}:{}: expected STEPS:LEN, both positive", o.seq_len_warmup_steps, o.seq_len_warmup_len);
   check(o.masked_lm_prob_final == 0 || o.masked_lm_prob > 0,
         "--masked-lm-prob-final {} needs --masked-lm-prob (the rate it starts from)", o.masked_lm_prob_final);
   check(o.masked_lm_prob == 0 || o.dynamic_masking,
@@ -478,6 +481,13 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
         o.data.string());
   check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
         o.seq_len, S, o.data.string());
+  if (o.seq_len_warmup_steps > 0) {
+    check(train_set.packed(), "--seq-len-warmup: {} was not prepared with --pack (truncating a sentence pair would cut "
+          "its second segment)", o.data.string());
+    check(o.seq_len_warmup_len < S, "--seq-len-warmup {}:{}: the length must be below the data's sequence length {}",
+          o.seq_len_warmup_steps, o.seq_len_warmup_len, S);
+    check(dist::World::get().size() == 1, "--seq-len-warmup: not available in a data-parallel run");
+  }
 
   const BertConfig config = model_config(o, train_set);
   Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
@@ -538,6 +548,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
       uint64_t first =
           static_cast<uint64_t>((((data_step - 1) * o.accum_steps + k) * W + world.rank()) * o.batch_size);
       micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size), masked_lm_prob_at(o, step)));
+      if (step <= o.seq_len_warmup_steps) micro[k] = truncate_sequences(micro[k], o.seq_len_warmup_len);
     }
     const float lr = learning_rate(o, step);
     stepper.set_update_scale(kPositionTable, step <= o.position_lr_steps ? static_cast<float>(o.position_lr_scale) : 1.f);

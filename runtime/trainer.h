@@ -49,6 +49,9 @@ struct TrainOptions {
   // LN(A x + G(x)) in every sub-layer while training (runtime/recipe.h); the checkpoints hold
   // the plain BERT it equals (G's output projections / A), unfolded again on resume.
   double residual_scale = 1;
+  // Sequence-length warmup: the first seq_len_warmup_steps steps train on the first
+  // seq_len_warmup_len tokens of each (packed) sequence (0, 0: off).
+  int64_t seq_len_warmup_steps = 0, seq_len_warmup_len = 0;
   bool nsp = true;                   // false: masked LM only (no NSP head or loss)
   bool dropout = true;               // false: no dropout while training (the saved config keeps
                                      // its probabilities, for fine-tuning)

@@ -321,3 +321,67 @@ TEST_CASE("train --residual-scale writes the plain BERT it equals (PyTorch refer
   CHECK(without.exit_code == 1);
   CHECK_THAT(without.output, Contains("cannot resume") && Contains("residual_scale"));
 }
+
+TEST_CASE("Sequence-length warmup: truncated batches keep their masked positions and train as a shorter graph",
+          "[train][recipe][seq_warmup]") {
+  // By hand: 2 sequences of 6 tokens, 3 slots; truncated to 4 tokens.
+  BertInputs in;
+  in.batch = 2, in.seq = 6, in.max_predictions = 3;
+  in.input_ids = {2, 10, 11, 12, 13, 14, 2, 20, 21, 22, 23, 24};
+  in.token_type_ids.assign(12, 0);
+  in.attention_mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+  in.masked_lm_positions = {1, 4, 5, 3, 2, 0};
+  in.masked_lm_labels = {30, 31, 32, 33, 34, -100};
+  in.next_sentence_labels = {0, 0};
+  const BertInputs t = truncate_sequences(in, 4);
+  CHECK(t.seq == 4);
+  CHECK(t.input_ids == std::vector<int32_t>{2, 10, 11, 12, 2, 20, 21, 22});
+  CHECK(t.attention_mask == std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1});
+  CHECK(t.masked_lm_positions == std::vector<int32_t>{1, 0, 0, 3, 2, 0});
+  CHECK(t.masked_lm_labels == std::vector<int32_t>{30, -100, -100, 33, 34, -100});
+  CHECK_THROWS_WITH(truncate_sequences(in, 7), Contains("expected 1 to 6"));
+
+  // A stepper built for 12 tokens, given batches cut to 8, takes the steps of a stepper built
+  // for 8 tokens: the same parameters, optimizer moments included (the second step's update
+  // reads them).
+  const BertConfig c = small_train_config();
+  RunSpec r;
+  r.batch = 2, r.seq = 12, r.max_predictions = 3, r.dropout = false, r.nsp = false;
+  RunSpec r8 = r;
+  r8.seq = 8;
+  Model a = init_model(c, Heads::pretraining, 5), b = init_model(c, Heads::pretraining, 5);
+  TrainStepper long_graph(a, r, OptimizerConfig{}, 1), short_graph(b, r8, OptimizerConfig{}, 1);
+  for (int64_t step = 1; step <= 2; ++step) {
+    const BertInputs cut = truncate_sequences(random_mlm_batch(c, 2, 12, 3, static_cast<uint32_t>(20 + step)), 8);
+    const StepStats sa = long_graph.step(std::span(&cut, 1), step, 1e-2f);
+    const StepStats sb = short_graph.step(std::span(&cut, 1), step, 1e-2f);
+    CHECK(sa.loss() == sb.loss());
+    CHECK(sa.masked == sb.masked);
+  }
+  for (const auto& p : a.params.params())
+    for (int64_t i = 0; i < p.numel(); ++i) REQUIRE(a.params.data(p.name)[i] == b.params.data(p.name)[i]);
+  // And back to full length.
+  const BertInputs full = random_mlm_batch(c, 2, 12, 3, 30);
+  CHECK(std::isfinite(long_graph.step(std::span(&full, 1), 3, 1e-2f).loss()));
+}
+
+TEST_CASE("train --seq-len-warmup on packed data, and its checks", "[train][recipe][seq_warmup][cli]") {
+  TempDir dir("recipe-seqwarm");
+  prepare_packed(dir);
+  const std::string common = fmt::format(
+      "train --config {} --data {} --batch-size 4 --lr 1e-3 --no-nsp --seed 3 --log-steps 1 --eval-batches 1 --threads 2",
+      quote(dir / "config.json"), quote(dir / "data"));
+  auto ok = run_bertlab(common + " --seq-len-warmup 2:16 --max-steps 4 --save-steps 2 --out " + quote(dir / "ok"));
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  CHECK_THAT(ok.output, Contains("step 4/4"));
+  auto without = run_bertlab(common + " --max-steps 4 --resume " + quote(dir / "ok/checkpoint-2") + " --out " + quote(dir / "w"));
+  CHECK(without.exit_code == 1);
+  CHECK_THAT(without.output, Contains("cannot resume") && Contains("seq_len_warmup"));
+  auto too_long = run_bertlab(common + " --seq-len-warmup 2:32 --max-steps 4 --out " + quote(dir / "long"));
+  CHECK(too_long.exit_code == 1);
+  CHECK_THAT(too_long.output, Contains("--seq-len-warmup 2:32") && Contains("below the data's sequence length 32"));
+  auto malformed = run_bertlab(common + " --seq-len-warmup 16 --max-steps 4 --out " + quote(dir / "m"));
+  CHECK(malformed.exit_code == 1);
+  CHECK_THAT(malformed.output, Contains("--seq-len-warmup 16: expected STEPS:LEN"));
+}
