@@ -33,6 +33,62 @@ struct TrainCli {
   std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
 };
 
+// A value of enum E, by name (the error lists the accepted ones).
+template <typename E>
+std::function<std::string(const std::string&)> one_of() {
+  return [](const std::string& v) {
+    return enum_parse<E>(v) ? std::string()
+                            : fmt::format("unknown value '{}' (expected one of: {})", v, fmt::join(enum_names(E{}), ", "));
+  };
+}
+
+// The pretraining recipe's options (docs/training.md#pretraining-recipe).
+void add_recipe_options(CLI::App& cmd, TrainCli& c) {
+  auto& o = c.o;
+  cmd.add_option("--lr-schedule", c.schedule,
+                 "linear, polynomial or constant after warmup; one-cycle: linear up to the peak at --warmup-steps "
+                 "(default: half of --max-steps), then linearly down to 0; wsd (warmup-stable-decay): held at the "
+                 "peak after warmup, then linearly down over the last --decay-steps")
+      ->check(one_of<LrSchedule>());
+  cmd.add_option("--decay-steps", o.decay_steps, "wsd: steps of the linear decay at the end")->check(non_negative_number());
+  cmd.add_option("--decay-ratio", o.decay_ratio, "wsd: the decay as a fraction of --max-steps (instead of --decay-steps)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--min-lr-ratio", o.min_lr_ratio, "wsd: the decay ends at --lr x this (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--position-init", c.position_init,
+                 "The position table of a new model: normal (BERT's init) or sinusoidal (scaled sin/cos)")
+      ->check(one_of<PositionInit>());
+  cmd.add_option("--position-init-scale", o.position_init_scale,
+                 "Amplitude of the sinusoidal position table (default: 2 x initializer_range of the config)")
+      ->check(non_negative_number());
+  cmd.add_option("--position-lr-scale", o.position_lr_scale,
+                 "The position table's learning rate x this for the first --position-lr-steps steps")
+      ->check(non_negative_number());
+  cmd.add_option("--position-lr-steps", o.position_lr_steps, "Steps of --position-lr-scale")->check(non_negative_number());
+  cmd.add_option("--residual-scale", o.residual_scale,
+                 "Train LN(A x + G(x)) in every sub-layer (DeepNorm/Admin); checkpoints hold the plain BERT it equals")
+      ->check(positive_number());
+  cmd.add_option("--seq-len-warmup", c.seq_len_warmup,
+                 "STEPS:LEN: the first STEPS steps train on the first LEN tokens of each sequence (prepare --pack data)");
+  cmd.add_option("--masked-lm-prob", o.masked_lm_prob,
+                 "With --dynamic-masking: mask this fraction of the tokens instead of the data's rate");
+  cmd.add_option("--masked-lm-prob-final", o.masked_lm_prob_final,
+                 "The masking rate at the last step: linearly from --masked-lm-prob to this over the run");
+}
+
+void parse_recipe_options(const TrainCli& c, TrainOptions& o) {
+  o.schedule = enum_from_string<LrSchedule>(c.schedule, "--lr-schedule");
+  o.position_init = enum_from_string<PositionInit>(c.position_init, "--position-init");
+  if (!c.seq_len_warmup.empty()) {
+    const auto colon = c.seq_len_warmup.find(':');
+    int64_t steps = 0, len = 0;
+    const bool ok = colon != std::string::npos && CLI::detail::lexical_cast(c.seq_len_warmup.substr(0, colon), steps) &&
+                    CLI::detail::lexical_cast(c.seq_len_warmup.substr(colon + 1), len) && steps > 0 && len > 0;
+    if (!ok) fail("--seq-len-warmup {}: expected STEPS:LEN, two positive integers", c.seq_len_warmup);
+    o.seq_len_warmup_steps = steps, o.seq_len_warmup_len = len;
+  }
+}
+
 }  // namespace
 
 void add_train_command(CLI::App& root) {
@@ -52,39 +108,7 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--seq-len", o.seq_len, "Sequence length (must match the data)");
   cmd->add_option("--lr", o.lr, "Peak learning rate")->check(positive_number());
   cmd->add_option("--warmup-steps", o.warmup_steps, "Linear warmup steps")->check(non_negative_number());
-  cmd->add_option("--lr-schedule", c->schedule,
-                  "linear, polynomial or constant after warmup; one-cycle: linear up to the peak at --warmup-steps "
-                  "(default: half of --max-steps), then linearly down to 0; wsd (warmup-stable-decay): held at the "
-                  "peak after warmup, then linearly down over the last --decay-steps")
-      ->check([](const std::string& v) {
-        return enum_parse<LrSchedule>(v) ? std::string()
-                                         : fmt::format("unknown value '{}' (expected one of: {})", v,
-                                                       fmt::join(enum_names(LrSchedule{}), ", "));
-      });
-  cmd->add_option("--decay-steps", o.decay_steps, "wsd: steps of the linear decay at the end")->check(non_negative_number());
-  cmd->add_option("--decay-ratio", o.decay_ratio, "wsd: the decay as a fraction of --max-steps (instead of --decay-steps)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-lr-ratio", o.min_lr_ratio, "wsd: the decay ends at --lr x this (default 0)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--position-init", c->position_init,
-                  "The position table of a new model: normal (BERT's init) or sinusoidal (scaled sin/cos)")
-      ->check([](const std::string& v) {
-        return enum_parse<PositionInit>(v) ? std::string()
-                                           : fmt::format("unknown value '{}' (expected one of: {})", v,
-                                                         fmt::join(enum_names(PositionInit{}), ", "));
-      });
-  cmd->add_option("--position-init-scale", o.position_init_scale,
-                  "Amplitude of the sinusoidal position table (default: 2 x initializer_range of the config)")
-      ->check(non_negative_number());
-  cmd->add_option("--position-lr-scale", o.position_lr_scale,
-                  "The position table's learning rate x this for the first --position-lr-steps steps")
-      ->check(non_negative_number());
-  cmd->add_option("--position-lr-steps", o.position_lr_steps, "Steps of --position-lr-scale")->check(non_negative_number());
-  cmd->add_option("--residual-scale", o.residual_scale,
-                  "Train LN(A x + G(x)) in every sub-layer (DeepNorm/Admin); checkpoints hold the plain BERT it equals")
-      ->check(positive_number());
-  cmd->add_option("--seq-len-warmup", c->seq_len_warmup,
-                  "STEPS:LEN: the first STEPS steps train on the first LEN tokens of each sequence (prepare --pack data)");
+  add_recipe_options(*cmd, *c);
   cmd->add_flag("--no-nsp{false}", o.nsp, "Masked LM only: no next-sentence head or loss (needed for prepare --pack data)");
   cmd->add_flag("--no-dropout{false}", o.dropout,
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
@@ -97,10 +121,6 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--max-grad-norm", o.optimizer.max_grad_norm, "Global gradient-norm clip (0: off)");
   cmd->add_option("--seed", o.seed, "Seed (initialisation, data order, dropout)");
   cmd->add_flag("--dynamic-masking", o.dynamic_masking, "Re-mask every epoch");
-  cmd->add_option("--masked-lm-prob", o.masked_lm_prob,
-                  "With --dynamic-masking: mask this fraction of the tokens instead of the data's rate");
-  cmd->add_option("--masked-lm-prob-final", o.masked_lm_prob_final,
-                  "The masking rate at the last step: linearly from --masked-lm-prob to this over the run");
   cmd->add_option("--save-steps", o.save_steps, "Checkpoint every N steps (0: at the end)");
   cmd->add_option("--save-total-limit", o.save_total_limit, "Checkpoints kept");
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
@@ -132,16 +152,7 @@ void add_train_command(CLI::App& root) {
     o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
     o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
-    o.schedule = enum_from_string<LrSchedule>(c->schedule, "--lr-schedule");
-    o.position_init = enum_from_string<PositionInit>(c->position_init, "--position-init");
-    if (!c->seq_len_warmup.empty()) {
-      const auto colon = c->seq_len_warmup.find(':');
-      int64_t steps = 0, len = 0;
-      const bool ok = colon != std::string::npos && CLI::detail::lexical_cast(c->seq_len_warmup.substr(0, colon), steps) &&
-                      CLI::detail::lexical_cast(c->seq_len_warmup.substr(colon + 1), len) && steps > 0 && len > 0;
-      if (!ok) fail("--seq-len-warmup {}: expected STEPS:LEN, two positive integers", c->seq_len_warmup);
-      o.seq_len_warmup_steps = steps, o.seq_len_warmup_len = len;
-    }
+    parse_recipe_options(*c, o);
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     const bool tty = isatty(fileno(stderr));

@@ -280,6 +280,36 @@ void check_recipe_options(const TrainOptions& o) {
         "are fixed by prepare)", o.masked_lm_prob);
 }
 
+// Options that the training data cannot serve: NSP on packed data, another sequence length,
+// a sequence-length warmup on pairs or to no shorter length.
+void check_training_data(const TrainOptions& o, const data::PretrainingDataset& train_set) {
+  const int64_t S = static_cast<int64_t>(train_set.seq_len());
+  check(!o.nsp || !train_set.packed(),
+        "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
+        o.data.string());
+  check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
+        o.seq_len, S, o.data.string());
+  if (o.seq_len_warmup_steps > 0) {
+    check(train_set.packed(), "--seq-len-warmup: {} was not prepared with --pack (truncating a sentence pair would cut "
+          "its second segment)", o.data.string());
+    check(o.seq_len_warmup_len < S, "--seq-len-warmup {}:{}: the length must be below the data's sequence length {}",
+          o.seq_len_warmup_steps, o.seq_len_warmup_len, S);
+    check(dist::World::get().size() == 1, "--seq-len-warmup: not available in a data-parallel run");
+  }
+}
+
+// The model before training (a resume then loads the checkpoint's weights): new from the
+// config, with the recipe's position table, or a model directory's BERT in the training form.
+Model initial_model(const TrainOptions& o, const BertConfig& config, const nlohmann::json& recipe) {
+  Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
+                                : load_model(o.model, Heads::pretraining, o.seed);
+  if (o.position_init == PositionInit::sinusoidal)
+    init_positions_sinusoidal(model.params, config, recipe["position_init_scale"].get<double>());
+  // A model directory holds a plain BERT: the training form of the same function.
+  if (!o.model.empty() && o.residual_scale != 1) scale_residual_branches(model.params, config, o.residual_scale);
+  return model;
+}
+
 // Refuses a resume that could not continue the checkpoint's run exactly, naming the setting.
 void check_resumable(nlohmann::json saved, const nlohmann::json& run_state, const TrainOptions& o) {
   saved.emplace("world_size", 1);  // checkpoints from before data parallelism
@@ -476,27 +506,11 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   data::PretrainingDataset train_set(o.data, "train",
                                      {o.dynamic_masking, o.seed, std::max(o.masked_lm_prob, o.masked_lm_prob_final)});
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
-  check(!o.nsp || !train_set.packed(),
-        "{} was prepared with --pack (no sentence pairs for next-sentence prediction): train it with --no-nsp",
-        o.data.string());
-  check(o.seq_len == 0 || o.seq_len == S, "--seq-len {} differs from the data's sequence length {} ({})",
-        o.seq_len, S, o.data.string());
-  if (o.seq_len_warmup_steps > 0) {
-    check(train_set.packed(), "--seq-len-warmup: {} was not prepared with --pack (truncating a sentence pair would cut "
-          "its second segment)", o.data.string());
-    check(o.seq_len_warmup_len < S, "--seq-len-warmup {}:{}: the length must be below the data's sequence length {}",
-          o.seq_len_warmup_steps, o.seq_len_warmup_len, S);
-    check(dist::World::get().size() == 1, "--seq-len-warmup: not available in a data-parallel run");
-  }
+  check_training_data(o, train_set);
 
   const BertConfig config = model_config(o, train_set);
-  Model model = o.model.empty() ? init_model(config, Heads::pretraining, o.seed)
-                                : load_model(o.model, Heads::pretraining, o.seed);
   const nlohmann::json recipe = recipe_state(o, config);
-  if (o.position_init == PositionInit::sinusoidal)  // (a resume then loads the checkpoint's table)
-    init_positions_sinusoidal(model.params, config, recipe["position_init_scale"].get<double>());
-  // A model directory holds a plain BERT: the training form of the same function.
-  if (!o.model.empty() && o.residual_scale != 1) scale_residual_branches(model.params, config, o.residual_scale);
+  Model model = initial_model(o, config, recipe);
   check(static_cast<int64_t>(train_set.vocab_size()) <= config.vocab_size,
         "the data's vocabulary has {} tokens, the model only {} (vocab_size in config.json)",
         train_set.vocab_size(), config.vocab_size);
