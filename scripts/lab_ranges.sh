@@ -19,6 +19,8 @@
 # Per level:
 #   `bertlab calibrate` (--passes REPEATS: each figure the best of them): the square GEMM's peak,
 #     fp32 and (with native bf16) bf16, and the DRAM triad bandwidth (lab 1, step 1; lab 2);
+#   `bertlab profile` of BERT-mini (accum 1 and 4) and BERT-base training, REPEATS times each: the
+#     GEMMs' and the optimizer's shares of the measured step (lab 1, steps 2 and 5);
 #   `bertlab bench` of BERT-mini training at batch 8, seq 128, fp32 and (native bf16 only) bf16,
 #     REPEATS times each: a range is the lowest to the highest (labs 1 and 4);
 #   every lab's grader on the teachers' solution (build/labs/lab_NAME_solution, built here if
@@ -83,9 +85,9 @@ bench() {  # LEVEL PRECISION -> sequences/s (nothing when it failed)
     --precision "$2" --runs "$runs" --warmup 1 --no-peak 2>&1 |
     sed -n 's/.*throughput: \([0-9.]*\) sequences\/s.*/\1/p' || true
 }
-range() {  # numbers on stdin -> "lo to hi", or "failed" when there are none
-  tr ' ' '\n' | grep . | sort -g | sed -n '1p;$p' | paste -sd' ' |
-    awk 'NF { printf "%.1f to %.1f", $1, $NF; found = 1 } END { if (!found) printf "failed" }'
+range() {  # numbers on stdin -> "lo to hi", or "failed" when there are none; UNIT after each
+  tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | sed -n '1p;$p' | paste -sd' ' |
+    awk -v u="${1:-}" 'NF { printf "%.1f%s to %.1f%s", $1, u, $NF, u; found = 1 } END { if (!found) printf "failed" }'
 }
 ratio_range() {  # "a1 a2 .." "b1 b2 ..": lowest b/a to highest b/a over all pairs
   awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x, " "); m = split(b, y, " "); lo = 1e9; hi = 0;
@@ -108,6 +110,27 @@ peak, bw = m["gemm_peak_gflops"], m["bandwidth_gbs"]
 bf16, resident = peak.get("bf16"), bw.get("triad_resident")  # resident: absent when it came out below DRAM
 print(f'{peak["f32"]:.0f}|{"-" if bf16 is None else f"{bf16:.0f}"}|{bw["triad"]:.1f}|{"-" if resident is None else f"{resident:.0f}"}')
 EOF
+}
+profile_shares() {  # LEVEL CONFIG BATCH ACCUM -> "GEMM % | optimizer %" of the measured step (lab 1)
+  local runs=3
+  [ "$quick" = 1 ] && runs=1
+  run_at "$1" "$bertlab" profile --config "configs/$2.json" --mode train --batch "$3" --seq 128 --accum "$4" \
+    --runs "$runs" --machine "$scratch/machine-$1.json" 2>&1 |
+    awk '/GEMMs [0-9.]+% of the step/ { for (i = 1; i < NF; i++) if ($i == "GEMMs") g = $(i + 1) }
+         /^ *optimizer update / { o = $4 }
+         END { gsub("%", "", g); gsub("%", "", o); printf "%s|%s", g, o }' || true
+}
+shares_row() {  # LEVEL -> the cells of the shares table, REPEATS profiles of each case
+  local mini_g="" base_g="" opt1="" opt4="" g o
+  for _ in $(seq "$repeats"); do
+    IFS='|' read -r g o <<<"$(profile_shares "$1" bert-mini 8 1)"
+    mini_g+=" $g" opt1+=" $o"
+    IFS='|' read -r g o <<<"$(profile_shares "$1" bert-mini 8 4)"
+    opt4+=" $o"
+    IFS='|' read -r g o <<<"$(profile_shares "$1" bert-base 4 1)"
+    base_g+=" $g"
+  done
+  echo "$(range % <<<"$mini_g") | $(range % <<<"$base_g") | $(range % <<<"$opt1") | $(range % <<<"$opt4")"
 }
 time_lab() {  # LEVEL LAB MODE(quick|full) -> "N s" (and the exit status when the grader failed)
   local args=() dir="$scratch/$1-$2-$3" start rc
@@ -150,12 +173,13 @@ own="$(isa_own_level "$bertlab")"
 level_list="${levels//,/ }"
 # Without --levels, this CPU's own level too when it is none of the kinds (e.g. AVX512_CORE_VNNI).
 [ "$levels_given" = 1 ] || grep -qw -- "$own" <<<"$level_list" || level_list+=" $own"
-cpu_rows="" time_header="| lab | mode |" time_rule="|---|---|" measured=() measured_caps=()
+cpu_rows="" share_rows="" time_header="| lab | mode |" time_rule="|---|---|" measured=() measured_caps=()
 for cap in $level_list; do
   kind="$(kind_name "$cap")"
   case "$(isa_level "$bertlab" "$cap")" in
     missing)
       cpu_rows+="| $kind | \`$cap\` | not measured: no such CPU | | | | | | | | | |"$'\n'
+      share_rows+="| $kind | \`$cap\` | not measured: no such CPU | | | |"$'\n'
       echo "lab_ranges: $cap: not measured: this CPU does not have it" >&2
       continue ;;
     own) level=native how="this CPU's own level, uncapped" ;;
@@ -172,6 +196,9 @@ for cap in $level_list; do
   else
     cpu_rows+="| $kind | \`$cap\` | $how | none: the graders skip bf16 ([SKIP]) | $peak32 | skipped | $triad | $resident | $(range <<<"$fp32s") | skipped | skipped | skipped |"$'\n'
   fi
+  shares="$(shares_row "$level")"
+  share_rows+="| $kind | \`$cap\` | $shares |"$'\n'
+  echo "lab_ranges: $cap: shares (GEMM mini, GEMM base, optimizer accum 1, accum 4): $shares" >&2
   echo "lab_ranges: $cap: calibrate fp32 $peak32, bf16 $peak16 GFLOP/s, triad $triad (resident $resident) GB/s; bench fp32$fp32s; bf16${bf16s:- skipped}" >&2
   time_header+=" \`$cap\` |"
   time_rule+="---|"
@@ -219,6 +246,17 @@ lowest to the highest of $repeats run(s) of
 | CPU kind | level | measured | native bf16 | GEMM peak fp32 (GFLOP/s) | GEMM peak bf16 (GFLOP/s) | triad, DRAM (GB/s) | triad, cache-resident (GB/s) | fp32 sequences/s | bf16 sequences/s | bf16 / fp32 throughput (lab 4) | step time fp32 -> bf16 (lab 1, step 5) |
 |---|---|---|---|---|---|---|---|---|---|---|---|
 ${cpu_rows}
+## Shares of a measured training step (lab 1)
+The share of the measured step (\`bertlab profile\`, fp32, seq 128, with that level's
+machine.json) that the four GEMM categories take (its line "GEMMs N% of the step") and that the
+optimizer update takes, lowest to highest of $repeats profile(s) of each:
+
+    bertlab profile --config configs/bert-mini.json --mode train --batch 8 --seq 128 --accum 1|4 --runs $([ "$quick" = 1 ] && echo 1 || echo 3)
+    bertlab profile --config configs/bert-base.json --mode train --batch 4 --seq 128 --runs $([ "$quick" = 1 ] && echo 1 || echo 3)
+
+| CPU kind | level | GEMM share, BERT-mini (step 2) | GEMM share, BERT-base (step 2) | optimizer share, BERT-mini, accum 1 (step 5) | optimizer share, accum 4 (step 5) |
+|---|---|---|---|---|---|
+${share_rows}
 ## Each lab's time
 Each lab's grader on the teachers' solution (\`build/labs/lab_NAME_solution\`), 2 threads, end to
 end: \`quick\` with \`--quick\` (what the tests run), \`full\` as a student runs it (\`bertlab lab
