@@ -145,6 +145,18 @@ time_lab() {  # LEVEL LAB MODE(quick|full) -> "N s" (and the exit status when th
   [ "$rc" = 0 ] || echo "lab_ranges: $1: lab $2 ($3) exited $rc; its log: $(tail -n3 "$dir.log" | tr '\n' ' ')" >&2
 }
 
+kernel_speed() {  # LEVEL -> lab 2's [INFO] speed line of the solution's runs at LEVEL, as table cells
+  local fwd="" bwd="" gbs="" line f
+  for f in "$scratch/$1-kernel-"*.log; do
+    [ -f "$f" ] || continue
+    line="$(grep -m1 '^\[INFO\] speed against' "$f" || true)"
+    fwd+=" $(sed -n 's/.*vs bertlab [0-9.]* ms: \([0-9.]*\)x; backward.*/\1/p' <<<"$line")"
+    bwd+=" $(sed -n 's/.*backward [0-9.]* ms vs [0-9.]* ms: \([0-9.]*\)x.*/\1/p' <<<"$line")"
+    gbs+=" $(sed -n 's/.*forward [0-9.]* ms (\([0-9.]*\) GB\/s).*/\1/p' <<<"$line")"
+  done
+  echo "$(range x <<<"$fwd") | $(range x <<<"$bwd") | $(range <<<"$gbs")"
+}
+
 # --- the data the training labs' full mode reads ----------------------------------------------
 prepare_data() {
   [ -f out/brown-128/meta.json ] && return
@@ -216,6 +228,12 @@ for lab in ${labs//,/ }; do
     time_rows+="$row"$'\n'
   done
 done
+kernel_rows=""
+if grep -qw kernel <<<"${labs//,/ }"; then
+  for i in "${!measured[@]}"; do
+    kernel_rows+="| \`${measured_caps[$i]}\` | $(kernel_speed "${measured[$i]}") |"$'\n'
+  done
+fi
 
 # --- the document -----------------------------------------------------------------------------
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
@@ -257,6 +275,15 @@ optimizer update takes, lowest to highest of $repeats profile(s) of each:
 | CPU kind | level | GEMM share, BERT-mini (step 2) | GEMM share, BERT-base (step 2) | optimizer share, BERT-mini, accum 1 (step 5) | optimizer share, accum 4 (step 5) |
 |---|---|---|---|---|---|
 ${share_rows}
+## Lab 2: a plain layernorm against bertlab's
+The teachers' solution (\`labs/kernel/solution/student.cpp\`: a clean two-pass loop with \`omp
+parallel for\`, sums in double) against bertlab's kernels, from its grader's \`[INFO]\` line
+(median of 15 runs on 1024 x 768) in the runs timed below, lowest to highest:
+
+| level | forward time / oneDNN's | backward time / bertlab's | forward bandwidth (GB/s) |
+|---|---|---|---|
+${kernel_rows:-| (lab 2 not run) | | | |
+}
 ## Each lab's time
 Each lab's grader on the teachers' solution (\`build/labs/lab_NAME_solution\`), 2 threads, end to
 end: \`quick\` with \`--quick\` (what the tests run), \`full\` as a student runs it (\`bertlab lab
