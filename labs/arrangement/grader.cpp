@@ -10,7 +10,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
