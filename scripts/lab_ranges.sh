@@ -197,7 +197,7 @@ for cap in $level_list; do
     own) level=native how="this CPU's own level, uncapped" ;;
     lower) level="$cap" how="capped (\`ONEDNN_MAX_CPU_ISA=$cap\`)" ;;
   esac
-  echo "lab_ranges: $cap ($how): calibrate, bench, labs" >&2
+  echo "lab_ranges: $cap ($how): calibrate, profiles, bench" >&2
   bf16="$(run_at "$level" "$bertlab" isa | sed -n 's/^bf16: *//p')"
   IFS='|' read -r peak32 peak16 triad resident <<<"$(calibrate "$level")"
   fp32s="" bf16s=""
