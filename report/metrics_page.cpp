@@ -95,9 +95,10 @@ std::string metrics_page_html(const std::vector<EvalPoint>& points, const std::s
   body +=
       "<p>Held-out masked-LM accuracy at each evaluation, beside what a lookup of the masked token's neighbours "
       "in counts over the training text gets on the same held-out batches. A model on the plateau predicts about "
-      "as well as the left neighbour alone; at the drop its accuracy leaves the yardsticks behind, while the "
-      "attention entropy falls (heads start to look at particular positions) and the hidden states of a "
-      "sequence's positions grow apart (docs/training.md, \"Plateau diagnostics\").</p>\n";
+      "as well as the left neighbour alone; past the drop it beats both neighbours. The mean cosine of a "
+      "sequence's final hidden states (near 1: every position gets nearly the same vector) and the attention "
+      "entropy (log n for uniform attention over n tokens) show whether positions and heads have become specific "
+      "(docs/training.md, \"Plateau diagnostics\").</p>\n";
   LineChart accuracy{"Held-out MLM accuracy and the neighbour yardsticks", "step", "accuracy", {}};
   accuracy.series.push_back(series("held-out MLM accuracy", points, &EvalPoint::mlm_accuracy));
   accuracy.series.push_back(series("most frequent token", points, &EvalPoint::most_frequent));
@@ -106,27 +107,29 @@ std::string metrics_page_html(const std::vector<EvalPoint>& points, const std::s
     if (has(field)) accuracy.series.push_back(series(label, points, field));
   body += "<h2>Accuracy</h2>\n" + line_chart_html(accuracy);
   size_t charts = 1;
-  if (has(&EvalPoint::hidden_cosine) || has(&EvalPoint::attention_entropy)) {
-    LineChart representation{"Hidden-state cosine and attention entropy", "step", "cosine; entropy (nats)", {}};
-    if (has(&EvalPoint::hidden_cosine))
-      representation.series.push_back(series("mean cosine of a sequence's final hidden states", points, &EvalPoint::hidden_cosine));
-    if (has(&EvalPoint::attention_entropy))
-      representation.series.push_back(series("mean attention entropy (nats)", points, &EvalPoint::attention_entropy));
-    body += "<h2>Representation and attention</h2>\n" + line_chart_html(representation);
+  if (has(&EvalPoint::hidden_cosine) || has(&EvalPoint::attention_entropy))
+    body += "<h2>Representation and attention</h2>\n";
+  // Cosine (at most 1) and entropy (up to log S nats) apart: on one axis the cosine's changes
+  // would be flattened.
+  if (has(&EvalPoint::hidden_cosine)) {
+    LineChart cosine{"Mean cosine of a sequence's final hidden states", "step", "cosine", {}};
+    cosine.series.push_back(series("hidden cosine", points, &EvalPoint::hidden_cosine));
+    body += line_chart_html(cosine);
     ++charts;
   }
   size_t layers = 0;
   for (const auto& p : points) layers = std::max(layers, p.attention_entropy_per_layer.size());
-  if (layers > 0) {
-    LineChart per_layer{"Attention entropy per layer", "step", "entropy (nats)", {}};
+  if (has(&EvalPoint::attention_entropy)) {
+    LineChart entropy{"Attention entropy: mean and per layer", "step", "entropy (nats)", {}};
+    entropy.series.push_back(series("mean", points, &EvalPoint::attention_entropy));
     for (size_t l = 0; l < layers; ++l) {
       ChartSeries s{fmt::format("layer {}", l), {}, {}};
       for (const auto& p : points)
         if (l < p.attention_entropy_per_layer.size())
           s.x.push_back(double(p.step)), s.y.push_back(p.attention_entropy_per_layer[l]);
-      per_layer.series.push_back(std::move(s));
+      entropy.series.push_back(std::move(s));
     }
-    body += line_chart_html(per_layer);
+    body += line_chart_html(entropy);
     ++charts;
   }
   return html_page(title, body, charts);

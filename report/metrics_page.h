@@ -26,7 +26,8 @@ struct EvalPoint {
 std::vector<EvalPoint> read_eval_points(const std::filesystem::path& metrics);
 
 // A self-contained page (report/chart.h html_page): the accuracy and yardsticks chart, the
-// cosine and entropy chart and, when logged, the entropy per layer, each beside its numbers.
+// hidden-state cosine chart and the attention entropy chart (the mean, and each layer's when
+// logged), each beside its numbers; the last two when the run logged them.
 std::string metrics_page_html(const std::vector<EvalPoint>& points, const std::string& title);
 
 }  // namespace bertlab
