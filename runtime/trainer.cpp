@@ -119,6 +119,21 @@ StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, 
   return total;
 }
 
+// The neighbour yardsticks' count tables, made once per run where evaluation happens (on TBB's
+// threads, before the first step: no training step waits for them); reports their cost.
+std::optional<data::ContextYardsticks> count_yardsticks(const data::PretrainingDataset& train_set, int64_t max_steps,
+                                                        const std::function<void(const TrainEvent&)>& on_event) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<data::ContextYardsticks> yardsticks(std::in_place, train_set);
+  TrainEvent ev;
+  ev.kind = TrainEvent::yardsticks;
+  ev.max_steps = max_steps;
+  ev.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ev.tokens = yardsticks->training_tokens();
+  on_event(ev);
+  return yardsticks;
+}
+
 // The eval line of metrics.jsonl.
 nlohmann::json eval_record(const TrainEvent& ev, bool nsp) {
   nlohmann::json line = {{"step", ev.step_index}, {"eval_loss", ev.stats.loss()},
@@ -416,19 +431,9 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   world.broadcast(model.params.arena(), model.params.arena_size());
   MetricsLog metrics = writer ? MetricsLog(o.out, start.step) : MetricsLog();
 
-  // The neighbour yardsticks' count tables, once per run, where evaluation happens (TBB threads,
-  // before the first step: no training step waits for them).
-  std::optional<data::ContextYardsticks> yardsticks;
-  if (writer && o.eval_diagnostics && eval_set->size() > 0) {
-    const auto start_counting = std::chrono::steady_clock::now();
-    yardsticks.emplace(train_set);
-    TrainEvent ev;
-    ev.kind = TrainEvent::yardsticks;
-    ev.max_steps = o.max_steps;
-    ev.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_counting).count();
-    ev.tokens = yardsticks->training_tokens();
-    on_event(ev);
-  }
+  const std::optional<data::ContextYardsticks> yardsticks =
+      writer && o.eval_diagnostics && eval_set->size() > 0 ? count_yardsticks(train_set, o.max_steps, on_event)
+                                                           : std::nullopt;
 
   InstanceStream stream(train_set);
   const auto t0 = std::chrono::steady_clock::now();
