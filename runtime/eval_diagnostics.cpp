@@ -66,20 +66,26 @@ void add_attention_entropy(RepresentationSums& sums, int64_t layer, const float*
                            int64_t heads, int64_t S) {
   check(layer >= 0, "attention entropy: layer {} is negative", layer);
   if (sums.entropy.size() <= static_cast<size_t>(layer)) sums.entropy.resize(static_cast<size_t>(layer) + 1, 0.0);
+  // One partial sum per (sequence, head), added up in order afterwards: the same bits whatever
+  // the threads (an OpenMP reduction adds the threads' sums in the order they finish).
+  std::vector<double> partial(static_cast<size_t>(B * heads), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t bh = 0; bh < B * heads; ++bh) {
+    const int32_t* m = mask + (bh / heads) * S;
+    double e = 0;
+    for (int64_t q = 0; q < S; ++q) {
+      if (!m[q]) continue;
+      const float* p = probs + (bh * S + q) * S;
+      for (int64_t k = 0; k < S; ++k)
+        if (p[k] > 0) e -= double(p[k]) * std::log(double(p[k]));
+    }
+    partial[static_cast<size_t>(bh)] = e;
+  }
   double entropy = 0;
+  for (double e : partial) entropy += e;
   int64_t rows = 0;
-#pragma omp parallel for collapse(2) reduction(+ : entropy, rows) schedule(static)
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t q = 0; q < S; ++q) {
-        if (!mask[b * S + q]) continue;
-        const float* p = probs + ((b * heads + h) * S + q) * S;
-        double e = 0;
-        for (int64_t k = 0; k < S; ++k)
-          if (p[k] > 0) e -= double(p[k]) * std::log(double(p[k]));
-        entropy += e;
-        ++rows;
-      }
+  for (int64_t i = 0; i < B * S; ++i) rows += mask[i] != 0;
+  rows *= heads;
   sums.entropy[static_cast<size_t>(layer)] += entropy;
   if (layer == 0) sums.rows += rows;
 }
