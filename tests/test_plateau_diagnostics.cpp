@@ -167,6 +167,9 @@ TEST_CASE("evaluation's hidden-state cosine is that of PyTorch's final hidden st
   CHECK(sums.sequences == in.batch);
   CHECK(sums.mean_cosine() == Approx(plain / double(in.batch)).margin(1e-5));
   CHECK(sums.entropy_per_layer().size() == size_t(m.config.num_hidden_layers));
+  // The training graph is left as it was: no diagnostic outputs, so its attention stays fused.
+  for (const auto& [name, id] : stepper.executor().graph().outputs())
+    CHECK((name != "last_hidden_state" && name.rfind("attention_probs.", 0) != 0));
   // The losses do not depend on whether the graph also outputs the diagnostics.
   const StepStats without = stepper.evaluate(in);
   CHECK(without.mlm_loss == Approx(with.mlm_loss).epsilon(1e-6));
