@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "apps/plugins.h"
 #include "base/error.h"
 #include "base/file_util.h"
 
@@ -21,6 +22,8 @@ namespace bertlab::app {
 namespace {
 
 enum class LabBuild { labs, labs_and_kernel };
+// The startup hook lab 2's seam registers when it is linked in (labs/kernel/plugin.cpp).
+constexpr const char* kLabKernelHook = "lab-kernel";
 
 struct LabInfo {
   const char* name;
@@ -99,10 +102,8 @@ void rebuild_if_stale(const LabInfo& lab, const std::filesystem::path& grader) {
       fmt::format("cmake -S . -B build {} && cmake --build build -j2", cmake_options(lab.build));
   check(std::filesystem::exists(grader), "lab '{}' is not built ({} is missing): configure with {}", lab.name,
         grader.string(), configure);
-#ifndef BERTLAB_LAB_KERNEL
-  check(lab.build != LabBuild::labs_and_kernel,
+  check(lab.build != LabBuild::labs_and_kernel || has_startup_hook(kLabKernelHook),
         "lab '{}' needs bertlab itself built with the student's kernel: configure with {}", lab.name, configure);
-#endif
   rebuild_if_stale(lab, grader);
   std::vector<std::string> argv_s{grader.string()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());

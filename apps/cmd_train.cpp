@@ -126,6 +126,9 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--log-steps", o.log_steps, "Progress line every N steps");
   cmd->add_option("--eval-steps", o.eval_steps, "Evaluate every N steps (0: at the end)");
   cmd->add_option("--eval-batches", o.eval_batches, "Batches per evaluation");
+  cmd->add_flag("--no-eval-diagnostics{false}", o.eval_diagnostics,
+                "Evaluate the held-out losses and accuracy alone: no neighbour yardsticks, hidden-state cosine or "
+                "attention entropy (docs/training.md)");
   add_nonfinite_options(*cmd, o.nonfinite, c->on_nonfinite, c->inject_nonfinite);
   add_threads_option(*cmd, c->threads);
   add_precision_option(*cmd, o.precision);
@@ -178,8 +181,17 @@ void add_train_command(CLI::App& root) {
           return;
         }
         case TrainEvent::eval:
-          fmt::print(stderr, "eval at step {}: {}  mlm acc {:.3f} (most frequent token: {:.3f})\n", e.step_index,
+          fmt::print(stderr, "eval at step {}: {}  mlm acc {:.3f} (most frequent token: {:.3f}", e.step_index,
                      losses(e.stats), e.stats.mlm_accuracy, e.baseline_accuracy);
+          if (const auto& p = e.plateau)
+            fmt::print(stderr, "; neighbours: left {:.3f}, right {:.3f}, both {:.3f})  hidden cosine {:.3f}  "
+                               "attention entropy {:.3f} nats\n",
+                       p->left_accuracy, p->right_accuracy, p->both_accuracy, p->hidden_cosine, p->attention_entropy);
+          else
+            fmt::print(stderr, ")\n");
+          return;
+        case TrainEvent::yardsticks:
+          fmt::print(stderr, "neighbour yardsticks: {} training tokens counted in {:.2f} s\n", e.tokens, e.seconds);
           return;
         case TrainEvent::checkpoint:
           fmt::print(stderr, "saved {}\n", e.path);

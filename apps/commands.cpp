@@ -15,6 +15,7 @@ void add_all_commands(CLI::App& root) {
   add_estimate_command(root);
   add_calibrate_command(root);
   add_profile_command(root);
+  add_report_command(root);
   add_finetune_command(root);
   add_predict_command(root);
   add_lab_command(root);

@@ -20,6 +20,7 @@ void add_finetune_command(CLI::App& root);
 void add_predict_command(CLI::App& root);
 void add_lab_command(CLI::App& root);
 void add_isa_command(CLI::App& root);
+void add_report_command(CLI::App& root);
 
 // All of the above, in the order --help lists them (main.cpp, and the Python module's
 // in-process runs).

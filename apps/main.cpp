@@ -6,12 +6,10 @@
 #include <filesystem>
 
 #include "apps/commands.h"
+#include "apps/plugins.h"
 #include "ops/isa.h"
 #include "runtime/distributed.h"
 #include "base/error.h"
-#ifdef BERTLAB_LAB_KERNEL
-#include "labs/kernel/install.h"
-#endif
 
 namespace {
 
@@ -34,10 +32,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "bertlab 0.1.0");
   bertlab::app::add_all_commands(app);
-#ifdef BERTLAB_LAB_KERNEL
-  bertlab::lab::install_student_kernel();  // lab 2: the student's layernorm everywhere
-  fmt::print(stderr, "bertlab: layernorm runs labs/kernel/student.cpp (built with -DBERTLAB_LAB_KERNEL=ON)\n");
-#endif
+  bertlab::app::run_startup_hooks();  // plugins linked in (lab 2's seam: apps/plugins.h)
   try {
     (void)bertlab::ops::active_isa();  // a bad ONEDNN_MAX_CPU_ISA is refused before any work
     app.parse(argc, argv);

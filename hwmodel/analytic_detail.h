@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the analytic traffic model's files (analytic.cpp, analytic_bwma.cpp,
-// analytic_rwma.cpp): the DRAM request-stream bookkeeping, small helpers, and the GEMM
+// analytic_rwma*.cpp): the DRAM request-stream bookkeeping, small helpers, and the GEMM
 // models of the two arrangements. Not part of the public interface (analytic.h).
 #include <fmt/format.h>
 

@@ -108,13 +108,18 @@ NodeEstimate cpu_attention_run(const Graph& g, const Node& node, const SystemDes
 }
 
 // The element-wise kernel of a node whose time is vector compute rather than bytes, as
-// calibrate measured it (ops::ElementwiseKernel): the erf GELU forward and backward, and the
-// dropout (forward and backward regenerate the mask: a hash per element); none for the others.
+// calibrate measured it (ops::ElementwiseKernel): the forward and backward of a rated
+// activation (its row in ops/activation.h), and the dropout (forward and backward regenerate
+// the mask: a hash per element); none for the others.
 std::optional<ops::ElementwiseKernel> elementwise_kernel(const Node& node) {
-  const bool gelu = (node.kind == OpKind::activation || node.kind == OpKind::activation_grad) &&
-                    activation_of(node) == ops::Activation::gelu;
-  if (gelu) return node.kind == OpKind::activation ? ops::ElementwiseKernel::gelu : ops::ElementwiseKernel::gelu_grad;
-  if (node.kind == OpKind::dropout || node.kind == OpKind::dropout_grad) return ops::ElementwiseKernel::dropout;
+  using K = ops::ElementwiseKernel::Kind;
+  if (node.kind == OpKind::activation || node.kind == OpKind::activation_grad) {
+    const ops::Activation act = activation_of(node);
+    if (!ops::activation_info(act).rated) return std::nullopt;
+    return ops::ElementwiseKernel{node.kind == OpKind::activation ? K::activation : K::activation_grad, act};
+  }
+  if (node.kind == OpKind::dropout || node.kind == OpKind::dropout_grad)
+    return ops::ElementwiseKernel{K::dropout, ops::Activation::none};
   return std::nullopt;
 }
 
@@ -206,7 +211,8 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
     // A kernel that is vector compute (erf, the dropout hash): its elements at the rate
     // calibrate measured for it, when measured, bound the time from below as FLOPs do.
     const auto kernel = elementwise_kernel(node);
-    const double rate = kernel ? s.elementwise_gelem_per_s.at(static_cast<size_t>(*kernel)) : 0;
+    const auto index = kernel ? ops::elementwise_index(*kernel) : std::nullopt;
+    const double rate = index ? s.elementwise_gelem_per_s.at(*index) : 0;  // 0: not calibrated, bytes alone
     const double elements = static_cast<double>(g.tensor(node.outputs.at(0)).numel());
     const double t_elem = rate > 0 ? elements / (rate * 1e9) : 0;
     const double t_comp = std::max(n.flops / peak, t_elem);
@@ -216,7 +222,7 @@ NodeEstimate cpu_node(const Graph& g, const Node& node, const SystemDesc& s, con
             "{} parallel region {:.2f} us + max(FLOPs {:.3g} / f32 peak {:.4g} GFLOP/s, elements {:.3g} / measured "
             "{} {:.4g} G/s, bytes {:.3g} / {} {:.4g} GB/s + row re-reads {:.3g} / {:.4g} GB/s) = {:.3f} us",
             to_string(node.kind), region * 1e6, n.flops, peak / 1e9, rate > 0 ? elements : 0.0,
-            kernel ? ops::to_string(*kernel) : "(none)", rate, bytes, where, gbps, rereads, reread_gbps,
+            kernel ? ops::to_string(*kernel) + (rate > 0 ? "" : " (not calibrated)") : "(none)", rate, bytes, where, gbps, rereads, reread_gbps,
             n.seconds * 1e6);
     n.cycles = n.seconds * s.clock_ghz * 1e9;
     return n;

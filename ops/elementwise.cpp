@@ -24,10 +24,10 @@ void activation_forward_reference(float* y, const float* x, int64_t n, Activatio
 ActivationOp::ActivationOp(int64_t n, Activation act) {
   check(act != Activation::none, "activation op needs an activation, got none");
   auto& ctx = dnnl_context();
-  const auto alg = activation_info(act).forward_alg;
+  const ActivationInfo& a = activation_info(act);
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
   pd_ = dnnl::eltwise_forward::primitive_desc(
-      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, data, 0.f, 0.f),
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, a.forward_alg, data, a.alpha, a.beta),
       scratchpad_attr(), ctx.engine);
   prim_ = dnnl::eltwise_forward(pd_);
 }
@@ -73,12 +73,12 @@ ActivationGrad::ActivationGrad(int64_t n, Activation act) {
   check(act != Activation::none, "activation gradient needs an activation, got none");
   auto& ctx = dnnl_context();
   memory::desc data({n}, memory::data_type::f32, memory::format_tag::a);
-  const auto alg = activation_info(act).backward_alg;
+  const ActivationInfo& a = activation_info(act);
   dnnl::eltwise_forward::primitive_desc hint(
-      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, data, 0.f, 0.f),
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, a.backward_alg, data, a.alpha, a.beta),
       ctx.engine);
   pd_ = dnnl::eltwise_backward::primitive_desc(
-      dnnl::eltwise_backward::desc(alg, data, data, 0.f, 0.f), scratchpad_attr(), ctx.engine, hint);
+      dnnl::eltwise_backward::desc(a.backward_alg, data, data, a.alpha, a.beta), scratchpad_attr(), ctx.engine, hint);
   prim_ = dnnl::eltwise_backward(pd_);
 }
 

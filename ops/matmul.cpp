@@ -120,7 +120,10 @@ Linear::Linear(int64_t M, int64_t N, int64_t K, Activation act, bool residual, b
   memory::desc bias({1, N}, dt::f32, tag::ab);
   memory::desc dst({M, N}, io.y_bf16 ? dt::bf16 : dt::f32, tag::ab);
   dnnl::post_ops po;
-  if (act != Activation::none) po.append_eltwise(1.f, activation_info(act).forward_alg, 0.f, 0.f);
+  if (act != Activation::none) {
+    const ActivationInfo& a = activation_info(act);
+    po.append_eltwise(1.f, a.forward_alg, a.alpha, a.beta);
+  }
   if (residual) po.append_binary(dnnl::algorithm::binary_add, memory::desc({M, N}, dt::f32, tag::ab));
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);

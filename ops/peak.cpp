@@ -245,6 +245,21 @@ int64_t cpu_cache_bytes(int level) {
   return v > 0 ? v : 0;
 }
 
+std::optional<size_t> elementwise_index(ElementwiseKernel k) {
+  for (size_t i = 0; i < kElementwiseKernels.size(); ++i)
+    if (kElementwiseKernels[i] == k) return i;
+  return std::nullopt;
+}
+
+std::string to_string(ElementwiseKernel k) {
+  switch (k.kind) {
+    case ElementwiseKernel::Kind::activation: return to_string(k.act);
+    case ElementwiseKernel::Kind::activation_grad: return std::string(to_string(k.act)) + "_grad";
+    case ElementwiseKernel::Kind::dropout: return "dropout";
+  }
+  return "?";
+}
+
 double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double seconds) {
   const int64_t n = std::max<int64_t>(elements, 1024);
   // Values in GELU's curved range, no denormals: the timing does not depend on the data.
@@ -253,16 +268,16 @@ double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double se
   std::function<void()> once;
   std::unique_ptr<ActivationOp> fwd;
   std::unique_ptr<ActivationGrad> bwd;
-  switch (k) {
-    case ElementwiseKernel::gelu:
-      fwd = std::make_unique<ActivationOp>(n, Activation::gelu);
+  switch (k.kind) {
+    case ElementwiseKernel::Kind::activation:
+      fwd = std::make_unique<ActivationOp>(n, k.act);
       once = [&] { fwd->forward(y.data(), x.data()); };
       break;
-    case ElementwiseKernel::gelu_grad:
-      bwd = std::make_unique<ActivationGrad>(n, Activation::gelu);
+    case ElementwiseKernel::Kind::activation_grad:
+      bwd = std::make_unique<ActivationGrad>(n, k.act);
       once = [&] { bwd->forward(y.data(), dy.data(), x.data()); };
       break;
-    case ElementwiseKernel::dropout: {
+    case ElementwiseKernel::Kind::dropout: {
       uint64_t step = 0;
       once = [&] { dropout_forward(y.data(), x.data(), n, 0.1f, 1, {7, ++step, 0}); };
       break;

@@ -4,9 +4,11 @@
 // loops. All use the OpenMP thread count in force (set by the caller).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/enum_table.h"
+#include "ops/activation.h"
 
 namespace bertlab::ops {
 
@@ -73,17 +75,44 @@ int64_t cpu_cache_bytes(int level);
 // it grows whenever a thread waits for a core, and the median keeps that typical share.
 double measure_parallel_region_seconds(double seconds);
 
-// Element-wise kernels of the executor whose cost is vector compute, not bytes: the erf GELU
-// forward and backward (oneDNN eltwise, ops::ActivationOp, ActivationGrad) and the
+// Element-wise kernels of the executor whose cost is vector compute, not bytes: the forward
+// and backward of every activation whose row is `rated` (ops/activation.h: the erf GELU, SiLU;
+// ops::ActivationOp, ActivationGrad), named "<activation>" and "<activation>_grad", and the
 // counter-based dropout (a hash per element, ops::dropout_forward; its backward is the same
-// kernel). A memory roofline prices them at a fraction of their time.
-#define BERTLAB_ELEMENTWISE_KERNELS(X) X(gelu, "gelu") X(gelu_grad, "gelu_grad") X(dropout, "dropout")
-BERTLAB_ENUM(ElementwiseKernel, uint8_t, BERTLAB_ELEMENTWISE_KERNELS)
-#define BERTLAB_ELEMENTWISE_KERNEL_VALUE_(id, ...) ElementwiseKernel::id,
-inline constexpr ElementwiseKernel kElementwiseKernels[] = {BERTLAB_ELEMENTWISE_KERNELS(BERTLAB_ELEMENTWISE_KERNEL_VALUE_)};
-#undef BERTLAB_ELEMENTWISE_KERNEL_VALUE_
-// A rate per kernel, in the order of kElementwiseKernels.
-using ElementwiseRates = std::array<double, std::size(kElementwiseKernels)>;
+// kernel). A memory roofline prices them at a fraction of their time. The list follows the
+// activation table, so a rated row is calibrated and priced without further edits.
+struct ElementwiseKernel {
+  enum class Kind : uint8_t { activation, activation_grad, dropout };
+  Kind kind = Kind::dropout;
+  Activation act = Activation::none;  // kind activation or activation_grad
+  constexpr bool operator==(const ElementwiseKernel&) const = default;
+};
+constexpr size_t rated_activation_count() {
+  size_t n = 0;
+  for (const auto& a : kActivations) n += a.rated ? 1 : 0;
+  return n;
+}
+inline constexpr size_t kElementwiseKernelCount = 2 * rated_activation_count() + 1;
+// The rated activations' forward and backward in table order, then the dropout.
+constexpr std::array<ElementwiseKernel, kElementwiseKernelCount> elementwise_kernel_list() {
+  std::array<ElementwiseKernel, kElementwiseKernelCount> k{};
+  size_t i = 0;
+  for (const auto& a : kActivations) {
+    if (!a.rated) continue;
+    k[i++] = {ElementwiseKernel::Kind::activation, a.act};
+    k[i++] = {ElementwiseKernel::Kind::activation_grad, a.act};
+  }
+  k[i] = {ElementwiseKernel::Kind::dropout, Activation::none};
+  return k;
+}
+inline constexpr auto kElementwiseKernels = elementwise_kernel_list();
+// The kernel's place in kElementwiseKernels; none for a kernel not in the list (an activation
+// whose row is not rated).
+std::optional<size_t> elementwise_index(ElementwiseKernel k);
+// "gelu", "gelu_grad", "dropout": the key of its rate in machine.json.
+std::string to_string(ElementwiseKernel k);
+// A rate per kernel, in the order of kElementwiseKernels; 0: not calibrated.
+using ElementwiseRates = std::array<double, kElementwiseKernelCount>;
 // The sustained rate of the kernel over `elements` f32 elements (its input, output and, for
 // the backward, dy: separate buffers, as the executor's), in 1e9 elements per second, bytes
 // included; the 90th percentile over repetitions for about `seconds`.

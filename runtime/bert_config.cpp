@@ -103,7 +103,8 @@ BertConfig config_from_json(const nlohmann::json& j, const std::string& origin) 
         "{}: hidden_size {} is not divisible by num_attention_heads {}", origin, c.hidden_size,
         c.num_attention_heads);
   try {
-    c.hidden_act = ops::activation_from_string(hidden_act);
+    // Hugging Face's ACT2FN names SiLU "silu" and "swish"; the file is written back with "silu".
+    c.hidden_act = ops::activation_from_string(hidden_act == "swish" ? "silu" : hidden_act);
   } catch (const Error& e) {
     fail("{}: field 'hidden_act': {}", origin, e.what());
   }

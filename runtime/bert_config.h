@@ -17,7 +17,7 @@ struct BertConfig {
   int64_t num_hidden_layers = 12;
   int64_t num_attention_heads = 12;
   int64_t intermediate_size = 3072;
-  ops::Activation hidden_act = ops::Activation::gelu;  // "gelu", "relu", "tanh" in the file
+  ops::Activation hidden_act = ops::Activation::gelu;  // "gelu", "relu", "tanh", "silu" in the file
   double hidden_dropout_prob = 0.1;
   double attention_probs_dropout_prob = 0.1;
   int64_t max_position_embeddings = 512;

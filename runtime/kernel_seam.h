@@ -3,7 +3,7 @@
 // layernorm). One row per replaceable op kind; the executor (runtime/executor_steps.cpp) asks
 // the seam when it builds the node's kernel and runs bertlab's own kernel when the row is empty.
 // Install before building an executor; the CLI installs the student's kernels when configured
-// with -DBERTLAB_LAB_KERNEL=ON (apps/main.cpp), a lab's grader installs them itself.
+// with -DBERTLAB_LAB_KERNEL=ON (a startup hook, labs/kernel/plugin.cpp), a lab's grader installs them itself.
 #include <cstdint>
 
 #include "runtime/op_table.h"

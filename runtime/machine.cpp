@@ -347,9 +347,13 @@ MachineInfo machine_from_json(const nlohmann::json& j, const std::string& origin
     m.parallel_region_us = positive(j, "parallel_region_us", origin, "microseconds");
   if (j.contains("elementwise_gelem_per_s")) {
     auto& rates = m.elementwise_gelem_per_s.emplace();
-    for (size_t i = 0; i < rates.size(); ++i)
-      rates[i] = positive(j, fmt::format("elementwise_gelem_per_s.{}", ops::to_string(ops::kElementwiseKernels[i])),
-                          origin, "1e9 elements per second");
+    // A kernel added after the file was written (a newly rated activation) is not calibrated
+    // in it: rate 0, priced by its bytes, until `bertlab calibrate` runs again.
+    for (size_t i = 0; i < rates.size(); ++i) {
+      const std::string key = ops::to_string(ops::kElementwiseKernels[i]);
+      if (j.at("elementwise_gelem_per_s").contains(key))
+        rates[i] = positive(j, fmt::format("elementwise_gelem_per_s.{}", key), origin, "1e9 elements per second");
+    }
     m.elementwise_elements = positive_count<int64_t>(j, "elementwise_elements", origin, "a count");
   }
   const auto& gemms = field(j, "gemms", origin);

@@ -88,7 +88,7 @@ enum class Fusion : uint8_t { none, linear_activation, linear_residual };
   X(scale, memory_bound, add, forward, no, kept, none, stream)                                   \
   /* x(...,H), gamma(H), beta(H) -> (...,H); attr eps */                                         \
   X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm)                      \
-  /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu) */                        \
+  /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu, silu) */                  \
   X(activation, memory_bound, activation, forward, yes, per_activation, linear_activation,       \
     stream)                                                                                      \
   /* x(B,S,H) -> (B,H): the [CLS] row of each sequence */                                        \

@@ -1,5 +1,6 @@
 #include "runtime/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,10 +14,12 @@
 namespace bertlab {
 
 namespace {
-Graph training_graph(const BertConfig& c, RunSpec run) {
+// `diagnostics`: an evaluation graph that also outputs what the plateau diagnostics read.
+Graph training_graph(const BertConfig& c, RunSpec run, bool diagnostics = false) {
   run.mode = "train";
   run.heads = Heads::pretraining;
   Graph g = build_bert(c, run);
+  if (diagnostics) mark_diagnostic_outputs(g, c);
   apply_fusions(g);
   return g;
 }
@@ -188,22 +191,37 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
   return stats;
 }
 
-StepStats TrainStepper::evaluate(const BertInputs& batch) {
+StepStats TrainStepper::evaluate(const BertInputs& batch, RepresentationSums* representation) {
   // The evaluation data may differ from the training data in batch, sequence length and
   // masked positions per sequence (train --eval-data, e.g. 15% masking against 40% in training).
-  // The graph's own input shapes say what it was built for.
+  // The graph's own input shapes say what it was built for, and its outputs whether it keeps
+  // what the diagnostics read.
   auto built_for = [&](const char* input) { return eval_->graph().tensor(eval_->graph().tensor_id(input)).shape; };
+  auto diagnostic = [&] {  // a training graph outputs last_hidden_state only when marked so
+    const auto& outs = eval_->graph().outputs();
+    return std::any_of(outs.begin(), outs.end(), [](const auto& o) { return o.first == "last_hidden_state"; });
+  };
   if (!eval_ || built_for("input_ids") != Shape{batch.batch, batch.seq} ||
-      built_for("masked_lm_positions") != Shape{batch.batch, batch.max_predictions}) {
+      built_for("masked_lm_positions") != Shape{batch.batch, batch.max_predictions} ||
+      diagnostic() != (representation != nullptr)) {
     RunSpec r = run_;
     r.dropout = false;
     r.batch = batch.batch;
     r.seq = batch.seq;
     r.max_predictions = batch.max_predictions;
-    eval_ = std::make_unique<Executor>(training_graph(model_.config, r), model_.params, &state_);
+    eval_ = std::make_unique<Executor>(training_graph(model_.config, r, representation != nullptr), model_.params,
+                                       &state_);
   }
   set_inputs(*eval_, batch);
   eval_->run(nullptr, kForward);
+  if (representation) {
+    const int64_t B = batch.batch, S = batch.seq, H = model_.config.hidden_size;
+    const int32_t* mask = batch.attention_mask.data();
+    add_position_cosines(*representation, eval_->output("last_hidden_state"), mask, B, S, H);
+    for (int64_t l = 0; l < model_.config.num_hidden_layers; ++l)
+      add_attention_entropy(*representation, l, eval_->output(fmt::format("attention_probs.{}", l)), mask, B,
+                            model_.config.num_attention_heads, S);
+  }
   return finish(collect(*eval_, {}));
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/eval_diagnostics.h"
 #include "runtime/executor.h"
 #include "runtime/model.h"
 #include "runtime/run_loop.h"
@@ -42,8 +43,11 @@ class TrainStepper {
   // not all of them nor more than may_drop (single process only).
   StepStats step(std::span<const BertInputs> micro_batches, int64_t step, float lr,
                  const MicroBatchPolicy& policy = {});
-  // Losses of a batch without updating anything (no dropout).
-  StepStats evaluate(const BertInputs& batch);
+  // Losses of a batch without updating anything (no dropout). With `representation`, also adds
+  // the batch's hidden-state cosines and attention entropies to it (runtime/eval_diagnostics.h),
+  // from an evaluation graph that outputs them (mark_diagnostic_outputs); the training graph is
+  // the same either way.
+  StepStats evaluate(const BertInputs& batch, RepresentationSums* representation = nullptr);
 
   // From the next step on, the update of parameter `name` is multiplied by `factor` (1: as the
   // optimizer computes it). AdamW's and LAMB's updates, decoupled weight decay included, are

@@ -11,6 +11,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/distributed.h"
 #include "base/json_file.h"
+#include "runtime/data/context_yardsticks.h"
 #include "runtime/data/shard.h"
 #include "base/error.h"
 #include "base/file_util.h"
@@ -127,12 +128,18 @@ void copy_vocab(const fs::path& from, const fs::path& to) {
     if (!from.empty() && fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
 }
 
+// The held-out losses and accuracy of the first `max_batches` batches of `eval`, and the
+// accuracy of always predicting their most frequent label (`baseline`). With `yardsticks`, the
+// plateau diagnostics of the same batches too (`plateau`).
 StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, int64_t batch_size,
-                   int64_t max_batches, double& baseline) {
+                   int64_t max_batches, double& baseline, const data::ContextYardsticks* yardsticks,
+                   std::optional<PlateauDiagnostics>& plateau) {
   const int64_t B = std::min<int64_t>(batch_size, static_cast<int64_t>(eval.size()));
   const int64_t batches = std::min<int64_t>(max_batches, static_cast<int64_t>(eval.size()) / B);
   StepStats total;
   std::map<int32_t, int64_t> label_counts;
+  data::YardstickHits hits;
+  RepresentationSums representation;
   for (int64_t k = 0; k < batches; ++k) {
     std::vector<size_t> idx(B);
     for (int64_t i = 0; i < B; ++i) idx[i] = static_cast<size_t>(k * B + i);
@@ -141,7 +148,8 @@ StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, 
     BertInputs in = to_inputs(b);
     for (int32_t l : in.masked_lm_labels)
       if (l != -100) ++label_counts[l];
-    StepStats s = stepper.evaluate(in);
+    if (yardsticks) hits += yardsticks->score(b);
+    StepStats s = stepper.evaluate(in, yardsticks ? &representation : nullptr);
     total.mlm_loss += s.mlm_loss * s.masked, total.mlm_accuracy += s.mlm_accuracy * s.masked;
     total.nsp_loss += s.nsp_loss * s.sequences;
     total.masked += s.masked, total.sequences += s.sequences;
@@ -151,7 +159,45 @@ StepStats evaluate(TrainStepper& stepper, const data::PretrainingDataset& eval, 
   baseline = total.masked ? double(most) / total.masked : 0;
   if (total.masked) total.mlm_loss /= total.masked, total.mlm_accuracy /= total.masked;
   if (total.sequences) total.nsp_loss /= total.sequences;
+  plateau.reset();
+  if (yardsticks)
+    plateau = PlateauDiagnostics{hits.accuracy(hits.left), hits.accuracy(hits.right), hits.accuracy(hits.both),
+                                 representation.mean_cosine(), representation.mean_entropy(),
+                                 representation.entropy_per_layer()};
   return total;
+}
+
+// The neighbour yardsticks' count tables, made once per run where evaluation happens (on TBB's
+// threads, before the first step: no training step waits for them); reports their cost.
+std::optional<data::ContextYardsticks> count_yardsticks(const data::PretrainingDataset& train_set, int64_t max_steps,
+                                                        const std::function<void(const TrainEvent&)>& on_event) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<data::ContextYardsticks> yardsticks(std::in_place, train_set);
+  TrainEvent ev;
+  ev.kind = TrainEvent::yardsticks;
+  ev.max_steps = max_steps;
+  ev.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ev.tokens = yardsticks->training_tokens();
+  on_event(ev);
+  return yardsticks;
+}
+
+// The eval line of metrics.jsonl.
+nlohmann::json eval_record(const TrainEvent& ev, bool nsp) {
+  nlohmann::json line = {{"step", ev.step_index}, {"eval_loss", ev.stats.loss()},
+                         {"eval_mlm_loss", ev.stats.mlm_loss},
+                         {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
+                         {"eval_most_frequent_accuracy", ev.baseline_accuracy}};
+  if (nsp) line["eval_nsp_loss"] = ev.stats.nsp_loss;  // masked LM only: no NSP field
+  if (const auto& p = ev.plateau) {
+    line["eval_left_neighbour_accuracy"] = p->left_accuracy;
+    line["eval_right_neighbour_accuracy"] = p->right_accuracy;
+    line["eval_both_neighbours_accuracy"] = p->both_accuracy;
+    line["eval_hidden_cosine"] = p->hidden_cosine;
+    line["eval_attention_entropy"] = p->attention_entropy;
+    line["eval_attention_entropy_per_layer"] = p->attention_entropy_per_layer;
+  }
+  return line;
 }
 
 // Every config field of `here` equals the checkpoint's (vocab_size too unless ignore_vocab:
@@ -550,6 +596,10 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   world.broadcast(model.params.arena(), model.params.arena_size());
   MetricsLog metrics = writer ? MetricsLog(o.out, start.step) : MetricsLog();
 
+  const std::optional<data::ContextYardsticks> yardsticks =
+      writer && o.eval_diagnostics && eval_set->size() > 0 ? count_yardsticks(train_set, o.max_steps, on_event)
+                                                           : std::nullopt;
+
   InstanceStream stream(train_set);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<BertInputs> micro(o.accum_steps);
@@ -591,13 +641,9 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.kind = TrainEvent::eval;
     ev.step_index = step;
     ev.max_steps = o.max_steps;
-    ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy);
-    nlohmann::json line = {{"step", step}, {"eval_loss", ev.stats.loss()},
-                           {"eval_mlm_loss", ev.stats.mlm_loss},
-                           {"eval_mlm_accuracy", ev.stats.mlm_accuracy},
-                           {"eval_most_frequent_accuracy", ev.baseline_accuracy}};
-    if (o.nsp) line["eval_nsp_loss"] = ev.stats.nsp_loss;  // masked LM only: no NSP field
-    metrics.write(line);
+    ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy,
+                        yardsticks ? &*yardsticks : nullptr, ev.plateau);
+    metrics.write(eval_record(ev, o.nsp));
     on_event(ev);
   };
   hooks.save = [&](const fs::path& dir, const LoopState& at) {

@@ -9,6 +9,7 @@
 
 #include "base/enum_table.h"
 
+#include "runtime/eval_diagnostics.h"
 #include "runtime/recipe.h"
 #include "runtime/run_loop.h"
 #include "runtime/train_step.h"
@@ -67,16 +68,24 @@ struct TrainOptions {
   int64_t save_steps = 0;            // 0: only at the end
   int64_t save_total_limit = 2;
   int64_t log_steps = 10, eval_steps = 0, eval_batches = 20;
+  // Each evaluation also measures the plateau diagnostics (runtime/eval_diagnostics.h): the
+  // neighbour yardsticks (their count tables made once, before step 1), the hidden-state cosine
+  // and the attention entropy. false: the held-out losses and accuracy alone.
+  bool eval_diagnostics = true;
   NonfinitePolicy nonfinite;         // --on-nonfinite stop | skip | rollback
 };
 
 struct TrainEvent {
   // skipped: a step's update dropped; dropped: a micro-batch left out of a step's update
-  enum Kind { step, eval, checkpoint, interrupted, skipped, dropped, rolled_back } kind = step;
+  // yardsticks: the count tables of the neighbour yardsticks made (before step 1)
+  enum Kind { step, eval, checkpoint, interrupted, skipped, dropped, rolled_back, yardsticks } kind = step;
   int64_t step_index = 0, max_steps = 0;
   StepStats stats;
   double lr = 0, seq_per_s = 0, eta_s = 0;
   double baseline_accuracy = 0;  // eval: accuracy of always predicting the most frequent label
+  std::optional<PlateauDiagnostics> plateau;  // eval, with TrainOptions::eval_diagnostics
+  double seconds = 0;            // yardsticks: the time the count tables took
+  int64_t tokens = 0;            // yardsticks: the training tokens counted
   std::string path;              // checkpoint: where it was written; rolled_back: the one returned to
   std::string reason;            // skipped, rolled_back: why (the step's error); dropped: the micro-batch's
 };

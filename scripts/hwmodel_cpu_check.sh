@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks hwmodel's "this CPU" description against the runtime's own measured per-node times
 # (docs/hwmodel-cpu.md): calibrates this machine (best of BERTLAB_PASSES whole passes), then
-# for BERT-base batch 8, seq 128, inference and training, fp32 and bf16, profiles
+# for BERT-base (BERTLAB_CONFIG) batch 8, seq 128, inference and training, fp32 and bf16, profiles
 # BERTLAB_REPS times and compares the profile with the median step time (a shared machine:
 # one run can be several times slower than the next) with the estimate of the plain roofline
 # ("cpu_model": "roofline", before) and of the calibrated model (after).
@@ -17,6 +17,7 @@ reps=${BERTLAB_REPS:-3}
 passes=${BERTLAB_PASSES:-3}
 batch=${BERTLAB_BATCH:-8}
 seq=${BERTLAB_SEQ:-128}
+config=$(realpath "${BERTLAB_CONFIG:-configs/bert-base.json}")  # e.g. configs/bert-tiny.json: a quick check of the script
 mkdir -p "$out"
 cd "$out"
 
@@ -40,7 +41,7 @@ for mode in infer train; do
     for rep in $(seq 1 "$reps"); do
       [ -n "$reuse" ] && continue
       echo "== profile $tag run $rep/$reps $(date -u +%T), load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a summary.txt
-      "$bin" profile --config "$src/configs/bert-base.json" --mode "$mode" --batch "$batch" --seq "$seq" \
+      "$bin" profile --config "$config" --mode "$mode" --batch "$batch" --seq "$seq" \
         --precision "$prec" --runs 5 --json "$tag-$rep.json" > "$tag-$rep.txt"
       grep "step:" "$tag-$rep.txt" | tee -a summary.txt
     done
@@ -58,7 +59,7 @@ EOF
     for model in roofline calibrated; do
       sys=$src/configs/systems/this-cpu.json
       [ "$model" = roofline ] && sys=this-cpu-roofline.json
-      "$bin" estimate --config "$src/configs/bert-base.json" --batch "$batch" --seq "$seq" "${extra[@]}" \
+      "$bin" estimate --config "$config" --batch "$batch" --seq "$seq" "${extra[@]}" \
         --precision "$prec" --system "$sys" --compare-profile "$median" --csv "$tag-$model.csv" \
         > "$tag-$model.txt"
       { echo "== $tag, $model model vs $median"; sed -n '/^compared/,$p' "$tag-$model.txt"; } |

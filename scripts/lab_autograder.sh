@@ -2,7 +2,8 @@
 # Packs one lab for Gradescope's autograder (labs/README.md, "For teachers"):
 #   scripts/lab_autograder.sh NAME OUTDIR [GRADER ARGS...]
 # writes OUTDIR/NAME-autograder/ (setup.sh, run_autograder and the checkout as bertlab/, which
-# Gradescope unpacks to /autograder/source/bertlab) and, when `zip` is installed, OUTDIR/NAME-autograder.zip with those at the root of the archive,
+# Gradescope unpacks to /autograder/source/bertlab) and OUTDIR/NAME-autograder.zip with those at the root of the archive
+# (by `zip`, or Python's zipfile where zip is not installed),
 # ready to upload. The checkout is the committed tree (git archive HEAD) without the teachers'
 # solutions. setup.sh installs the packages (scripts/setup.sh) and builds bertlab and the lab's
 # grader once, on the stubs; run_autograder copies the student's student.cpp over the stub,
@@ -76,8 +77,12 @@ chmod +x "$tmp/pack/setup.sh" "$tmp/pack/run_autograder"
 rm -rf "$pack"
 mv "$tmp/pack" "$pack"
 echo "packed: $pack (setup.sh, run_autograder and bertlab/ go at the root of the zip)"
+# zip when installed, else Python's zipfile (which keeps the files' modes too: run_autograder
+# stays executable).
 if command -v zip >/dev/null; then
   (cd "$pack" && zip -qr "$outdir/.$name-autograder.zip.tmp" setup.sh run_autograder bertlab)
-  mv "$outdir/.$name-autograder.zip.tmp" "$outdir/$name-autograder.zip"
-  echo "zip: $outdir/$name-autograder.zip"
+else
+  (cd "$pack" && /usr/bin/python3 -m zipfile -c "$outdir/.$name-autograder.zip.tmp" setup.sh run_autograder bertlab)
 fi
+mv "$outdir/.$name-autograder.zip.tmp" "$outdir/$name-autograder.zip"
+echo "zip: $outdir/$name-autograder.zip"

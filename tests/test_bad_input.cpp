@@ -194,6 +194,7 @@ TEST_CASE("Bad config.json: each problem is named with the file and field", "[er
                     Contains("'layer_norm_eps'") && Contains("wrong type"));
   CHECK_THROWS_WITH(load_config_with(dir, "hidden_act", 3),
                     Contains("'hidden_act'") && Contains("wrong type"));
+  CHECK(load_config_with(dir, "hidden_act", "swish").hidden_act == ops::Activation::silu);  // HF's other name
   CHECK_THROWS_WITH(load_config_with(dir, "hidden_act", "gelu_new"),
                     Contains("'hidden_act'") && Contains("gelu_new") && Contains("gelu,"));
   CHECK_THROWS_WITH(load_config_with(dir, "model_type", "gpt2"),

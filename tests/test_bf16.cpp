@@ -85,8 +85,9 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
        r = random_vector(M * N, 4);
   const auto x16 = rounded(x), w16 = rounded(w);
   for (bool packed : {true, false})
-    for (Activation act : {Activation::none, Activation::gelu})
+    for (const auto& row : ops::kActivations)
       for (bool residual : {false, true}) {
+        const Activation act = row.act;
         std::vector<float> got(M * N), ref16(M * N), ref32(M * N);
         ops::Linear lin(M, N, K, act, residual, packed, /*bf16=*/true);
         const float* res = residual ? r.data() : nullptr;
@@ -108,7 +109,7 @@ TEST_CASE("bf16 linear layers equal the reference on bf16-rounded inputs", "[ops
         ops::linear_forward_reference(ref16.data(), x16.data(), w16.data(), b.data(), res, M, N, K, act);
         ops::linear_forward_reference(ref32.data(), x.data(), w.data(), b.data(), res, M, N, K, act);
         check_bf16(fmt::format("linear {} act {} residual {}", packed ? "packed" : "unpacked",
-                               act == Activation::gelu ? "gelu" : "none", residual),
+                               row.name, residual),
                    got, ref16, ref32);
       }
 

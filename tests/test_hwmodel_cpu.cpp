@@ -254,6 +254,31 @@ TEST_CASE("cpu model: hand-computed node times from a hand-written machine.json"
     desc["elementwise_gelem_per_s"]["gelu"] = -1;
     CHECK_THROWS_WITH(system_from_json(desc, "d.json"), Catch::Contains("elementwise_gelem_per_s.gelu"));
   }
+  SECTION("a rated activation's rate comes from its row; a file without it prices it by bytes") {
+    // SiLU (rated in ops/activation.h) forward and backward over 1024 elements; the machine
+    // file of the section above, written before SiLU existed, has no rate for it.
+    Graph t;
+    const int x = t.add_tensor("x", {16, 64}, DType::f32, Role::input);
+    const int y = t.apply(OpKind::activation, "enc.silu", {x}, {{"activation", "silu"}});
+    t.add_node(OpKind::activation_grad, "enc.silu.grad", {y, x}, {{"activation", "silu"}}, Phase::backward);
+    t.apply(OpKind::activation, "enc.relu", {x}, {{"activation", "relu"}});
+    auto j = nlohmann::json::parse(kMachine);
+    j["elementwise_gelem_per_s"] = {{"gelu", 0.004}, {"gelu_grad", 0.002}, {"dropout", 1000}};
+    j["elementwise_elements"] = 1024;
+    const GraphEstimate older = estimate_graph(t, system_from_json(j, "machine.json"), Arrangement::rwma);
+    // Not calibrated: 4096 + 4096 bytes at the resident 50 GB/s, as with no rates at all.
+    CHECK(seconds_of(older, "enc.silu") == Approx(2e-6 + 8192 / 50e9).epsilon(1e-12));
+    CHECK(seconds_of(older, "enc.relu") == Approx(2e-6 + 8192 / 50e9).epsilon(1e-12));
+    j["elementwise_gelem_per_s"]["silu"] = 0.008;
+    j["elementwise_gelem_per_s"]["silu_grad"] = 0.001;
+    const GraphEstimate e = estimate_graph(t, system_from_json(j, "machine.json"), Arrangement::rwma);
+    CHECK(seconds_of(e, "enc.silu") == Approx(2e-6 + 1024 / 0.008e9).epsilon(1e-12));
+    CHECK(seconds_of(e, "enc.silu.grad") == Approx(2e-6 + 1024 / 0.001e9).epsilon(1e-12));
+    // relu's row is not rated: a rate under its name is not read.
+    j["elementwise_gelem_per_s"]["relu"] = 0.001;
+    CHECK(seconds_of(estimate_graph(t, system_from_json(j, "machine.json"), Arrangement::rwma), "enc.relu") ==
+          Approx(seconds_of(older, "enc.relu")).epsilon(1e-12));
+  }
   SECTION("a run of optimizer nodes: one step on its first node, one parallel region per pass") {
     // Parameters of the given shapes, their grad_norm, then an update node each, as
     // append_optimizer builds them (`first`, `count`: which of them to keep).

@@ -5,10 +5,13 @@
 // forward, L = sum(dy * f(x)) for a random dy. The activation case runs every row of
 // ops/activation.h, alone and fused into linear, so a new activation is covered by declaring
 // it. Every kind of the table must appear in some case's forward or backward graph: a kind
-// declared without a case fails the test, naming the kind.
+// declared without a case fails the test, naming the kind. Where the CPU has a native bf16
+// matmul, every case whose graph has a GEMM runs again with its GEMMs in bf16 (check_bf16);
+// scripts/test.sh's capped-ISA runs cover the CPUs without.
 #include <catch2/catch.hpp>
 #include <fmt/core.h>
 
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -24,6 +27,7 @@
 #include "ops/matmul.h"
 #include "ops/normalization.h"
 #include "ops/optimizer.h"
+#include "ops/peak.h"
 #include "runtime/autodiff.h"
 #include "runtime/executor.h"
 #include "runtime/op_rules.h"
@@ -356,10 +360,23 @@ std::vector<Case> cases() {
   return out;
 }
 
-// Runs a case's forward graph; returns the checked output.
-Floats run_forward(const Case& c, std::set<OpKind>& seen) {
+// bf16: every GEMM node of the graph runs on bf16 copies of its inputs (as a --precision bf16
+// graph marks them); returns whether the graph has one.
+bool mark_bf16(Graph& g) {
+  bool any = false;
+  for (const auto& node : g.nodes())
+    if (node.category == Category::gemm && node_gemm(g, node)) {
+      g.node(node.id).attrs["precision"] = "bf16";
+      any = true;
+    }
+  return any;
+}
+
+// Runs a case's forward graph (bf16: its GEMMs in bf16); returns the checked output.
+Floats run_forward(const Case& c, std::set<OpKind>& seen, bool bf16 = false) {
   Built b = build(c);
   b.g.mark_output(b.y, "y");
+  if (bf16) mark_bf16(b.g);
   for (const auto& n : b.g.nodes()) seen.insert(n.kind);
   const Shape shape = b.g.tensor(b.y).shape;
   ParamStore params = ParamStore::for_graph(b.g);
@@ -379,15 +396,14 @@ double loss_of(const Case& c, const Values& v, const Floats& dy) {
   return l;
 }
 
-// Appends the backward and compares every gradient of c.wrt with central differences.
-void check_backward(const Case& c, std::set<OpKind>& seen) {
+// The case's graph with its backward appended, run; the gradients of c.wrt by name (bf16: every
+// GEMM, forward and backward, in bf16). dy: the seed of a case without a loss.
+std::map<std::string, Floats> run_backward(const Case& c, std::set<OpKind>& seen, const Floats& dy, bool bf16) {
   Built b = build(c);
-  const Shape yshape = b.g.tensor(b.y).shape;
   Case run = c;
-  const Floats dy = random_vector(numel(yshape), 99);
   std::vector<std::pair<int, int>> seeds;
   if (!c.loss) {
-    seeds.emplace_back(b.y, w(b.g, "dy", yshape));
+    seeds.emplace_back(b.y, w(b.g, "dy", b.g.tensor(b.y).shape));
     run.values.f["dy"] = dy;
   }
   std::vector<int> wrt;
@@ -399,6 +415,7 @@ void check_backward(const Case& c, std::set<OpKind>& seen) {
     REQUIRE(grads[i] >= 0);
     b.g.mark_output(grads[i], "d" + c.wrt[i]);
   }
+  if (bf16) mark_bf16(b.g);
   for (const auto& n : b.g.nodes()) seen.insert(n.kind);
   ParamStore params = ParamStore::for_graph(b.g);
   TrainingState state(params);
@@ -406,8 +423,39 @@ void check_backward(const Case& c, std::set<OpKind>& seen) {
   Executor ex(std::move(b.g), params, &state);
   fill_inputs(ex, run);
   ex.run();
+  std::map<std::string, Floats> out;
+  for (const auto& name : c.wrt) out[name] = read(ex.output("d" + name), ex.output_shape("d" + name));
+  return out;
+}
+
+// Values rounded to bf16 (nearest even, done here independently of oneDNN): a bf16 GEMM's
+// casts of them are exact.
+Floats rounded_to_bf16(Floats v) {
+  for (float& x : v) {
+    uint32_t u = std::bit_cast<uint32_t>(x);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    x = std::bit_cast<float>(u & 0xFFFF0000u);
+  }
+  return v;
+}
+Case rounded_to_bf16(Case c) {
+  for (auto& [name, v] : c.values.f) v = rounded_to_bf16(std::move(v));
+  return c;
+}
+
+// The seed of a case's backward (none for a loss): random, one value per output element.
+Floats seed_of(const Case& c) {
+  if (c.loss) return {};
+  Built b = build(c);
+  return random_vector(numel(b.g.tensor(b.y).shape), 99);
+}
+
+// Appends the backward and compares every gradient of c.wrt with central differences.
+void check_backward(const Case& c, std::set<OpKind>& seen) {
+  const Floats dy = seed_of(c);
+  const auto grads = run_backward(c, seen, dy, false);
   for (const auto& name : c.wrt) {
-    const Floats got = read(ex.output("d" + name), ex.output_shape("d" + name));
+    const Floats& got = grads.at(name);
     Values v = c.values;
     Floats fd(got.size());
     for (size_t i = 0; i < got.size(); ++i) {
@@ -425,6 +473,71 @@ void check_backward(const Case& c, std::set<OpKind>& seen) {
   }
 }
 
+// bf16, for a case whose graph (forward, or with its backward) has a GEMM: the same graph with
+// every GEMM in bf16 against the f32 run, which the checks above tie to the references.
+//  - Operands rounded to bf16 first: a GEMM's casts of them are exact and its products exact in
+//    f32, so the forward output differs from the f32 run by accumulation order only
+//    (kForwardTol). A GEMM that reads values the graph computed (dy through an
+//    activation or softmax gradient, dS, P): each cast to bf16 with relative error at most
+//    u = 2^-9 per element, so each product term carries at most u of |a||b|, and the normwise
+//    error max|d| / max|g| at most u * max(|A||B|) / max|AB|; kBf16GradTol allows that ratio
+//    up to 4 (it is 1 when every term has one sign; these cases' random operands give 1-3).
+//  - Operands as they are: bf16 rounding shows (at least 1e-4 on some output or gradient, so the
+//    bf16 kernels really ran) and stays within a few u (at most 2e-2).
+constexpr double kBf16GradTol = 4.0 / 512;
+// Whether a bf16 GEMM of the graph reads a value another node computed (then its cast rounds).
+bool gemm_reads_computed(const Graph& g) {
+  std::set<int> computed;
+  for (const auto& n : g.nodes()) computed.insert(n.outputs.begin(), n.outputs.end());
+  for (const auto& n : g.nodes())
+    if (gemm_bf16(n))
+      for (int t : n.inputs)
+        if (computed.count(t)) return true;
+  return false;
+}
+void check_bf16(const Case& c, std::set<OpKind>& seen) {
+  Built fwd = build(c);
+  Built bwd = build(c);
+  if (!c.wrt.empty()) {
+    std::vector<int> wrt;
+    for (const auto& name : c.wrt) wrt.push_back(bwd.g.tensor_id(name));
+    std::vector<std::pair<int, int>> seeds;
+    if (!c.loss) seeds.emplace_back(bwd.y, w(bwd.g, "dy", bwd.g.tensor(bwd.y).shape));
+    append_backward_for(bwd.g, c.loss ? std::vector<std::string>{c.loss} : std::vector<std::string>{}, seeds, wrt);
+  }
+  const bool fwd_gemm = mark_bf16(fwd.g), bwd_gemm = mark_bf16(bwd.g);
+  if (!fwd_gemm && !bwd_gemm) return;  // no GEMM: nothing runs in bf16
+  const double fwd_tol = gemm_reads_computed(fwd.g) ? kBf16GradTol : kForwardTol;
+  const double bwd_tol = gemm_reads_computed(bwd.g) ? kBf16GradTol : kForwardTol;
+  const Floats dy = seed_of(c);
+  double shown = 0;  // the largest difference from f32 on operands as they are
+  for (bool exact : {true, false}) {
+    const Case run = exact ? rounded_to_bf16(c) : c;
+    const Floats y16 = run_forward(run, seen, true), y32 = run_forward(run, seen, false);
+    const double ey = rel_error(y16, y32);
+    INFO(c.label << " bf16" << (exact ? " (operands exact in bf16)" : "") << ": forward vs f32, normwise relative error " << ey);
+    fmt::print("  bf16 {:<44} {:<7} forward        {:9.2e}  (tol {:.1e})\n", c.label, exact ? "exact" : "as-is",
+               ey, exact ? fwd_tol : 2e-2);
+    if (exact) CHECK(ey <= fwd_tol);
+    else CHECK(ey <= 2e-2);
+    if (!exact) shown = std::max(shown, ey);
+    if (c.wrt.empty()) continue;
+    const Floats seed = exact ? rounded_to_bf16(dy) : dy;
+    const auto g16 = run_backward(run, seen, seed, true), g32 = run_backward(run, seen, seed, false);
+    for (const auto& name : c.wrt) {
+      const double eg = rel_error(g16.at(name), g32.at(name));
+      INFO(c.label << " bf16" << (exact ? " (operands exact in bf16)" : "") << ": gradient of '" << name
+                   << "' vs f32, normwise relative error " << eg);
+      fmt::print("  bf16 {:<44} {:<7} d{:<13} {:9.2e}  (tol {:.1e})\n", c.label, exact ? "exact" : "as-is", name, eg,
+                 exact ? bwd_tol : 2e-2);
+      CHECK(eg <= (exact ? bwd_tol : 2e-2));
+      if (!exact) shown = std::max(shown, eg);
+    }
+  }
+  INFO(c.label << " bf16: no output or gradient differs from f32 by 1e-4: did the bf16 kernels run?");
+  CHECK(shown >= 1e-4);
+}
+
 }  // namespace
 
 TEST_CASE("Every op kind: fast path equals reference, backward equals finite differences", "[ops][op_table]") {
@@ -437,6 +550,13 @@ TEST_CASE("Every op kind: fast path equals reference, backward equals finite dif
     INFO(c.label << ": fast path vs reference, normwise relative error " << err);
     CHECK(err <= kForwardTol);
     if (!c.wrt.empty()) check_backward(c, seen);
+  }
+  // Every case again with its GEMMs in bf16, where this CPU has a native bf16 matmul (the
+  // capped-ISA runs of scripts/test.sh run this test without it: skipped there, with a note).
+  if (ops::cpu_has_bf16()) {
+    for (const auto& c : cases()) check_bf16(c, seen);
+  } else {
+    WARN("bf16 cases skipped: no native bf16 matmul on this CPU");
   }
   // The optimizer and communication kinds are covered by the training tests: the updates
   // against their references in test_ops_backward.cpp and the whole step in test_train_loop,

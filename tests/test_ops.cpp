@@ -86,9 +86,7 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-const char* act_name(Activation a) {
-  return a == Activation::gelu ? "gelu" : a == Activation::tanh ? "tanh" : "none";
-}
+const char* act_name(Activation a) { return ops::to_string(a); }
 
 // Reference values of the exact GELU, x * Phi(x), from the normal CDF tables.
 constexpr double kPhiOf1 = 0.8413447460685429;
@@ -413,16 +411,19 @@ TEST_CASE("Softmax reference and fast path match hand-computed values", "[ops]")
   CHECK(z[1] == Approx(2.0 / 3).epsilon(1e-5));
 }
 
-TEST_CASE("ActivationOp gelu and tanh equal the reference", "[ops]") {
-  for (Activation act : {Activation::gelu, Activation::tanh}) {
+TEST_CASE("ActivationOp of every activation equals the reference", "[ops]") {
+  for (const auto& row : ops::kActivations) {
+    const Activation act = row.act;
+    if (act == Activation::none) continue;
     for (int64_t n : {int64_t{37 * 53}, int64_t{1}}) {
       auto x = random_vector(n, 71, -6.f, 6.f);
       std::vector<float> got(n), ref(n);
       ops::ActivationOp(n, act).forward(got.data(), x.data());
       ops::activation_forward_reference(ref.data(), x.data(), n, act);
-      // fp32 GELU evaluates x/2 * (1 + erf(x/sqrt 2)); for negative x the sum cancels, so its
-      // error is ~2^-24 of |x|, not of the (small) result: measure it against max|x|.
-      const double scale = act == Activation::gelu ? max_abs(x) : 0;
+      // fp32 GELU evaluates x/2 * (1 + erf(x/sqrt 2)) and SiLU x * sigmoid(x), both x times a
+      // factor near 0 for negative x; the factor's error is ~2^-24 of 1, so the result's is of
+      // |x|, not of the (small) result: measure it against max|x| (the rated, transcendental rows).
+      const double scale = row.rated ? max_abs(x) : 0;
       compare(fmt::format("activation {} n{}", act_name(act), n), got, ref, kElementTol, scale);
     }
   }
@@ -440,6 +441,17 @@ TEST_CASE("Activation reference matches hand-computed values", "[ops]") {
   CHECK(y[3] == Approx(0.46211715726000974).epsilon(1e-7));
   ops::activation_forward_reference(y, x, 4, Activation::none);
   CHECK(std::equal(x, x + 4, y));
+  // SiLU x / (1 + e^-x): 1 / (1 + 1/e) = e / (e + 1) at 1; -1 / (1 + e) at -1. Its derivative at
+  // 0 is 1/2 (s(0) = 1/2), at 1 s (1 + (1 - s)) with s = e / (e + 1).
+  const double e = std::exp(1.0), s1 = e / (e + 1);
+  ops::activation_forward_reference(y, x, 4, Activation::silu);
+  CHECK(y[0] == 0.f);
+  CHECK(y[1] == Approx(s1).epsilon(1e-7));
+  CHECK(y[2] == Approx(-1 / (1 + e)).epsilon(1e-7));
+  const float dy[] = {1, 1, 1, 1};
+  ops::activation_backward_reference(y, dy, x, 2, Activation::silu);
+  CHECK(y[0] == Approx(0.5).epsilon(1e-7));
+  CHECK(y[1] == Approx(s1 * (2 - s1)).epsilon(1e-7));
 }
 
 TEST_CASE("add_forward equals the reference bit for bit", "[ops]") {

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -247,36 +247,107 @@ std::string op_of(const std::string& node) {
   return s;
 }
 
-// The whole graph's speedup that `bertlab estimate --paper-table` wrote for the paper's system
-// and setup (docs/hwmodel-paper-table-estimate.md: the full core model, BERT-base at seq 512)
-// at S and `cores`; nullopt (and why) when the file or the row is missing.
-std::optional<double> paper_table_speedup(const std::string& path, int64_t S, int64_t cores, std::string& why) {
+// One row of the table `bertlab estimate --paper-table` wrote for the paper's system and setup
+// (docs/hwmodel-paper-table-estimate.md: the full core model, the whole BERT-base graph at seq
+// 512) at S and `cores`: each column's header and its number ("2.71x", "+0.187" and "-663.2%" read
+// without the unit). Throws naming the file and what is missing.
+std::map<std::string, double> paper_table_row(const std::string& path, int64_t S, int64_t cores) {
   std::ifstream in(path);
-  if (!in) {
-    why = "cannot read " + path;
-    return std::nullopt;
-  }
-  int column = -1;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("| S | cores |", 0) == 0) {
-      int at = 0;
-      for (size_t p = 0; (p = line.find('|', p)) != std::string::npos; ++p, ++at)
-        if (line.compare(p, 17, "| speedup graph |") == 0) column = at;
-      continue;
+  if (!in) throw std::runtime_error("cannot read " + path);
+  auto cells = [](const std::string& line) {
+    std::vector<std::string> out;
+    for (size_t p = 1, q; (q = line.find('|', p)) != std::string::npos; p = q + 1) {
+      std::string c = line.substr(p, q - p);
+      const size_t a = c.find_first_not_of(' '), b = c.find_last_not_of(' ');
+      out.push_back(a == std::string::npos ? "" : c.substr(a, b - a + 1));
     }
-    if (column < 0 || line.rfind(fmt::format("| {} | {} |", S, cores), 0) != 0) continue;
-    std::vector<std::string> cells;
-    for (size_t p = 1, q; (q = line.find('|', p)) != std::string::npos; p = q + 1) cells.push_back(line.substr(p, q - p));
-    if (size_t(column) < cells.size()) {
+    return out;
+  };
+  std::vector<std::string> header;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| S | cores |", 0) == 0) header = cells(line);
+    if (header.empty() || line.rfind(fmt::format("| {} | {} |", S, cores), 0) != 0) continue;
+    const std::vector<std::string> row = cells(line);
+    std::map<std::string, double> out;
+    for (size_t i = 0; i < row.size() && i < header.size(); ++i) {
       try {
-        return std::stod(cells[size_t(column)]);  // "2.71x": stod stops at the x
+        out[header[i]] = std::stod(row[i]);  // stod stops at the unit
       } catch (const std::exception&) {
+        throw std::runtime_error(fmt::format("{}: S = {}, {} core(s): column '{}' is '{}', not a number", path, S,
+                                             cores, header[i], row[i]));
       }
     }
-    break;
+    return out;
   }
-  why = fmt::format("{} has no 'speedup graph' at S = {}, {} core(s)", path, S, cores);
-  return std::nullopt;
+  throw std::runtime_error(fmt::format("{} has no row for S = {}, {} core(s) under a '| S | cores |' header", path, S,
+                                       cores));
+}
+
+// A column of that row, or an error naming it.
+double paper_column(const std::map<std::string, double>& row, const std::string& column, const std::string& path) {
+  const auto it = row.find(column);
+  if (it == row.end()) throw std::runtime_error(fmt::format("{} has no column '{}'", path, column));
+  return it->second;
+}
+
+const std::string kPaperDoc = "docs/hwmodel-paper-table-estimate.md";
+
+// The array-only model's speedup of BWMA over RWMA on the layer (RWMA time / BWMA time).
+double layer_speedup(const Graph& g, const hw::NodeClasses& classes, hw::SystemDesc s, int64_t S, int64_t P) {
+  s.array.kernel = S;
+  s.cores = P;
+  hw::EstimateOptions eo;
+  eo.classes = &classes;
+  double t[2] = {0, 0};
+  for (hw::Arrangement a : {hw::Arrangement::rwma, hw::Arrangement::bwma})
+    for (const auto& n : hw::estimate_graph(g, s, a, eo).nodes) t[a == hw::Arrangement::bwma] += n.seconds;
+  return t[0] / t[1];
+}
+
+const char* core_cost_name(la::CoreCost c) {
+  switch (c) {
+    case la::CoreCost::instructions: return "instructions";
+    case la::CoreCost::l1_misses: return "L1 misses";
+    case la::CoreCost::llc_misses: return "LLC misses";
+    case la::CoreCost::page_walks: return "page walks";
+  }
+  return "?";
+}
+// The paper table's column of each cost's share of "graph speedup - 1".
+const char* core_cost_column(la::CoreCost c) {
+  switch (c) {
+    case la::CoreCost::instructions: return "graph speedup - 1: instructions";
+    case la::CoreCost::l1_misses: return "L1";
+    case la::CoreCost::llc_misses: return "LLC";
+    case la::CoreCost::page_walks: return "TLB";
+  }
+  return "?";
+}
+
+// Part D: the student's two predictions of step 8 against the full model's table (the cost whose
+// saved cycles are largest in size) and the array-only model's layer speedup at S = 8, one core.
+// A failure says how many are wrong, not which: the line on the page and the numbers answer them.
+Outcome check_full_model_prediction(Graph layer) {
+  const std::string path = source_dir() + "/" + kPaperDoc;
+  const auto row = paper_table_row(path, 8, 1);
+  const double full = paper_column(row, "speedup graph", path);
+  la::CoreCost most = la::CoreCost::instructions;
+  for (la::CoreCost c : {la::CoreCost::l1_misses, la::CoreCost::llc_misses, la::CoreCost::page_walks})
+    if (std::abs(paper_column(row, core_cost_column(c), path)) > std::abs(paper_column(row, core_cost_column(most), path)))
+      most = c;
+  const hw::SystemDesc base = hw::load_system(source_dir() + "/configs/systems/paper-ticsat-array.json");
+  const double array_only = layer_speedup(layer, hw::classify_nodes(layer), base, 8, 1);
+  working_on("full_model_prediction()");
+  const la::FullModelPrediction p = la::full_model_prediction();
+  const int wrong = int(p.changes_most != most) + int(p.larger_than_array_model != (full > array_only));
+  if (wrong > 0)
+    return failed(fmt::format("{} of your 2 predictions {} wrong; the full model's numbers are shown once both are right",
+                              wrong, wrong == 1 ? "is" : "are"));
+  return passed(fmt::format("both right: under the full model (whole graph, S = 8, 1 core) BWMA's speedup is {:.2f}x "
+                            "against the array-only model's {:.2f}x on the layer, and {} change most ({:+.3f} of the "
+                            "speedup - 1, {})",
+                            full, array_only, core_cost_name(most), paper_column(row, core_cost_column(most), path),
+                            kPaperDoc));
 }
 
 // The student's predictions of step 7 (lab.h predicted_speedups), kept where the sweep has the
@@ -295,7 +366,25 @@ std::vector<la::SpeedupGuess> usable_guesses(const std::vector<int64_t>& kernels
   return kept;
 }
 
-std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores) {
+// `show_full_model`: the student's step-8 predictions are right, so the full model's speedup
+// (which answers them) may be drawn.
+std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, const std::vector<int64_t>& cores,
+                  bool show_full_model) {
+  // The model's speedups answer step 7's questions (and step 6's, per op): they are drawn once
+  // the student has written guesses for them.
+  std::string ignored;
+  const std::vector<la::SpeedupGuess> guesses = usable_guesses(kernels, cores, ignored);
+  if (guesses.empty()) {
+    plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p class=\"skipped\">Not drawn yet: the "
+              "model's speedups answer the questions of steps 6 and 7. Write your guesses for step 7 in "
+              "<code>predicted_speedups()</code> (labs/arrangement/student.cpp), rebuild and run the grader again: the "
+              "sweep is drawn with your guesses beside it.</p>\n" +
+              (ignored.empty() ? std::string()
+                               : "<p class=\"skipped\">Predictions left out (S must be one of the sweep's, cores one "
+                                 "of its core counts, the speedup a positive number):" + html_escape(ignored) + "</p>\n"));
+    return "shown once you write your step-7 guesses in predicted_speedups() (labs/arrangement/student.cpp)" +
+           (ignored.empty() ? std::string() : "; left out (S, cores or speedup not in the sweep):" + ignored);
+  }
   const Graph g = encoder_layer();
   const hw::NodeClasses classes = hw::classify_nodes(g);
   const hw::SystemDesc base = hw::load_system(source_dir() + "/configs/systems/paper-ticsat-array.json");
@@ -342,8 +431,7 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
     lines.push_back(c);
   }
   // The student's guesses beside the model's speedups, one series per core count guessed.
-  std::string ignored, guesses_html;
-  const std::vector<la::SpeedupGuess> guesses = usable_guesses(kernels, cores, ignored);
+  std::string guesses_html;
   for (int64_t P : cores) {
     ChartSeries c{fmt::format("your guess, {} core(s)", P), {}, {}};
     for (const auto& gu : guesses)
@@ -357,24 +445,29 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
       }
     if (!c.x.empty()) lines.push_back(c);
   }
-  guesses_html = guesses_html.empty()
-                     ? "<p>No predictions recorded: write your guesses for step 7 in <code>predicted_speedups()</code> "
-                       "(labs/arrangement/student.cpp) before you run the sweep, and they appear here beside the "
-                       "model's.</p>\n"
-                     : "<h3>Your predictions (step 7)</h3>\n<table><tr><th></th><th>you predicted</th><th>the "
-                       "model</th></tr>\n" + guesses_html + "</table>\n";
+  guesses_html = "<h3>Your predictions (step 7)</h3>\n<table><tr><th></th><th>you predicted</th><th>the "
+                 "model</th></tr>\n" + guesses_html + "</table>\n";
   if (!ignored.empty())
     guesses_html += "<p class=\"skipped\">Predictions left out (S must be one of the sweep's, cores one of its core "
                     "counts, the speedup a positive number):" + html_escape(ignored) + "</p>\n";
-  // Where BWMA starts losing, and the paper's configuration under the full model, from the table
-  // `bertlab estimate --paper-table` wrote (not typed in here).
+  // Where BWMA starts losing, and, once step 8's predictions are right, the paper's configuration
+  // under the full model, from the table `bertlab estimate --paper-table` wrote (not typed in here).
   std::vector<RefLine> refs = {{1.0, "1.0x: below, BWMA is slower"}};
-  std::string paper_why;
-  const std::string paper_doc = "docs/hwmodel-paper-table-estimate.md";
-  if (const auto paper = paper_table_speedup(source_dir() + "/" + paper_doc, 8, 1, paper_why))
-    refs.push_back({*paper, fmt::format("full model, paper system, S = 8, 1 core: {:.2f}x", *paper)});
-  else
-    guesses_html += "<p class=\"skipped\">No line at the full model's speedup: " + html_escape(paper_why) + "</p>\n";
+  std::string refs_text = "The dashed line at 1.0x: below it, BWMA loses.";
+  if (!show_full_model) {
+    refs_text += " A second line, at the full core model's speedup (step 8), is drawn once your step-8 predictions "
+                 "(<code>full_model_prediction()</code>) are right.";
+  } else {
+    try {
+      const double paper = paper_column(paper_table_row(source_dir() + "/" + kPaperDoc, 8, 1), "speedup graph", kPaperDoc);
+      refs.push_back({paper, fmt::format("full model, paper system, S = 8, 1 core: {:.2f}x", paper)});
+      refs_text += " The second: the whole BERT-base graph's speedup under the full core model on the paper's system "
+                   "at S = 8 and one core (the paper's setup), as <code>bertlab estimate --paper-table</code> wrote it "
+                   "in <code>" + kPaperDoc + "</code> (step 8).";
+    } catch (const std::exception& e) {
+      guesses_html += "<p class=\"skipped\">No line at the full model's speedup: " + html_escape(e.what()) + "</p>\n";
+    }
+  }
   // Per op and the breakdown at the first core count, one cluster of bars per S.
   const int64_t P0 = cores.front();
   std::vector<std::string> groups;
@@ -405,10 +498,7 @@ std::string sweep(const PlotPage& plots, const std::vector<int64_t>& kernels, co
   plots.add("<h2>BWMA against RWMA on one BERT-base encoder layer</h2>\n<p>The analytic model of <code>bertlab "
             "estimate</code> on the paper's system under the array-only model (configs/systems/paper-ticsat-array.json: int8, in-order cores with an "
             "S x S weight-stationary array each), one encoder layer of BERT-base, inference, batch 1, sequence "
-            "512 (the paper's workload). The dashed lines: 1.0x, below which BWMA loses, and the whole BERT-base "
-            "graph's speedup under the full core model on the paper's system at S = 8 and one core (the paper's "
-            "setup), as <code>bertlab estimate --paper-table</code> wrote it in <code>" + paper_doc + "</code> "
-            "(step 8).</p>\n" +
+            "512 (the paper's workload). " + refs_text + "</p>\n" +
             line_chart_html({"layer speedup of BWMA over RWMA", "kernel size S", "RWMA time / BWMA time", lines,
                              Scale::log, Scale::linear, refs}) +
             guesses_html +
@@ -468,8 +558,13 @@ int main(int argc, char** argv) {
     g.info(small_llc_info, [&] { return small_llc({64, 256, 256, 8, 64}, kSmallLlc); });
   else
     g.withheld(small_llc_info, small_llc_check);
+  const bool full_model_passed =
+      g.check("your predictions for the full model (step 8)",
+              "for each cost, ask what one array step pays under each arrangement: instructions per element, "
+              "distinct lines, distinct pages; and compare with the layer speedups of step 7",
+              [&] { return check_full_model_prediction(encoder_layer()); });
   g.info("S and cores on one BERT-base encoder layer (plots page)",
-         [&] { return sweep(plots, sweep_kernels, cores); });
+         [&] { return sweep(plots, sweep_kernels, cores, full_model_passed); });
   fmt::print("plots: {}\n", plots.write("Lab 3: data arrangement for accelerators").string());
   return g.finish();
 }

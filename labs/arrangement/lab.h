@@ -65,4 +65,18 @@ struct SpeedupGuess {
 };
 std::vector<SpeedupGuess> predicted_speedups();
 
+// Part D (graded). Step 8 asks, before you run the full model of the paper's system (in-order
+// cores that execute the kernels' loop nests and translate every address through a TLB), what
+// the arrangement changes most and whether BWMA now gains more. The check compares your answers
+// with the full model's whole-graph table at S = 8 and one core
+// (docs/hwmodel-paper-table-estimate.md) and with the array-only model of step 7 (the same
+// layer, S = 8, one core); the plots page draws the full model's speedup once both are right.
+enum class CoreCost { instructions, l1_misses, llc_misses, page_walks };
+
+struct FullModelPrediction {
+  CoreCost changes_most = CoreCost::instructions;  // the cost whose cycles BWMA changes most
+  bool larger_than_array_model = false;             // BWMA's speedup: larger under the full model?
+};
+FullModelPrediction full_model_prediction();
+
 }  // namespace bertlab::lab::arrangement

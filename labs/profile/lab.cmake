@@ -5,3 +5,5 @@ bertlab_add_planted_bug(profile linear_forgets_bias_bytes "linear nodes" FORBID 
 bertlab_add_planted_bug(profile scores_read_all_of_qkv "attention-score nodes" FORBID "the graph [0-9]")
 bertlab_add_planted_bug(profile layernorm_forgets_gamma_beta "layernorm nodes" FORBID "the graph [0-9]")
 bertlab_add_planted_bug(profile one_prediction_wrong "your predictions" FORBID "you said|%|\\((up|down|same)\\)")
+bertlab_add_planted_bug(profile predictions_crash "your predictions" FORBID "%|\\((up|down|same)\\)"
+                        EXPECT "crashed with signal [0-9]+ .* while working on predictions\\(\\)")

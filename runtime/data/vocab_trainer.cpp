@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -63,20 +64,12 @@ std::uint64_t key(std::uint32_t a, std::uint32_t b) { return (std::uint64_t{a} <
 
 }  // namespace
 
-Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTrainerOptions& o,
-                            const Progress& progress) {
-  const auto specials = o.config.special_tokens();
-  check(o.vocab_size > specials.size(), "vocab size {} leaves no room beyond the {} special tokens",
-        o.vocab_size, specials.size());
-  check(o.limit_alphabet >= 1, "alphabet limit must be at least 1");
-  WordCounts counts = count_words(docs, o.config, progress);
-  check(!counts.empty(), "the corpus has no words to train a vocabulary on");
+namespace {
 
-  // Words in a fixed order, so that ids and ties never depend on hash-map iteration order.
-  std::vector<std::pair<std::string, std::uint64_t>> words(counts.begin(), counts.end());
-  std::sort(words.begin(), words.end());
+using WordList = std::vector<std::pair<std::string, std::uint64_t>>;
 
-  // The alphabet: the limit_alphabet most frequent characters.
+// The alphabet: the `limit` most frequent characters of the words, in code point order.
+std::vector<char32_t> alphabet_of(const WordList& words, std::size_t limit) {
   std::map<char32_t, std::uint64_t> char_counts;
   for (const auto& [w, n] : words) {
     std::size_t pos = 0, len = 0;
@@ -87,27 +80,37 @@ Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTraine
   }
   std::vector<std::pair<char32_t, std::uint64_t>> by_count(char_counts.begin(), char_counts.end());
   std::stable_sort(by_count.begin(), by_count.end(), [](auto& x, auto& y) { return x.second > y.second; });
-  if (by_count.size() > o.limit_alphabet) by_count.resize(o.limit_alphabet);
+  if (by_count.size() > limit) by_count.resize(limit);
   std::vector<char32_t> alphabet;
   for (auto& [c, n] : by_count) alphabet.push_back(c);
   std::sort(alphabet.begin(), alphabet.end());
+  return alphabet;
+}
 
-  std::vector<std::string> tokens(specials.begin(), specials.end());
+// The vocabulary as it grows: tokens in id order and their ids.
+struct PieceTable {
+  std::vector<std::string> tokens;
   std::unordered_map<std::string, std::uint32_t> ids;
-  for (std::size_t i = 0; i < tokens.size(); ++i) ids.emplace(tokens[i], static_cast<std::uint32_t>(i));
-  auto intern = [&](const std::string& t) {
+  std::uint32_t intern(const std::string& t) {
     auto [it, inserted] = ids.emplace(t, static_cast<std::uint32_t>(tokens.size()));
     if (inserted) tokens.push_back(t);
     return it->second;
-  };
+  }
+};
+
+// The special tokens, the alphabet's characters, then the continuation characters ("##c")
+// that occur inside words, in code point order.
+PieceTable initial_pieces(const std::vector<std::string>& specials, const std::vector<char32_t>& alphabet,
+                          const WordList& words) {
+  PieceTable t;
+  for (const auto& sp : specials) t.intern(sp);
   std::unordered_map<char32_t, bool> in_alphabet;
   for (char32_t c : alphabet) {
     std::string s;
     append_utf8(s, c);
-    intern(s);
+    t.intern(s);
     in_alphabet[c] = true;
   }
-  // Continuation characters ("##c") that occur inside words, in code point order.
   std::vector<char32_t> inner;
   for (const auto& [w, n] : words) {
     std::size_t pos = 0, len = 0;
@@ -124,111 +127,151 @@ Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTraine
   for (char32_t c : inner) {
     std::string s = "##";
     append_utf8(s, c);
-    intern(s);
+    t.intern(s);
   }
-  check(tokens.size() <= o.vocab_size,
-        "vocab size {} is smaller than the {} special tokens and {} alphabet pieces; raise "
-        "--vocab-size or lower --limit-alphabet", o.vocab_size, specials.size(), tokens.size() - specials.size());
+  return t;
+}
 
-  // Words as piece ids; words with a character outside the alphabet can only become [UNK].
-  std::vector<std::vector<std::uint32_t>> pieces;
-  std::vector<std::uint64_t> weight;
-  for (const auto& [w, n] : words) {
-    std::vector<std::uint32_t> p;
-    std::size_t pos = 0, len = 0;
-    bool ok = true;
-    while (pos < w.size() && ok) {
-      char32_t c = decode_utf8(w, pos, len);
-      std::string s = pos == 0 ? "" : "##";
-      append_utf8(s, c);
-      auto it = ids.find(s);
-      ok = it != ids.end();
-      if (ok) p.push_back(it->second);
-      pos += len;
+// The words as sequences of piece ids and their counts, and the counts of adjacent piece
+// pairs with the words they occur in; merge() joins the most frequent pair everywhere.
+class PairMerger {
+ public:
+  // Words with a character outside the alphabet can only become [UNK], and one-piece words
+  // have no pair: both are left out.
+  PairMerger(const WordList& words, const PieceTable& t) {
+    for (const auto& [w, n] : words) {
+      std::vector<std::uint32_t> p;
+      std::size_t pos = 0, len = 0;
+      bool ok = true;
+      while (pos < w.size() && ok) {
+        char32_t c = decode_utf8(w, pos, len);
+        std::string s = pos == 0 ? "" : "##";
+        append_utf8(s, c);
+        auto it = t.ids.find(s);
+        ok = it != t.ids.end();
+        if (ok) p.push_back(it->second);
+        pos += len;
+      }
+      if (ok && p.size() >= 2) {
+        pieces_.push_back(std::move(p));
+        weight_.push_back(n);
+      }
     }
-    if (ok && p.size() >= 2) {
-      pieces.push_back(std::move(p));
-      weight.push_back(n);
-    }
+    for (std::uint32_t w = 0; w < pieces_.size(); ++w)
+      for (std::size_t k = 0; k + 1 < pieces_[w].size(); ++k) {
+        auto p = key(pieces_[w][k], pieces_[w][k + 1]);
+        pair_count_[p] += weight_[w];
+        pair_words_[p].push_back(w);
+      }
+    for (auto& [p, n] : pair_count_) queue_.push({n, p});
   }
 
-  std::unordered_map<std::uint64_t, std::uint64_t> pair_count;
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> pair_words;
-  for (std::uint32_t w = 0; w < pieces.size(); ++w)
-    for (std::size_t k = 0; k + 1 < pieces[w].size(); ++k) {
-      auto p = key(pieces[w][k], pieces[w][k + 1]);
-      pair_count[p] += weight[w];
-      pair_words[p].push_back(w);
+  // The most frequent pair (count, (first << 32) | second) still counted, or none left.
+  std::optional<PairQueueEntry> next_pair() {
+    while (!queue_.empty()) {
+      auto top = queue_.top();
+      queue_.pop();
+      auto it = pair_count_.find(top.pair);
+      std::uint64_t current = it == pair_count_.end() ? 0 : it->second;
+      if (current == top.count) return top;
+      if (current > 0) queue_.push({current, top.pair});  // a stale entry, requeued at its count
     }
-  std::priority_queue<PairQueueEntry> queue;
-  for (auto& [p, n] : pair_count) queue.push({n, p});
+    return std::nullopt;
+  }
 
-  const std::size_t target_merges = o.vocab_size - tokens.size();
-  std::size_t merges = 0;
-  std::vector<std::uint64_t> touched;
-  while (tokens.size() < o.vocab_size && !queue.empty()) {
-    auto top = queue.top();
-    queue.pop();
-    auto it = pair_count.find(top.pair);
-    std::uint64_t current = it == pair_count.end() ? 0 : it->second;
-    if (current != top.count) {  // stale entry
-      if (current > 0) queue.push({current, top.pair});
-      continue;
-    }
-    if (top.count < o.min_frequency) break;
-    const auto a = static_cast<std::uint32_t>(top.pair >> 32), b = static_cast<std::uint32_t>(top.pair);
-    const std::string& tb = tokens[b];
-    std::string merged = tokens[a] + (tb.starts_with("##") ? tb.substr(2) : tb);
-    const std::uint32_t m = intern(merged);
-
-    auto affected = std::move(pair_words[top.pair]);
-    pair_words.erase(top.pair);
+  // Every occurrence of pair (a, b) becomes piece m; the counts of the pairs around them follow.
+  void merge(std::uint64_t pair, std::uint32_t m) {
+    const auto a = static_cast<std::uint32_t>(pair >> 32), b = static_cast<std::uint32_t>(pair);
+    auto affected = std::move(pair_words_[pair]);
+    pair_words_.erase(pair);
     std::sort(affected.begin(), affected.end());
     affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
-    touched.clear();
-    for (auto w : affected) {
-      auto& seq = pieces[w];
-      bool present = false;
-      for (std::size_t k = 0; k + 1 < seq.size(); ++k) present |= seq[k] == a && seq[k + 1] == b;
-      if (!present) continue;
-      for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
-        auto p = key(seq[k], seq[k + 1]);
-        pair_count[p] -= weight[w];
-        touched.push_back(p);
-      }
-      std::vector<std::uint32_t> next;
-      next.reserve(seq.size());
-      for (std::size_t k = 0; k < seq.size(); ++k) {
-        if (k + 1 < seq.size() && seq[k] == a && seq[k + 1] == b) {
-          next.push_back(m);
-          ++k;
-        } else {
-          next.push_back(seq[k]);
-        }
-      }
-      seq.swap(next);
-      for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
-        auto p = key(seq[k], seq[k + 1]);
-        pair_count[p] += weight[w];
-        pair_words[p].push_back(w);
-        touched.push_back(p);
-      }
-    }
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (auto p : touched) {
-      auto c = pair_count[p];
+    touched_.clear();
+    for (auto w : affected) merge_in_word(w, a, b, m);
+    std::sort(touched_.begin(), touched_.end());
+    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+    for (auto p : touched_) {
+      auto c = pair_count_[p];
       if (c == 0)
-        pair_count.erase(p);
-      else if (p != top.pair)
-        queue.push({c, p});
+        pair_count_.erase(p);
+      else if (p != pair)
+        queue_.push({c, p});
     }
-    pair_count.erase(top.pair);
+    pair_count_.erase(pair);
+  }
+
+ private:
+  void merge_in_word(std::uint32_t w, std::uint32_t a, std::uint32_t b, std::uint32_t m) {
+    auto& seq = pieces_[w];
+    bool present = false;
+    for (std::size_t k = 0; k + 1 < seq.size(); ++k) present |= seq[k] == a && seq[k + 1] == b;
+    if (!present) return;
+    for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
+      auto p = key(seq[k], seq[k + 1]);
+      pair_count_[p] -= weight_[w];
+      touched_.push_back(p);
+    }
+    std::vector<std::uint32_t> next;
+    next.reserve(seq.size());
+    for (std::size_t k = 0; k < seq.size(); ++k) {
+      if (k + 1 < seq.size() && seq[k] == a && seq[k + 1] == b) {
+        next.push_back(m);
+        ++k;
+      } else {
+        next.push_back(seq[k]);
+      }
+    }
+    seq.swap(next);
+    for (std::size_t k = 0; k + 1 < seq.size(); ++k) {
+      auto p = key(seq[k], seq[k + 1]);
+      pair_count_[p] += weight_[w];
+      pair_words_[p].push_back(w);
+      touched_.push_back(p);
+    }
+  }
+
+  std::vector<std::vector<std::uint32_t>> pieces_;
+  std::vector<std::uint64_t> weight_;
+  std::unordered_map<std::uint64_t, std::uint64_t> pair_count_;
+  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> pair_words_;
+  std::priority_queue<PairQueueEntry> queue_;
+  std::vector<std::uint64_t> touched_;
+};
+
+}  // namespace
+
+Vocab train_wordpiece_vocab(const std::vector<Document>& docs, const VocabTrainerOptions& o,
+                            const Progress& progress) {
+  const auto specials = o.config.special_tokens();
+  check(o.vocab_size > specials.size(), "vocab size {} leaves no room beyond the {} special tokens",
+        o.vocab_size, specials.size());
+  check(o.limit_alphabet >= 1, "alphabet limit must be at least 1");
+  WordCounts counts = count_words(docs, o.config, progress);
+  check(!counts.empty(), "the corpus has no words to train a vocabulary on");
+
+  // Words in a fixed order, so that ids and ties never depend on hash-map iteration order.
+  WordList words(counts.begin(), counts.end());
+  std::sort(words.begin(), words.end());
+
+  PieceTable table = initial_pieces({specials.begin(), specials.end()}, alphabet_of(words, o.limit_alphabet), words);
+  check(table.tokens.size() <= o.vocab_size,
+        "vocab size {} is smaller than the {} special tokens and {} alphabet pieces; raise "
+        "--vocab-size or lower --limit-alphabet", o.vocab_size, specials.size(), table.tokens.size() - specials.size());
+
+  PairMerger merger(words, table);
+  const std::size_t target_merges = o.vocab_size - table.tokens.size();
+  std::size_t merges = 0;
+  while (table.tokens.size() < o.vocab_size) {
+    const auto top = merger.next_pair();
+    if (!top || top->count < o.min_frequency) break;
+    const auto a = static_cast<std::uint32_t>(top->pair >> 32), b = static_cast<std::uint32_t>(top->pair);
+    const std::string& tb = table.tokens[b];
+    merger.merge(top->pair, table.intern(table.tokens[a] + (tb.starts_with("##") ? tb.substr(2) : tb)));
     ++merges;
     if (progress && (merges % 1000 == 0)) progress("merges", merges, target_merges);
   }
   if (progress) progress("merges", merges, target_merges);
-  return Vocab(std::move(tokens), "trained vocabulary");
+  return Vocab(std::move(table.tokens), "trained vocabulary");
 }
 
 void save_vocab_dir(const std::filesystem::path& dir, const Vocab& vocab, const TokenizerConfig& config) {

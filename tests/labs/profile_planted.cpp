@@ -45,6 +45,11 @@ Cost softmax(int64_t B, int64_t heads, int64_t S) {
 Predictions predictions() {
   // Bug: one prediction wrong (bf16 changes the speed of a FLOP, not the count).
   if (bug("one_prediction_wrong")) return {Move::up, Move::up, Move::down, Move::up};
+  // Bug: a crash (a null pointer read) before any prediction is made.
+  if (bug("predictions_crash")) {
+    volatile int* nowhere = nullptr;
+    (void)*nowhere;
+  }
   return {Move::up, Move::same, Move::down, Move::up};
 }
 

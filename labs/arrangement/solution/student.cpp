@@ -49,4 +49,11 @@ std::vector<SpeedupGuess> predicted_speedups() {
   return {{8, 1, 1.3}, {32, 1, 2.0}, {32, 4, 2.2}};
 }
 
+FullModelPrediction full_model_prediction() {
+  // An array step under RWMA reads S columns of every row of A and Y, rows K and N bytes apart,
+  // so it touches many more 4 KB pages than BWMA's contiguous panel: the 64-entry TLB's walks
+  // differ most, and these core costs, absent from the array-only model, favour BWMA.
+  return {CoreCost::page_walks, true};
+}
+
 }  // namespace bertlab::lab::arrangement
