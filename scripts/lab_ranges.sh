@@ -28,6 +28,7 @@
 #     5 train on out/brown-128, prepared here as labs/kernel/README.md step 4 does if missing),
 #     timed end to end.
 set -euo pipefail
+trap 'echo "error: lab_ranges.sh: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 source tests/isa_cap.sh
 
@@ -238,7 +239,7 @@ fi
 # --- the document -----------------------------------------------------------------------------
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
 load="$(cut -d' ' -f1-3 /proc/loadavg)"
-command="scripts/lab_ranges.sh$([ "$quick" = 1 ] && echo " --quick")"
+command="scripts/lab_ranges.sh$([ "$quick" = 1 ] && echo " --quick" || true)"
 mkdir -p "$(dirname "$out")"
 tmp="$(mktemp "$out.XXXXXX")"
 cat >"$tmp" <<MD

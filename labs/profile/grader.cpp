@@ -259,12 +259,13 @@ Outcome check_predictions(const PlotPage& plots) {
     table += "</tr>\n";
   }
   table += "</table>\n";
-  // A failure says how many are wrong, not which, nor the shares: either would let a guess pass.
+  // A failure says neither which nor how many are wrong, nor the shares: each would let a student
+  // who only flips predictions find the answer (a count tells, one flip at a time, which moved).
   if (wrong > 0) {
     plots.add(table + "<h2>Where the FLOPs and the bytes of a training step are</h2>\n<p>The shares and their bars "
                       "appear here once your four predictions are right.</p>\n");
-    return failed(fmt::format("{} of your {} predictions {} wrong; the shares are shown once all are right", wrong,
-                              std::size(items), wrong == 1 ? "is" : "are"));
+    return failed(fmt::format("your {} predictions are not all right yet; the shares are shown once all are right",
+                              std::size(items)));
   }
   plots.add(table);
   plot_shares(plots);
