@@ -16,7 +16,7 @@ namespace {
 
 struct FinetuneCli {
   FinetuneOptions o;
-  std::string task, model, train, eval, out, resume, metric = "accuracy", on_nonfinite = "stop";
+  std::string task, model, train, eval, test, out, resume, metric = "accuracy", on_nonfinite = "stop";
   std::vector<std::string> inject_nonfinite;  // --debug-nonfinite-batch
   int threads = 0;
 };
@@ -37,6 +37,9 @@ void add_finetune_command(CLI::App& root) {
   cmd->add_option("--model", c->model, "bertlab or Hugging Face model directory (config.json, model.safetensors, vocab.txt)")->required();
   cmd->add_option("--train", c->train, "Training file (.csv, .tsv, .jsonl; CoNLL for token-cls)")->required();
   cmd->add_option("--eval", c->eval, "Evaluation file, same format")->required();
+  cmd->add_option("--test", c->test,
+                  "Test file, same format: scored once with the kept model after the last step (test_results.json); "
+                  "no choice of the run looks at it");
   cmd->add_option("--out", c->out, "Output directory (best model, eval_results.json, metrics.jsonl)")->required();
   cmd->add_flag("--overwrite", o.overwrite, "Replace an existing output directory");
   cmd->add_option("--resume", c->resume,
@@ -78,6 +81,7 @@ void add_finetune_command(CLI::App& root) {
     FinetuneOptions o = c->o;
     o.task = c->task == "token-cls" ? data::TaskKind::token_classification : data::TaskKind::sequence_classification;
     o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out, o.resume = c->resume;
+    o.test = c->test;
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();
     o.metric = enum_from_string<FinetuneMetric>(c->metric, "--metric");
@@ -106,6 +110,7 @@ void add_finetune_command(CLI::App& root) {
     if (r.interrupted) return;
     fmt::print("finetune: best model (step {} of {}) in {}\n", r.best_step, r.steps, o.out.string());
     print_eval(r.best, "eval");
+    if (r.test) print_eval(*r.test, "test");
     fmt::print("{:<16} {:>9} {:>9} {:>9} {:>8}\n", "label", "precision", "recall", "f1", "support");
     for (const auto& k : r.best.per_class)
       fmt::print("{:<16} {:>9.4f} {:>9.4f} {:>9.4f} {:>8}\n", k.label, k.precision, k.recall, k.f1, k.support);

@@ -20,6 +20,7 @@ struct PrepareCommandOptions {
   std::string corpus, vocab, out, format = "auto", verify, task;
   data::PrepareOptions prepare;
   int threads = 0;
+  double validation_fraction = 0;
 };
 
 // --verify DIR: open every shard of both splits (magic, version, sizes, checksum, records).
@@ -40,6 +41,7 @@ void run_prepare_task(const PrepareCommandOptions& o) {
   data::DownstreamOptions d;
   d.eval_fraction = o.prepare.eval_fraction, d.seed = o.prepare.seed, d.overwrite = o.prepare.overwrite;
   d.max_tokens = static_cast<std::size_t>(o.prepare.max_seq_length);
+  d.validation_fraction = o.validation_fraction;
   auto st = data::prepare_downstream(data::resolve_corpus(o.corpus), task, tok ? &*tok : nullptr, d, o.out);
   const char* unit = task == data::DownstreamTask::pos ? "sentences" : "chunks";
   fmt::print("prepare: {}: {} labels; train {} documents, {} {}; eval {} documents (held out as for pretraining), {} {}\n",
@@ -47,6 +49,9 @@ void run_prepare_task(const PrepareCommandOptions& o) {
   if (task == data::DownstreamTask::pos)
     fmt::print("prepare: pos: eval {} words, {:.1f}% not in training; most-frequent-tag-per-word baseline {:.1f}% token accuracy\n",
                st.eval_tokens, 100 * st.oov_rate, 100 * st.most_frequent_tag_accuracy);
+  if (st.validation_documents > 0)
+    fmt::print("prepare: {}: validation {} of the training documents, {} {} (for choosing hyperparameters)\n", o.task,
+               st.validation_documents, st.validation_examples, unit);
   fmt::print("prepare: {}: majority-class baseline {:.1f}% accuracy on eval\n", o.task, 100 * st.majority_accuracy);
   fmt::print("prepare: wrote {}\n", o.out);
 }
@@ -54,6 +59,8 @@ void run_prepare_task(const PrepareCommandOptions& o) {
 void run_prepare(const PrepareCommandOptions& o) {
   if (!o.verify.empty()) return run_verify(o.verify);
   if (!o.task.empty()) return run_prepare_task(o);
+  check(o.validation_fraction == 0, "--validation-fraction {}: only with --task pos|genre (pretraining data holds "
+        "out --eval-fraction only)", o.validation_fraction);
   check(!o.corpus.empty() && !o.vocab.empty() && !o.out.empty(), "prepare needs --corpus, --vocab and --out");
   auto start = std::chrono::steady_clock::now();
   auto limit = limit_data_threads(o.threads);
@@ -98,6 +105,9 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_flag("--force", p.overwrite, "Replace an existing output directory");
   add_threads_option(*cmd, o->threads, "Worker threads (default: all cores)");
   cmd->add_option("--verify", o->verify, "Only check the shards of a prepared directory");
+  cmd->add_option("--validation-fraction", o->validation_fraction,
+                  "--task: fraction of the training documents written apart as validation.conll/.csv (0: none)")
+      ->capture_default_str();
   cmd->add_option("--task", o->task, "Instead of pretraining data: pos (CoNLL) or genre (CSV) fine-tuning data from Brown")
       ->check(CLI::IsMember({"pos", "genre"}));
   cmd->callback([o] { run_prepare(*o); });

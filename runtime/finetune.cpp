@@ -308,13 +308,14 @@ void write_model(const fs::path& dir, const BertConfig& c, Heads heads, const La
     if (fs::exists(tokenizer_dir / f)) fs::copy_file(tokenizer_dir / f, dir / f, fs::copy_options::overwrite_existing);
 }
 
-nlohmann::json eval_json(const EvalResult& r) {
+// The keys carry the split's prefix, as Hugging Face's metric_key_prefix ("eval_", "test_").
+nlohmann::json eval_json(const EvalResult& r, const std::string& prefix = "eval_") {
   nlohmann::json per = nlohmann::json::array();
   for (const auto& c : r.per_class)
     per.push_back({{"label", c.label}, {"precision", c.precision}, {"recall", c.recall}, {"f1", c.f1},
                    {"support", c.support}, {"predicted", c.predicted}});
-  return {{"eval_loss", r.loss}, {"eval_accuracy", r.accuracy}, {"eval_macro_f1", r.macro_f1},
-          {"eval_count", r.count}, {"eval_majority_class_accuracy", r.majority_accuracy}, {"per_class", per}};
+  return {{prefix + "loss", r.loss}, {prefix + "accuracy", r.accuracy}, {prefix + "macro_f1", r.macro_f1},
+          {prefix + "count", r.count}, {prefix + "majority_class_accuracy", r.majority_accuracy}, {"per_class", per}};
 }
 
 }  // namespace
@@ -395,8 +396,8 @@ namespace {
 // The examples of both files, their labels (from the training file) and padded lengths.
 struct FinetuneData {
   LabelSet labels;
-  EncodedSet train, eval;
-  int64_t S = 0, S_eval = 0;  // padded to the longest example of the set (rounded up to 8), at most the limit
+  EncodedSet train, eval, test;
+  int64_t S = 0, S_eval = 0, S_test = 0;  // padded to the longest example of the set (rounded up to 8), at most the limit
 };
 
 FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& config, const data::BertTokenizer& tok,
@@ -408,17 +409,19 @@ FinetuneData read_finetune_data(const FinetuneOptions& o, const BertConfig& conf
   FinetuneData d;
   d.train = encode_file(o.train, o.task, tok, &d.labels, true, max_len);
   d.eval = encode_file(o.eval, o.task, tok, &d.labels, true, eval_max_len);
+  if (!o.test.empty()) d.test = encode_file(o.test, o.task, tok, &d.labels, true, eval_max_len);
   check(d.labels.size() >= 2, "{}: only {} distinct label(s); classification needs at least 2", o.train.string(),
         d.labels.size());
-  for (auto [name, set, len] : {std::tuple{"training", &d.train, max_len}, std::tuple{"evaluation", &d.eval, eval_max_len}})
+  for (auto [name, set, len] : {std::tuple{"training", &d.train, max_len}, std::tuple{"evaluation", &d.eval, eval_max_len},
+                                std::tuple{"test", &d.test, eval_max_len}})
     if (set->truncated > 0)
       say(fmt::format("truncated {} of {} {} examples to {} tokens (--{}max-seq-length, max_position_embeddings {})",
-                      set->truncated, set->items.size(), name, len, set == &d.eval ? "eval-" : "",
+                      set->truncated, set->items.size(), name, len, set == &d.train ? "" : "eval-",
                       config.max_position_embeddings));
   auto padded = [](const EncodedSet& set, size_t limit) {
     return std::min<int64_t>(static_cast<int64_t>(limit), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
   };
-  d.S = padded(d.train, max_len), d.S_eval = padded(d.eval, eval_max_len);
+  d.S = padded(d.train, max_len), d.S_eval = padded(d.eval, eval_max_len), d.S_test = padded(d.test, eval_max_len);
   say(fmt::format("{} labels; {} training and {} evaluation examples; sequence length {} (evaluation {}){}",
                   d.labels.size(), d.train.items.size(), d.eval.items.size(), d.S, d.S_eval,
                   o.group_by_length ? fmt::format(", grouped by length: padded to multiples of {}", length_quantum(d.S))
@@ -517,7 +520,8 @@ class FinetuneRun {
         run_state_(std::move(run_state)),
         model_(init_model(config, heads_, o.seed, L_)), state_(model_.params), on_event_(on_event),
         train_ex_(fd_.S, o.group_by_length, [this](int64_t s) { return make_executor(s, true); }),
-        eval_ex_(fd_.S_eval, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }) {
+        eval_ex_(fd_.S_eval, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }),
+        test_ex_(fd_.S_test, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }) {
     sched_.lr = o.lr, sched_.schedule = LrSchedule::linear;
     sched_.max_steps = run_state_.at("max_steps").get<int64_t>();
     sched_.warmup_steps = run_state_.at("warmup_steps").get<int64_t>();
@@ -525,10 +529,8 @@ class FinetuneRun {
     progress_.best = ParamStore::like(model_.params);
     const auto counts = majority_counts(fd_.train, L_);
     const auto majority = std::max_element(counts.begin(), counts.end()) - counts.begin();
-    const auto eval_counts = majority_counts(fd_.eval, L_);
-    int64_t eval_total = 0;
-    for (auto c : eval_counts) eval_total += c;
-    majority_accuracy_ = eval_total ? double(eval_counts[majority]) / double(eval_total) : 0;
+    majority_label_ = majority;
+    majority_accuracy_ = share_of(fd_.eval, majority);
   }
 
   int64_t max_steps() const { return sched_.max_steps; }
@@ -670,6 +672,13 @@ class FinetuneRun {
     const nlohmann::json throughput{
         {"train_seq_per_s", r.train_seq_per_s}, {"train_seconds", progress_.train_seconds}, {"steps", end.step}};
     data::write_file_atomic(o_.out / "train_results.json", throughput.dump(2) + "\n");
+    if (!o_.test.empty()) {
+      r.test = test_kept_model();
+      auto test = eval_json(*r.test, "test_");
+      test["best_step"] = r.best_step;
+      test["file"] = o_.test.string();
+      data::write_file_atomic(o_.out / "test_results.json", test.dump(2) + "\n");
+    }
     return r;
   }
 
@@ -722,6 +731,23 @@ class FinetuneRun {
     return loss_reasons;
   }
 
+  // The share of a set's labelled items that carry `label` (the majority baseline).
+  double share_of(const EncodedSet& set, int64_t label) const {
+    const auto counts = majority_counts(set, L_);
+    int64_t total = 0;
+    for (auto c : counts) total += c;
+    return total ? double(counts[label]) / double(total) : 0;
+  }
+
+  // The kept model on the test set, once the run is over (its weights replace the last ones).
+  EvalResult test_kept_model() {
+    std::copy_n(progress_.best.arena(), progress_.best.arena_size(), model_.params.arena());
+    test_ex_.repack_weights();
+    EvalResult r = evaluate_set(test_ex_, fd_.test, o_.batch_size, heads_, L_, tok_, fd_.labels);
+    r.majority_accuracy = share_of(fd_.test, majority_label_);
+    return r;
+  }
+
   std::unique_ptr<Executor> make_executor(int64_t S, bool train) {
     Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.name);
     if (!train) return std::make_unique<Executor>(std::move(g), static_cast<const ParamStore&>(model_.params));
@@ -767,7 +793,8 @@ class FinetuneRun {
   Model model_;
   TrainingState state_;
   const std::function<void(const FinetuneEvent&)>& on_event_;
-  LengthExecutors train_ex_, eval_ex_;
+  LengthExecutors train_ex_, eval_ex_, test_ex_;
+  int64_t majority_label_ = 0;
   double majority_accuracy_ = 0;
   FinetuneProgress progress_;
   std::vector<int64_t> order_;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct FinetuneOptions {
   data::TaskKind task = data::TaskKind::sequence_classification;
   std::filesystem::path model;  // bertlab or Hugging Face model directory (with vocab.txt)
   std::filesystem::path train, eval, out;
+  // Scored once, with the kept (best) model, after the last step (test_results.json): a split
+  // that no choice of the run looks at (Hugging Face's trainer.predict on the test set).
+  std::filesystem::path test;
   std::filesystem::path resume;  // a fine-tuning checkpoint, or "latest": the newest complete one in `out`
   bool overwrite = false;
   double epochs = 3.0;
@@ -83,6 +87,7 @@ struct FinetuneEvent {
 struct FinetuneResult {
   int64_t steps = 0, best_step = 0;
   EvalResult best;               // evaluation of the kept (best) model
+  std::optional<EvalResult> test;  // the kept model on the test file (FinetuneOptions::test)
   double train_seq_per_s = 0;    // sequences per second in training steps (evaluation excluded)
   int64_t seq_len = 0;           // the padded sequence length used (the longest, when grouping)
   double mean_padded_length = 0;  // mean padded length of the training batches

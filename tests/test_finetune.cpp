@@ -313,3 +313,55 @@ TEST_CASE("finetune --accum-steps: K micro-batches give the results of one K-tim
   CHECK(accum.at("eval_accuracy").get<double>() == one.at("eval_accuracy").get<double>());
   CHECK_THAT(accum.at("eval_loss").get<double>(), Catch::WithinRel(one.at("eval_loss").get<double>(), 1e-5));
 }
+
+TEST_CASE("finetune --test: the kept model scored once on a split no choice looks at", "[finetune][cli]") {
+  // Evaluations at steps 4, 8 and 12 pick the kept model on dev.conll; --test scores that model
+  // (not the last one) after the run. With the dev file as the test file too, the test scores
+  // must be the kept evaluation's exactly; with another file, those of `predict` with the kept model.
+  TempDir d("finetune-test");
+  auto model = tiny_model_dir(d);
+  write_text(d / "train.conll", conll(48, 3));
+  write_text(d / "dev.conll", conll(16, 4));
+  write_text(d / "test.conll", conll(12, 9));
+  auto run = [&](const std::filesystem::path& test, const std::string& out) {
+    return run_bertlab(fmt::format("finetune --task token-cls --model {} --train {} --eval {} --test {} --out {} "
+                                   "--max-steps 12 --eval-steps 4 --batch-size 8 --learning-rate 3e-3 --threads 1",
+                                   quote(model), quote(d / "train.conll"), quote(d / "dev.conll"), quote(test),
+                                   quote(d / out)));
+  };
+  auto r = run(d / "dev.conll", "same");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto eval = read_json_file(d / "same/eval_results.json"), test = read_json_file(d / "same/test_results.json");
+  CHECK(test.at("best_step") == eval.at("best_step"));
+  for (const char* key : {"accuracy", "macro_f1", "count", "majority_class_accuracy"})
+    CHECK(test.at(std::string("test_") + key) == eval.at(std::string("eval_") + key));
+  CHECK_THAT(test.at("test_loss").get<double>(), Catch::WithinRel(eval.at("eval_loss").get<double>(), 1e-6));
+  CHECK_THAT(r.output, Catch::Contains("test: accuracy"));
+
+  r = run(d / "test.conll", "other");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  test = read_json_file(d / "other/test_results.json");
+  REQUIRE(run_bertlab(fmt::format("predict --model {} --input {} --output {}", quote(d / "other"),
+                                  quote(d / "test.conll"), quote(d / "pred.jsonl"))).exit_code == 0);
+  // predict's per-word labels against the gold tags of test.conll.
+  std::ifstream gold_in(d / "test.conll"), pred_in(d / "pred.jsonl");
+  std::vector<std::string> gold;
+  for (std::string line; std::getline(gold_in, line);)
+    if (!line.empty()) gold.push_back(line.substr(line.find('\t') + 1));
+  size_t i = 0, right = 0;
+  for (std::string line; std::getline(pred_in, line);) {
+    const auto row = nlohmann::json::parse(line);
+    for (const auto& label : row.at("labels")) right += i < gold.size() && label == gold[i++];
+  }
+  REQUIRE(i == gold.size());
+  CHECK(test.at("test_count") == static_cast<int64_t>(gold.size()));
+  CHECK(test.at("test_accuracy").get<double>() == Approx(double(right) / double(gold.size())));
+
+  write_text(d / "bad.conll", "the\tZZ\n");
+  r = run(d / "bad.conll", "bad");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("bad.conll") && Catch::Contains("'ZZ' is not among"));
+  CHECK_FALSE(std::filesystem::exists(d / "bad/model.safetensors"));
+}

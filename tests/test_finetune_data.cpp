@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <set>
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/data/downstream.h"
@@ -210,4 +212,45 @@ TEST_CASE("prepare --task pos: held-out documents and hand-computed baselines", 
   // ca01: 8 + 3 pieces do not fit one chunk of 12 with [CLS]/[SEP]; cb01: 3 + 7 do.
   CHECK(ex.size() + ev.size() == 3);
   CHECK(st.majority_accuracy == 0);   // the eval document's genre is not the training one
+}
+
+TEST_CASE("prepare --task --validation-fraction: validation documents cut from the training ones", "[finetune][data][brown]") {
+  TempDir d("ft-brown-val");
+  fs::create_directories(d.path / "brown");
+  // Ten documents of one sentence each, a word naming the document.
+  for (int i = 0; i < 10; ++i)
+    write(d, fmt::format("brown/c{}0{}", "abcdefghjk"[i], i), fmt::format("\n\tdoc{}/nn ran/vbd ./.\n", i));
+  DownstreamOptions o;
+  o.eval_fraction = 0.2;
+  auto plain = prepare_downstream(d.path / "brown", DownstreamTask::pos, nullptr, o, d.path / "plain");
+  o.validation_fraction = 0.25;
+  auto st = prepare_downstream(d.path / "brown", DownstreamTask::pos, nullptr, o, d.path / "val");
+  // The held-out documents do not move; 2 of the 8 training ones become validation.
+  CHECK(st.eval_document_names == plain.eval_document_names);
+  CHECK(st.validation_documents == 2);
+  CHECK(st.train_documents == 6);
+  auto words = [&](const char* file) {
+    std::set<std::string> w;
+    for (const auto& s : read_conll(d.path / file, true)) w.insert(s.words[0]);
+    return w;
+  };
+  const auto train = words("val/train.conll"), validation = words("val/validation.conll"),
+             eval = words("val/eval.conll"), all_train = words("plain/train.conll");
+  CHECK(train.size() == 6);
+  CHECK(validation.size() == 2);
+  std::set<std::string> both = train;
+  both.insert(validation.begin(), validation.end());
+  CHECK(both == all_train);  // train + validation = the training documents, nothing held out
+  for (const auto& w : eval) CHECK(both.count(w) == 0);
+  auto meta = nlohmann::json::parse(read_file(d.path / "val/meta.json"));
+  CHECK(meta.at("validation_documents").size() == 2);
+  CHECK(meta.at("validation_examples") == 2);
+  CHECK_FALSE(fs::exists(d.path / "plain/validation.conll"));
+  // Genre writes validation.csv the same way.
+  auto tok = small_tokenizer();
+  prepare_downstream(d.path / "brown", DownstreamTask::genre, &tok, o, d.path / "genre");
+  CHECK(read_text_examples(d.path / "genre/validation.csv", true).size() == 2);
+  o.validation_fraction = 1.0;
+  CHECK_THROWS_WITH(prepare_downstream(d.path / "brown", DownstreamTask::pos, nullptr, o, d.path / "bad"),
+                    Catch::Contains("--validation-fraction 1: expected a fraction in [0, 1)"));
 }

@@ -115,39 +115,62 @@ DownstreamStats prepare_downstream(const fs::path& brown_dir, DownstreamTask tas
           "{}: output directory already exists and is not empty (pass --force to replace it)", out.string());
   check(task != DownstreamTask::genre || tok, "--task genre needs --vocab (chunks are measured in word pieces)");
   check(o.max_tokens >= 8, "--seq-len {} is too short for genre chunks", o.max_tokens);
+  check(o.validation_fraction >= 0 && o.validation_fraction < 1,
+        "--validation-fraction {}: expected a fraction in [0, 1) of the training documents", o.validation_fraction);
   const auto docs = read_brown(brown_dir);
   const auto split = split_documents(docs.size(), o.eval_fraction, o.seed);
+  // The validation documents: a fraction of the training ones (never the held-out ones), by a
+  // second split of them with the next seed.
+  std::vector<size_t> train_docs = split.train, validation_docs;
+  if (o.validation_fraction > 0) {
+    const auto inner = split_documents(split.train.size(), o.validation_fraction, o.seed + 1);
+    train_docs.clear();
+    for (size_t i : inner.train) train_docs.push_back(split.train[i]);
+    for (size_t i : inner.eval) validation_docs.push_back(split.train[i]);
+    std::sort(validation_docs.begin(), validation_docs.end());
+    check(!train_docs.empty(), "--validation-fraction {} leaves no training documents", o.validation_fraction);
+  }
   DownstreamStats st;
-  st.train_documents = split.train.size(), st.eval_documents = split.eval.size();
+  st.train_documents = train_docs.size(), st.eval_documents = split.eval.size();
+  st.validation_documents = validation_docs.size();
   std::vector<size_t> eval_sorted = split.eval;
   std::sort(eval_sorted.begin(), eval_sorted.end());
   for (size_t i : eval_sorted) st.eval_document_names.push_back(docs[i].name);
+  for (size_t i : validation_docs) st.validation_document_names.push_back(docs[i].name);
 
-  std::string train_text, eval_text;
-  std::map<std::string, size_t> train_labels, eval_labels;
-  std::vector<std::pair<std::string, std::string>> files;
+  // The parts written: training, held-out evaluation and (when asked) validation.
+  struct Part {
+    const std::vector<size_t>* docs;
+    const char* name;
+    std::string text;
+    std::map<std::string, size_t> labels;
+    size_t* examples;
+    size_t* tokens;
+  };
+  std::vector<Part> parts{{&train_docs, "train", {}, {}, &st.train_examples, &st.train_tokens},
+                          {&eval_sorted, "eval", {}, {}, &st.eval_examples, &st.eval_tokens}};
+  if (!validation_docs.empty())
+    parts.push_back({&validation_docs, "validation", {}, {}, &st.validation_examples, &st.validation_tokens});
+  const char* extension = task == DownstreamTask::pos ? ".conll" : ".csv";
   switch (task) {
     case DownstreamTask::pos: {
       std::unordered_map<std::string, std::map<std::string, size_t>> tag_of_word;
-      for (int part = 0; part < 2; ++part) {
-        const auto& indices = part == 0 ? split.train : eval_sorted;
-        std::string& text = part == 0 ? train_text : eval_text;
-        for (size_t d : indices)
+      for (auto& part : parts)
+        for (size_t d : *part.docs)
           for (const auto& s : docs[d].sentences) {
             for (const auto& w : s) {
               const std::string tag = brown_base_tag(w.tag);
-              text += w.word + "\t" + tag + "\n";
-              ++(part == 0 ? train_labels : eval_labels)[tag];
-              if (part == 0) ++tag_of_word[w.word][tag];
+              part.text += w.word + "\t" + tag + "\n";
+              ++part.labels[tag];
+              if (&part == &parts[0]) ++tag_of_word[w.word][tag];
             }
-            text += "\n";
-            ++(part == 0 ? st.train_examples : st.eval_examples);
-            (part == 0 ? st.train_tokens : st.eval_tokens) += s.size();
+            part.text += "\n";
+            ++*part.examples;
+            *part.tokens += s.size();
           }
-      }
       // Baselines on the evaluation words: each word's most frequent training tag (the overall
       // most frequent tag for unseen words), and the overall most frequent tag.
-      const std::string overall = most_frequent(train_labels);
+      const std::string overall = most_frequent(parts[0].labels);
       size_t right = 0, oov = 0;
       for (size_t d : eval_sorted)
         for (const auto& s : docs[d].sentences)
@@ -158,23 +181,20 @@ DownstreamStats prepare_downstream(const fs::path& brown_dir, DownstreamTask tas
           }
       st.most_frequent_tag_accuracy = st.eval_tokens ? double(right) / double(st.eval_tokens) : 0;
       st.oov_rate = st.eval_tokens ? double(oov) / double(st.eval_tokens) : 0;
-      files = {{"train.conll", train_text}, {"eval.conll", eval_text}};
       break;
     }
     case DownstreamTask::genre: {
-      train_text = eval_text = "text,label\n";
-      for (int part = 0; part < 2; ++part) {
-        const auto& indices = part == 0 ? split.train : eval_sorted;
-        std::string& text = part == 0 ? train_text : eval_text;
-        for (size_t d : indices) {
+      for (auto& part : parts) {
+        part.text = "text,label\n";
+        for (size_t d : *part.docs) {
           const std::string label = brown_category(docs[d].name);
           std::string chunk;
           size_t pieces = 0;
           auto flush = [&] {
             if (chunk.empty()) return;
-            text += csv_field(chunk) + "," + label + "\n";
-            ++(part == 0 ? train_labels : eval_labels)[label];
-            ++(part == 0 ? st.train_examples : st.eval_examples);
+            part.text += csv_field(chunk) + "," + label + "\n";
+            ++part.labels[label];
+            ++*part.examples;
             chunk.clear(), pieces = 0;
           };
           for (const auto& s : docs[d].sentences) {
@@ -188,15 +208,17 @@ DownstreamStats prepare_downstream(const fs::path& brown_dir, DownstreamTask tas
           flush();
         }
       }
-      files = {{"train.csv", train_text}, {"eval.csv", eval_text}};
       break;
     }
   }
-  st.labels = std::max(train_labels.size(), eval_labels.size());
-  const std::string majority = most_frequent(train_labels);
+  st.labels = std::max(parts[0].labels.size(), parts[1].labels.size());
+  const std::string majority = most_frequent(parts[0].labels);
+  const auto& eval_labels = parts[1].labels;
   size_t eval_total = 0;
   for (const auto& [l, c] : eval_labels) eval_total += c;
   st.majority_accuracy = eval_total && eval_labels.count(majority) ? double(eval_labels.at(majority)) / double(eval_total) : 0;
+  std::vector<std::pair<std::string, std::string>> files;
+  for (auto& part : parts) files.emplace_back(std::string(part.name) + extension, std::move(part.text));
 
   const fs::path tmp = temporary_sibling(out);
   fs::remove_all(tmp, ec);
@@ -206,6 +228,9 @@ DownstreamStats prepare_downstream(const fs::path& brown_dir, DownstreamTask tas
     nlohmann::json meta{{"task", to_string(task)},
                         {"corpus", brown_dir.string()}, {"seed", o.seed}, {"eval_fraction", o.eval_fraction},
                         {"eval_documents", st.eval_document_names}, {"train_examples", st.train_examples},
+                        {"validation_fraction", o.validation_fraction},
+                        {"validation_documents", st.validation_document_names},
+                        {"validation_examples", st.validation_examples},
                         {"eval_examples", st.eval_examples}, {"labels", st.labels},
                         {"majority_class_accuracy", st.majority_accuracy}};
     if (task == DownstreamTask::pos)

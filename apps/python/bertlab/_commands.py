@@ -228,7 +228,7 @@ def _train_like(command: str, callback, progress, verbose, kwargs) -> Dict[str, 
         raise KeyboardInterrupt(f"{command} stopped at a step boundary (last logged step {last}); the newest "
                                 f"checkpoint in {out} resumes it (resume='latest')")
     result: Dict[str, Any] = {"out": os.fspath(out) if out else None, "history": steps.history, "text": text}
-    for name in ("eval_results.json", "train_results.json"):
+    for name in ("eval_results.json", "train_results.json", "test_results.json"):
         path = os.path.join(out, name) if out else None
         if path and os.path.exists(path):
             with open(path) as f:
@@ -255,8 +255,8 @@ def finetune(*, callback: Optional[Callable[[Dict[str, Any]], Any]] = None, prog
              verbose: bool = False, **kwargs: Any) -> Dict[str, Any]:
     """Fine-tunes a classifier, as ``bertlab finetune`` (``task="seq-cls"`` or ``"token-cls"``,
     ``model=``, ``train=``, ``eval=``, ``out=``, ``max_steps=`` or ``num_train_epochs=``,
-    ``learning_rate=``, ``batch_size=`` ...). callback, progress and Ctrl-C as in train();
-    the records carry ``accuracy``. Returns ``out``, ``history``, ``eval_results`` and
+    ``learning_rate=``, ``batch_size=``, ``test=`` ...). callback, progress and Ctrl-C as in train();
+    the records carry ``accuracy``. Returns ``out``, ``history``, ``eval_results``, ``test_results`` (with test=) and
     ``train_results`` (the files of ``out``) and the command's output as ``text``.
     """
     return _train_like("finetune", callback, progress, verbose, kwargs)
