@@ -27,6 +27,10 @@ EvalPoint eval_point(const nlohmann::json& line, const std::string& where) {
   check(line["step"].is_number_integer(), "{}: field 'step' is {}, expected an integer", where,
         line["step"].dump().substr(0, 100));
   p.step = line["step"].get<int64_t>();
+  if (const auto it = line.find("sequences"); it != line.end()) {
+    check(it->is_number_integer(), "{}: field 'sequences' is {}, expected an integer", where, it->dump().substr(0, 100));
+    p.sequences = it->get<int64_t>();
+  }
   p.mlm_accuracy = *number(line, "eval_mlm_accuracy", where);
   p.mlm_loss = number(line, "eval_mlm_loss", where).value_or(0);
   p.most_frequent = number(line, "eval_most_frequent_accuracy", where).value_or(0);
@@ -132,6 +136,71 @@ std::string metrics_page_html(const std::vector<EvalPoint>& points, const std::s
     body += line_chart_html(entropy);
     ++charts;
   }
+  return html_page(title, body, charts);
+}
+
+namespace {
+
+bool all_have_sequences(const std::vector<RunCurve>& runs) {
+  for (const auto& r : runs)
+    for (const auto& p : r.points)
+      if (!p.sequences) return false;
+  return true;
+}
+
+// One series per run of a field over the steps or the sequences.
+template <typename Value>
+std::vector<ChartSeries> per_run(const std::vector<RunCurve>& runs, bool by_sequences, Value&& value) {
+  std::vector<ChartSeries> out;
+  for (const auto& r : runs) {
+    ChartSeries s{r.label, {}, {}};
+    for (const auto& p : r.points)
+      if (const std::optional<double> v = value(p))
+        s.x.push_back(by_sequences ? double(*p.sequences) : double(p.step)), s.y.push_back(*v);
+    if (!s.x.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+LineChart comparison_accuracy_chart(const std::vector<RunCurve>& runs) {
+  check(!runs.empty(), "no runs to compare");
+  const bool by_sequences = all_have_sequences(runs);
+  LineChart chart{"Held-out MLM accuracy", by_sequences ? "training sequences" : "step", "accuracy", {}};
+  chart.series = per_run(runs, by_sequences, [](const EvalPoint& p) { return std::optional<double>(p.mlm_accuracy); });
+  // The yardsticks do not change during a run: the first run's last evaluation. The right
+  // neighbour's is left out: it sits beside the left one's (0.128 and 0.134 on the main job's
+  // split), and their labels would overlap.
+  const EvalPoint& y = runs.front().points.back();
+  for (auto [label, value] : {std::pair{"both neighbours", y.both}, std::pair{"left neighbour", y.left}})
+    if (value) chart.refs.push_back({*value, label});
+  chart.refs.push_back({y.most_frequent, "most frequent token"});
+  return chart;
+}
+
+std::string comparison_page_html(const std::vector<RunCurve>& runs, const std::string& title) {
+  std::string body = fmt::format("<h1>{}</h1>\n", html_escape(title));
+  const bool by_sequences = all_have_sequences(runs);
+  body += fmt::format(
+      "<p>{} runs, each evaluated on its own held-out batches (compare runs evaluated on the same data). The dashed "
+      "lines are the first run's yardsticks: a lookup of the masked token's neighbours in counts over the training "
+      "text, and always predicting the most frequent token (docs/training.md, \"Plateau diagnostics\"). The x axis "
+      "is {}.</p>\n",
+      runs.size(), by_sequences ? "the training sequences seen (equal data for runs of any batch size)"
+                                : "the optimizer step (a run logged before the sequences were recorded)");
+  body += "<h2>Accuracy</h2>\n" + line_chart_html(comparison_accuracy_chart(runs));
+  size_t charts = 1;
+  const std::string x_label = by_sequences ? "training sequences" : "step";
+  LineChart cosine{"Mean cosine of a sequence's final hidden states", x_label, "cosine", {}};
+  cosine.series = per_run(runs, by_sequences, [](const EvalPoint& p) { return p.hidden_cosine; });
+  LineChart entropy{"Mean attention entropy", x_label, "entropy (nats)", {}};
+  entropy.series = per_run(runs, by_sequences, [](const EvalPoint& p) { return p.attention_entropy; });
+  for (const LineChart* c : {&cosine, &entropy})
+    if (!c->series.empty()) {
+      body += "<h2>" + html_escape(c->title) + "</h2>\n" + line_chart_html(*c);
+      ++charts;
+    }
   return html_page(title, body, charts);
 }
 

@@ -643,7 +643,9 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     ev.max_steps = o.max_steps;
     ev.stats = evaluate(stepper, *eval_set, o.batch_size, o.eval_batches, ev.baseline_accuracy,
                         yardsticks ? &*yardsticks : nullptr, ev.plateau);
-    metrics.write(eval_record(ev, o.nsp));
+    nlohmann::json line = eval_record(ev, o.nsp);
+    line["sequences"] = step * o.batch_size * o.accum_steps * W;  // seen in training, all ranks
+    metrics.write(line);
     on_event(ev);
   };
   hooks.save = [&](const fs::path& dir, const LoopState& at) {

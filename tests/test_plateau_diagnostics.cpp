@@ -19,6 +19,7 @@
 using namespace bertlab;
 using namespace bertlab::testing;
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -341,4 +342,54 @@ TEST_CASE("bertlab report: a run's curve with its yardsticks renders in headless
   auto missing = run_bertlab(fmt::format("report --metrics {} -o {}", quote(dir / "absent.jsonl"), quote(dir / "m.html")));
   CHECK(missing.exit_code == 1);
   CHECK_THAT(missing.output, Contains("absent.jsonl"));
+}
+
+TEST_CASE("bertlab report with several runs: one chart over the training sequences, and an SVG file",
+          "[diagnostics][html]") {
+  // Run a at batch 8 and run b at batch 32: by sequences their points interleave; by steps they
+  // would not. A third run logged before the sequences were recorded turns the axis into steps.
+  TempDir dir("metrics_compare");
+  auto write_run = [&](const char* name, int batch, bool sequences) {
+    fs::create_directories(dir / name);
+    std::ofstream m(dir / name / "metrics.jsonl");
+    for (int k = 1; k <= 3; ++k) {
+      const int step = k * 100 * 8 / batch;
+      nlohmann::json e = {{"step", step}, {"eval_mlm_accuracy", 0.1 * k + (batch == 32 ? 0.05 : 0)},
+                          {"eval_most_frequent_accuracy", 0.049}, {"eval_left_neighbour_accuracy", 0.134},
+                          {"eval_both_neighbours_accuracy", 0.201}, {"eval_hidden_cosine", 0.3},
+                          {"eval_attention_entropy", 3.0}};
+      if (sequences) e["sequences"] = step * batch;
+      m << e.dump() << "\n";
+    }
+  };
+  write_run("a", 8, true);
+  write_run("b", 32, true);
+  write_run("old", 8, false);
+  auto ok = run_bertlab(fmt::format("report --metrics {} --metrics {} --label batch-8 --label batch-32 -o {} --svg {}",
+                                    quote(dir / "a/metrics.jsonl"), quote(dir / "b/metrics.jsonl"),
+                                    quote(dir / "c.html"), quote(dir / "c.svg")));
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  const auto read = [](const fs::path& p) {
+    std::ifstream f(p);
+    return std::string((std::istreambuf_iterator<char>(f)), {});
+  };
+  const std::string html = read(dir / "c.html"), svg = read(dir / "c.svg");
+  // Both runs at 800, 1600 and 2400 sequences: the table's rows are those x values.
+  CHECK_THAT(html, Contains("training sequences") && Contains("batch-32") && Contains("<td>800</td>") &&
+                       Contains("<td>2400</td>") && Contains("<td>0.35</td>"));
+  CHECK_THAT(svg, StartsWith("<?xml") && Contains("<svg") && Contains("xmlns=\"http://www.w3.org/2000/svg\"") &&
+                      Contains("both neighbours") && Contains("batch-8"));
+  const auto charts = render_charts_in_chromium(dir / "c.html", dir.path());
+  CHECK(charts.expected == 3);
+  CHECK(charts.rendered == 3);
+  auto steps = run_bertlab(fmt::format("report --metrics {} --metrics {} -o {}", quote(dir / "a/metrics.jsonl"),
+                                       quote(dir / "old/metrics.jsonl"), quote(dir / "s.html")));
+  REQUIRE(steps.exit_code == 0);
+  CHECK_THAT(read(dir / "s.html"), Contains("the optimizer step"));
+  auto bad = run_bertlab(fmt::format("report --metrics {} --metrics {} --label one -o {}", quote(dir / "a/metrics.jsonl"),
+                                     quote(dir / "b/metrics.jsonl"), quote(dir / "x.html")));
+  CHECK(bad.exit_code == 1);
+  CHECK_THAT(bad.output, Contains("--label: 1 given for 2 --metrics files"));
+  CHECK(!fs::exists(dir / "x.html"));
 }
