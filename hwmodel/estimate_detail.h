@@ -87,6 +87,9 @@ class NodeModel {
   }
 
   void lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out);
+  bool lower_attention(const Node& node, GemmWork& w, StreamWork& extra, std::string& lowering);
+  void array_gemm(const Node& node, const GemmShape& gm, GemmWork& w, StreamWork& extra, bool converted,
+                  const std::string& lowering, std::vector<NodeEstimate>& out);
 
   // The A operand of product i when it is the transpose of a stored activation `src`
   // (dY^T for dW, dS^T for dK, P^T for dV).

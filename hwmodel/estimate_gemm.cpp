@@ -22,126 +22,76 @@ int64_t NodeModel::per_head_qkv(int qkv) {
   return qkv_heads_[qkv] = heads;
 }
 
-void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out) {
+// The attention products of one forward node: QK^T per (batch, head), K^T converted into the
+// B arrangement first; or PV per (batch, head), with TiC-SAT's head copy under per-head RWMA.
+// Returns whether a conversion node precedes the GEMM.
+bool NodeModel::lower_attention(const Node& node, GemmWork& w, StreamWork& extra, std::string& lowering) {
   const int64_t S = s_.array.kernel;
-  if (!s_.pad_to_kernel)
-    check(gm.k % S == 0 && gm.n % S == 0,
-          "node '{}': GEMM K = {} and N = {} must be multiples of the kernel size {} when "
-          "'pad_to_kernel' is false",
-          node.name, gm.k, gm.n, S);
-  GemmWork w;
-  w.arrangement = a_;
-  w.S = S;
-  w.m = gm.m;
-  w.k = ceil_div(gm.k, S) * S;
-  w.n = ceil_div(gm.n, S) * S;
-  w.block_rows = s_.rwma_block_rows;
-  StreamWork extra;
-  NodeEstimate conv = base(node, "convert");
   bool converted = false;
-  std::string lowering;
-  if (node.kind == OpKind::linear) {
-    const MatrixView x = low_.matrix(node.inputs[0], 0);
-    const std::string& wname = g_.tensor(node.inputs[1]).name;
-    if (const int64_t heads = per_head_qkv(node.outputs[0]); heads > 0) {
-      // TiC-SAT's attention projections: per head, Dense(H -> d) for Q, K and V, each weight
-      // (H x d) and each output (M x d) an allocation of its own.
-      const int64_t d = gm.n / 3 / heads;
-      w.n = ceil_div(d, S) * S;
-      for (int part = 0; part < 3; ++part)
-        for (int64_t h = 0; h < heads; ++h)
-          w.instances.push_back({x, low_.fresh(fmt::format("{}#packed{}.{}", wname, part, h), gm.k, d),
-                                 head_buffer(node.outputs[0], part, h, gm.m, d)});
-      lowering = fmt::format("x(M,K) times each of {} prepacked weights (K,{}) into buffers of their own (qkv per "
-                             "head, as TiC-SAT runs it), bias in the epilogue",
-                             3 * heads, d);
-    } else {
-      // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
-      w.instances.push_back({x, low_.fresh(wname + "#packed", gm.k, gm.n), low_.matrix(node.outputs[0], 0)});
-      lowering = "x(M,K) times the prepacked weight (K,N), bias (and residual) in the epilogue";
-    }
-    extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
-    if (node.inputs.size() > 3)
-      extra.accesses.push_back({"residual", low_.whole(g_.tensor(node.inputs[3]).name, low_.tensor_bytes(node.inputs[3])), false});
-  } else if (node.kind == OpKind::attn_scores || node.kind == OpKind::attn_context) {
-    const TensorDesc& qkv = g_.tensor(node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1]);
-    const int64_t B = qkv.shape[0], L = qkv.shape[1], H = qkv.shape[2] / 3;
-    const int64_t heads = node.attrs.at("heads").get<int64_t>(), d = H / heads;
-    const int qkv_id = node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1];
-    const MatrixView qkv_m = low_.matrix(qkv_id, 0);
-    // Head h's Q, K or V (part 0, 1, 2) of batch b: in place in qkv, or its own buffer per head.
-    const bool split = per_head_qkv(qkv_id) > 0;
-    auto head = [&](int part, int64_t b, int64_t h) {
-      return split ? sub_view(head_buffer(qkv_id, part, h, B * L, d), b * L, L, 0, d)
-                   : sub_view(qkv_m, b * L, L, part * H + h * d, d);
-    };
-    if (node.kind == OpKind::attn_scores) {
-      // K^T: the B operand is K transposed. RWMA: a row-major copy (d x L per head);
-      // BWMA: every S x S tile transposed in place of the panel order. Either way the K
-      // third of qkv is read once and the copy written once.
-      const std::string kt = node.name + "#k_transposed";
-      for (int64_t b = 0; b < B; ++b)
-        for (const auto& sw : block_sweeps(qkv_m, b * L, L, H, H)) extra_conv_.accesses.push_back({"k", sw, false});
-      extra_conv_.accesses.push_back({"k_transposed", low_.whole(kt, B * heads * view_bytes(a_, d, L, s_.elem_bytes, S)), true});
-      converted = true;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < heads; ++h) {
-          const MatrixView kt_h = low_.fresh(kt, d, L, b * heads + h, B * heads);
-          conv_pairs_.push_back({head(1, b, h), kt_h});
-          w.instances.push_back({head(0, b, h), kt_h, low_.matrix(node.outputs[0], b * heads + h)});
-        }
-      extra.accesses.push_back({"mask_bias", low_.whole(g_.tensor(node.inputs[1]).name, B * L * s_.elem_bytes), false});
-      lowering = fmt::format("{} products Q(L,d) K^T(d,L), L={}, d={}: Q read in place from qkv (head split "
-                             "{}), K^T from the converted copy",
-                             B * heads, L, d, arr().head_split);
-    } else {
-      const MatrixView ctx = low_.matrix(node.outputs[0], 0);
-      // TiC-SAT per head under RWMA: each head's context (L,d) written head after head into one
-      // buffer, then copied row by row into ctx (its multihead_transpose); under BWMA the
-      // head-major buffer is ctx's own panels.
-      const bool copy = split && a_ == Arrangement::rwma;
-      const std::string heads_key = g_.tensor(node.outputs[0]).name + "#heads";
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < heads; ++h)
-          w.instances.push_back({low_.matrix(node.inputs[0], b * heads + h), head(2, b, h),
-                                 copy ? low_.fresh(heads_key, L, d, b * heads + h, B * heads)
-                                      : sub_view(ctx, b * L, L, h * d, d)});
-      if (copy) {
-        const int64_t bytes = B * L * H * s_.elem_bytes;
-        head_copy_.accesses = {{"ctx_heads", low_.whole(heads_key, bytes), false},
-                               {"ctx", low_.whole(g_.tensor(node.outputs[0]).name, bytes), true}};
+  const TensorDesc& qkv = g_.tensor(node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1]);
+  const int64_t B = qkv.shape[0], L = qkv.shape[1], H = qkv.shape[2] / 3;
+  const int64_t heads = node.attrs.at("heads").get<int64_t>(), d = H / heads;
+  const int qkv_id = node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1];
+  const MatrixView qkv_m = low_.matrix(qkv_id, 0);
+  // Head h's Q, K or V (part 0, 1, 2) of batch b: in place in qkv, or its own buffer per head.
+  const bool split = per_head_qkv(qkv_id) > 0;
+  auto head = [&](int part, int64_t b, int64_t h) {
+    return split ? sub_view(head_buffer(qkv_id, part, h, B * L, d), b * L, L, 0, d)
+                 : sub_view(qkv_m, b * L, L, part * H + h * d, d);
+  };
+  if (node.kind == OpKind::attn_scores) {
+    // K^T: the B operand is K transposed. RWMA: a row-major copy (d x L per head);
+    // BWMA: every S x S tile transposed in place of the panel order. Either way the K
+    // third of qkv is read once and the copy written once.
+    const std::string kt = node.name + "#k_transposed";
+    for (int64_t b = 0; b < B; ++b)
+      for (const auto& sw : block_sweeps(qkv_m, b * L, L, H, H)) extra_conv_.accesses.push_back({"k", sw, false});
+    extra_conv_.accesses.push_back({"k_transposed", low_.whole(kt, B * heads * view_bytes(a_, d, L, s_.elem_bytes, S)), true});
+    converted = true;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < heads; ++h) {
+        const MatrixView kt_h = low_.fresh(kt, d, L, b * heads + h, B * heads);
+        conv_pairs_.push_back({head(1, b, h), kt_h});
+        w.instances.push_back({head(0, b, h), kt_h, low_.matrix(node.outputs[0], b * heads + h)});
       }
-      lowering = copy ? fmt::format("{} products P(L,L) V(L,d): V from its buffer per head, the heads written one "
-                                    "after another and copied into the rows of ctx (TiC-SAT's multihead_transpose)",
-                                    B * heads)
-                      : fmt::format("{} products P(L,L) V(L,d): V read in place from {} (already in the B "
-                                    "arrangement), heads concatenated in place ({})",
-                                    B * heads, split ? "its buffer per head" : "qkv", arr().head_concat);
-    }
-  } else if (backward_gemm(node, gm, w, lowering)) {
-    converted = !extra_conv_.accesses.empty();
+    extra.accesses.push_back({"mask_bias", low_.whole(g_.tensor(node.inputs[1]).name, B * L * s_.elem_bytes), false});
+    lowering = fmt::format("{} products Q(L,d) K^T(d,L), L={}, d={}: Q read in place from qkv (head split "
+                           "{}), K^T from the converted copy",
+                           B * heads, L, d, arr().head_split);
   } else {
-    // A GEMM kind this model does not know: fresh operand matrices
-    // in the arrangement; a transposed activation operand is converted first.
-    for (int64_t i = 0; i < gm.batch; ++i)
-      w.instances.push_back({low_.fresh(node.name + "#a", gm.m, gm.k, i, gm.batch),
-                             low_.fresh(node.name + "#b", gm.k, gm.n, i, gm.batch),
-                             low_.fresh(node.name + "#y", gm.m, gm.n, i, gm.batch)});
-    if (gm.trans_a || gm.trans_b) {
-      const int64_t bytes = gm.batch * (gm.trans_a ? gm.m * gm.k : gm.k * gm.n) * s_.elem_bytes;
-      extra_conv_.accesses.push_back({"src", low_.whole(node.name + "#src", bytes), false});
-      extra_conv_.accesses.push_back({"dst", low_.whole(node.name + (gm.trans_a ? "#a" : "#b"), bytes), true});
-      converted = true;
+    const MatrixView ctx = low_.matrix(node.outputs[0], 0);
+    // TiC-SAT per head under RWMA: each head's context (L,d) written head after head into one
+    // buffer, then copied row by row into ctx (its multihead_transpose); under BWMA the
+    // head-major buffer is ctx's own panels.
+    const bool copy = split && a_ == Arrangement::rwma;
+    const std::string heads_key = g_.tensor(node.outputs[0]).name + "#heads";
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        w.instances.push_back({low_.matrix(node.inputs[0], b * heads + h), head(2, b, h),
+                               copy ? low_.fresh(heads_key, L, d, b * heads + h, B * heads)
+                                    : sub_view(ctx, b * L, L, h * d, d)});
+    if (copy) {
+      const int64_t bytes = B * L * H * s_.elem_bytes;
+      head_copy_.accesses = {{"ctx_heads", low_.whole(heads_key, bytes), false},
+                             {"ctx", low_.whole(g_.tensor(node.outputs[0]).name, bytes), true}};
     }
-    lowering = "generic GEMM from node_gemm(): operands as fresh matrices in the arrangement";
+    lowering = copy ? fmt::format("{} products P(L,L) V(L,d): V from its buffer per head, the heads written one "
+                                  "after another and copied into the rows of ctx (TiC-SAT's multihead_transpose)",
+                                  B * heads)
+                    : fmt::format("{} products P(L,L) V(L,d): V read in place from {} (already in the B "
+                                  "arrangement), heads concatenated in place ({})",
+                                  B * heads, split ? "its buffer per head" : "qkv", arr().head_concat);
   }
-  if (core_) {
-    for (auto& acc : extra_stream_.accesses) extra.accesses.push_back(acc);
-    extra_stream_.accesses.clear();
-    if (!converted) conv_pairs_.clear();
-    core_gemm(node, gm, w, extra, converted, lowering, out);
-    return;
-  }
+  return converted;
+}
+
+// The array-issue model of one lowered GEMM (systems without the core model): the conversion
+// node when there is one, then the GEMM's traffic and its compute on the arrays (the
+// arrangement's tile schedule, or SCALE-Sim's folds and memory stalls).
+void NodeModel::array_gemm(const Node& node, const GemmShape& gm, GemmWork& w, StreamWork& extra, bool converted,
+                           const std::string& lowering, std::vector<NodeEstimate>& out) {
+  const int64_t S = s_.array.kernel;
+  NodeEstimate conv = base(node, "convert");
   conv_pairs_.clear();
   if (converted) {
     conv.name = node.name + ".convert";
@@ -208,6 +158,75 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
   describe_traffic(n, s_, terms_);
   finish_time(n, s_, per_core, terms_);
   out.push_back(n);
+}
+
+void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out) {
+  const int64_t S = s_.array.kernel;
+  if (!s_.pad_to_kernel)
+    check(gm.k % S == 0 && gm.n % S == 0,
+          "node '{}': GEMM K = {} and N = {} must be multiples of the kernel size {} when "
+          "'pad_to_kernel' is false",
+          node.name, gm.k, gm.n, S);
+  GemmWork w;
+  w.arrangement = a_;
+  w.S = S;
+  w.m = gm.m;
+  w.k = ceil_div(gm.k, S) * S;
+  w.n = ceil_div(gm.n, S) * S;
+  w.block_rows = s_.rwma_block_rows;
+  StreamWork extra;
+  bool converted = false;
+  std::string lowering;
+  if (node.kind == OpKind::linear) {
+    const MatrixView x = low_.matrix(node.inputs[0], 0);
+    const std::string& wname = g_.tensor(node.inputs[1]).name;
+    if (const int64_t heads = per_head_qkv(node.outputs[0]); heads > 0) {
+      // TiC-SAT's attention projections: per head, Dense(H -> d) for Q, K and V, each weight
+      // (H x d) and each output (M x d) an allocation of its own.
+      const int64_t d = gm.n / 3 / heads;
+      w.n = ceil_div(d, S) * S;
+      for (int part = 0; part < 3; ++part)
+        for (int64_t h = 0; h < heads; ++h)
+          w.instances.push_back({x, low_.fresh(fmt::format("{}#packed{}.{}", wname, part, h), gm.k, d),
+                                 head_buffer(node.outputs[0], part, h, gm.m, d)});
+      lowering = fmt::format("x(M,K) times each of {} prepacked weights (K,{}) into buffers of their own (qkv per "
+                             "head, as TiC-SAT runs it), bias in the epilogue",
+                             3 * heads, d);
+    } else {
+      // Weights are prepacked offline into the B arrangement (K x N row-major, or S x S tiles).
+      w.instances.push_back({x, low_.fresh(wname + "#packed", gm.k, gm.n), low_.matrix(node.outputs[0], 0)});
+      lowering = "x(M,K) times the prepacked weight (K,N), bias (and residual) in the epilogue";
+    }
+    extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
+    if (node.inputs.size() > 3)
+      extra.accesses.push_back({"residual", low_.whole(g_.tensor(node.inputs[3]).name, low_.tensor_bytes(node.inputs[3])), false});
+  } else if (node.kind == OpKind::attn_scores || node.kind == OpKind::attn_context) {
+    converted = lower_attention(node, w, extra, lowering);
+  } else if (backward_gemm(node, gm, w, lowering)) {
+    converted = !extra_conv_.accesses.empty();
+  } else {
+    // A GEMM kind this model does not know: fresh operand matrices
+    // in the arrangement; a transposed activation operand is converted first.
+    for (int64_t i = 0; i < gm.batch; ++i)
+      w.instances.push_back({low_.fresh(node.name + "#a", gm.m, gm.k, i, gm.batch),
+                             low_.fresh(node.name + "#b", gm.k, gm.n, i, gm.batch),
+                             low_.fresh(node.name + "#y", gm.m, gm.n, i, gm.batch)});
+    if (gm.trans_a || gm.trans_b) {
+      const int64_t bytes = gm.batch * (gm.trans_a ? gm.m * gm.k : gm.k * gm.n) * s_.elem_bytes;
+      extra_conv_.accesses.push_back({"src", low_.whole(node.name + "#src", bytes), false});
+      extra_conv_.accesses.push_back({"dst", low_.whole(node.name + (gm.trans_a ? "#a" : "#b"), bytes), true});
+      converted = true;
+    }
+    lowering = "generic GEMM from node_gemm(): operands as fresh matrices in the arrangement";
+  }
+  if (core_) {
+    for (auto& acc : extra_stream_.accesses) extra.accesses.push_back(acc);
+    extra_stream_.accesses.clear();
+    if (!converted) conv_pairs_.clear();
+    core_gemm(node, gm, w, extra, converted, lowering, out);
+    return;
+  }
+  array_gemm(node, gm, w, extra, converted, lowering, out);
 }
 
 MatrixView NodeModel::transposed_a(const Node& node, const GemmShape& gm, const MatrixView& src, int64_t i) {

@@ -101,6 +101,10 @@ class Executor {
   const int32_t* i32(int tensor_id) const { return static_cast<const int32_t*>(buffer(tensor_id)); }
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
+  std::function<void()> make_grad_step(const Node& n);
+  std::function<void()> make_linear_grad_step(const Node& n);
+  std::function<void()> make_attention_step(const Node& n);
+  std::function<void()> make_update_step(const Node& n);
   void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
   void fuse_pairs();                                       // runtime/executor_steps.cpp (fused_steps' pairs)
   std::function<void()> attention_step(const Node& scores, const Node& context);

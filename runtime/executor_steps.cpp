@@ -111,10 +111,6 @@ std::function<void()> Executor::make_step(const Node& n) {
   float* out = out_at(0);
   const int64_t out_numel = graph_.tensor(n.outputs.at(0)).numel();
   StepContext* ctx = &context_;
-  auto heads_and_d = [&](const Shape& qkv) {
-    int64_t heads = n.attrs.at("heads");
-    return std::pair{heads, qkv[2] / 3 / heads};
-  };
 
   switch (n.kind) {
     case OpKind::embedding: {
@@ -130,29 +126,11 @@ std::function<void()> Executor::make_step(const Node& n) {
     }
     case OpKind::linear:
       return make_linear_step(n);
-    case OpKind::attn_scores: {
-      auto q = shape(0);
-      auto [heads, d] = heads_and_d(q);
-      auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>(),
-                                                       gemm_bf16(n), handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
-      const float *qkv = in(0), *bias = in(1);
-      return [=] { op->forward(out, qkv, bias); };
-    }
     case OpKind::softmax: {
       auto s = shape(0);
       auto op = std::make_shared<ops::Softmax>(numel(s) / s.back(), s.back());
       const float* x = in(0);
       return [=] { op->forward(out, x); };
-    }
-    case OpKind::attn_context: {
-      auto q = shape(1);
-      auto [heads, d] = heads_and_d(q);
-      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
-                                                        handoff_.at(static_cast<size_t>(n.outputs[0])) != 0,
-                                                        handoff_.at(static_cast<size_t>(n.inputs[1])) != 0,
-                                                        handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
-      const float *p = in(0), *qkv = in(1);
-      return [=] { op->forward(out, p, qkv); };
     }
     case OpKind::add: {
       const float *a = in(0), *b = in(1);
@@ -211,6 +189,44 @@ std::function<void()> Executor::make_step(const Node& n) {
         out[2] = static_cast<float>(st.count);
       };
     }
+    case OpKind::cross_entropy_grad:
+    case OpKind::softmax_grad:
+    case OpKind::layernorm_grad:
+    case OpKind::activation_grad:
+    case OpKind::embedding_grad:
+    case OpKind::gather_rows_grad:
+    case OpKind::first_token_grad:
+      return make_grad_step(n);
+    case OpKind::linear_grad_input:
+    case OpKind::linear_grad_weight:
+      return make_linear_grad_step(n);
+    case OpKind::attn_scores:
+    case OpKind::attn_context:
+    case OpKind::attn_scores_grad_q:
+    case OpKind::attn_scores_grad_k:
+    case OpKind::attn_context_grad_probs:
+    case OpKind::attn_context_grad_v:
+      return make_attention_step(n);
+    case OpKind::allreduce:
+    case OpKind::grad_norm:
+    case OpKind::adamw_update:
+    case OpKind::lamb_update:
+      return make_update_step(n);
+  }
+  fail("node '{}': op kind {} has no kernel", n.name, to_string(n.kind));
+}
+
+// The gradients of the ops that are not GEMMs: the losses', softmax's, LayerNorm's, the
+// activations', the embeddings' (rows deferred to the gradient sync under data parallelism),
+// and the row gathers'.
+std::function<void()> Executor::make_grad_step(const Node& n) {
+  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
+  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
+  auto out_at = [&](size_t i) { return f32(n.outputs.at(i)); };
+  float* out = out_at(0);
+  const int64_t out_numel = graph_.tensor(n.outputs.at(0)).numel();
+  StepContext* ctx = &context_;
+  switch (n.kind) {
     case OpKind::cross_entropy_grad: {
       auto s = shape(0);
       const float* logits = in(0);
@@ -220,56 +236,6 @@ std::function<void()> Executor::make_step(const Node& n) {
         ops::cross_entropy_backward(out, logits, labels, s[0], s[1],
                                     mlm ? ctx->mlm_denominator : ctx->nsp_denominator);
       };
-    }
-    case OpKind::linear_grad_input: {
-      auto gm = *node_gemm(graph_, n);
-      const bool share = share_dy_.at(static_cast<size_t>(n.id));
-      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share,
-                                                       gemm_b_packed(graph_, n));
-      const float *dy = in(0), *w = in(1);
-      if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // w in place
-      // The weights' bf16 or packed copy, made on every call or once per optimizer step.
-      auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()), &kept_weight_bytes_);
-      return [=] {
-        if (!ctx->weights_version) return op->forward(out, dy, w);
-        op->forward_cast(out, dy, kept->get(ctx->weights_version, [&](void* dst) { op->cast_weights_into(w, dst); }));
-      };
-    }
-    case OpKind::linear_grad_weight: {
-      auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
-      const bool share = share_dy_.at(static_cast<size_t>(n.id));
-      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share,
-                                                        gemm_b_packed(graph_, n));
-      const float *dy = in(0), *x = in(1);
-      float* db = out_at(1);
-      if (const KeptXCast& kept = kept_x_.at(static_cast<size_t>(n.id)); kept.role == KeptX::reads) {
-        const auto& copy = kept_x_copies_.at(kept.linear);
-        check(copy.size() == op->x_copy_bytes(), "node '{}': the kept copy of x has {} bytes, not {}", n.name,
-              copy.size(), op->x_copy_bytes());
-        const std::byte* x_copy = copy.data();
-        return [=] { op->forward_cast_x(out, db, dy, x_copy); };
-      }
-      return [=] { op->forward(out, db, dy, x); };
-    }
-    case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k:
-    case OpKind::attn_context_grad_probs:
-    case OpKind::attn_context_grad_v: {
-      using K = ops::AttentionGrad::Kind;
-      K kind = n.kind == OpKind::attn_scores_grad_q   ? K::scores_q
-               : n.kind == OpKind::attn_scores_grad_k ? K::scores_k
-               : n.kind == OpKind::attn_context_grad_probs ? K::context_probs
-                                                            : K::context_v;
-      Shape qkv = n.kind == OpKind::attn_context_grad_v
-                      ? Shape{shape(0)[0], shape(0)[1], 3 * shape(0)[2]}
-                      : shape(1);
-      auto [heads, d] = heads_and_d(qkv);
-      float scale = n.attrs.value("scale", 1.0f);
-      const bool probs_bf16 = kind == K::context_v && handoff_.at(static_cast<size_t>(n.inputs[1]));
-      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n),
-                                                     shared_attn_.at(static_cast<size_t>(n.id)), probs_bf16);
-      const float *a = in(0), *b = in(1);
-      return [=] { op->forward(out, a, b); };
     }
     case OpKind::softmax_grad: {
       auto s = shape(0);
@@ -326,6 +292,112 @@ std::function<void()> Executor::make_step(const Node& n) {
       const int64_t S = n.attrs.at("seq");
       return [=] { ops::first_token_backward(out, dy, s[0], S, s[1]); };
     }
+    default:
+      fail("node '{}': op kind {} is not the gradient of a non-GEMM op", n.name, to_string(n.kind));
+  }
+}
+
+// The two gradient GEMMs of a linear layer: dX = dY W (its weight copy made once per optimizer
+// step under accumulation) and dW, db (reading the forward's kept bf16 copy of X when there is one).
+std::function<void()> Executor::make_linear_grad_step(const Node& n) {
+  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
+  float* out = f32(n.outputs.at(0));
+  StepContext* ctx = &context_;
+  switch (n.kind) {
+    case OpKind::linear_grad_input: {
+      auto gm = *node_gemm(graph_, n);
+      const bool share = share_dy_.at(static_cast<size_t>(n.id));
+      auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share,
+                                                       gemm_b_packed(graph_, n));
+      const float *dy = in(0), *w = in(1);
+      if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // w in place
+      // The weights' bf16 or packed copy, made on every call or once per optimizer step.
+      auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()), &kept_weight_bytes_);
+      return [=] {
+        if (!ctx->weights_version) return op->forward(out, dy, w);
+        op->forward_cast(out, dy, kept->get(ctx->weights_version, [&](void* dst) { op->cast_weights_into(w, dst); }));
+      };
+    }
+    case OpKind::linear_grad_weight: {
+      float* db = f32(n.outputs.at(1));
+      auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
+      const bool share = share_dy_.at(static_cast<size_t>(n.id));
+      auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share,
+                                                        gemm_b_packed(graph_, n));
+      const float *dy = in(0), *x = in(1);
+      if (const KeptXCast& kept = kept_x_.at(static_cast<size_t>(n.id)); kept.role == KeptX::reads) {
+        const auto& copy = kept_x_copies_.at(kept.linear);
+        check(copy.size() == op->x_copy_bytes(), "node '{}': the kept copy of x has {} bytes, not {}", n.name,
+              copy.size(), op->x_copy_bytes());
+        const std::byte* x_copy = copy.data();
+        return [=] { op->forward_cast_x(out, db, dy, x_copy); };
+      }
+      return [=] { op->forward(out, db, dy, x); };
+    }
+    default:
+      fail("node '{}': op kind {} is not a linear layer's gradient", n.name, to_string(n.kind));
+  }
+}
+
+// Attention scores and context, and their four gradients, on the fused (B, S, 3H) QKV tensor.
+std::function<void()> Executor::make_attention_step(const Node& n) {
+  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
+  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
+  float* out = f32(n.outputs.at(0));
+  auto heads_and_d = [&](const Shape& qkv) {
+    int64_t heads = n.attrs.at("heads");
+    return std::pair{heads, qkv[2] / 3 / heads};
+  };
+  switch (n.kind) {
+    case OpKind::attn_scores: {
+      auto q = shape(0);
+      auto [heads, d] = heads_and_d(q);
+      auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>(),
+                                                       gemm_bf16(n), handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
+      const float *qkv = in(0), *bias = in(1);
+      return [=] { op->forward(out, qkv, bias); };
+    }
+    case OpKind::attn_context: {
+      auto q = shape(1);
+      auto [heads, d] = heads_and_d(q);
+      auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
+                                                        handoff_.at(static_cast<size_t>(n.outputs[0])) != 0,
+                                                        handoff_.at(static_cast<size_t>(n.inputs[1])) != 0,
+                                                        handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
+      const float *p = in(0), *qkv = in(1);
+      return [=] { op->forward(out, p, qkv); };
+    }
+    case OpKind::attn_scores_grad_q:
+    case OpKind::attn_scores_grad_k:
+    case OpKind::attn_context_grad_probs:
+    case OpKind::attn_context_grad_v: {
+      using K = ops::AttentionGrad::Kind;
+      K kind = n.kind == OpKind::attn_scores_grad_q   ? K::scores_q
+               : n.kind == OpKind::attn_scores_grad_k ? K::scores_k
+               : n.kind == OpKind::attn_context_grad_probs ? K::context_probs
+                                                            : K::context_v;
+      Shape qkv = n.kind == OpKind::attn_context_grad_v
+                      ? Shape{shape(0)[0], shape(0)[1], 3 * shape(0)[2]}
+                      : shape(1);
+      auto [heads, d] = heads_and_d(qkv);
+      float scale = n.attrs.value("scale", 1.0f);
+      const bool probs_bf16 = kind == K::context_v && handoff_.at(static_cast<size_t>(n.inputs[1]));
+      auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n),
+                                                     shared_attn_.at(static_cast<size_t>(n.id)), probs_bf16);
+      const float *a = in(0), *b = in(1);
+      return [=] { op->forward(out, a, b); };
+    }
+    default:
+      fail("node '{}': op kind {} is not an attention op", n.name, to_string(n.kind));
+  }
+}
+
+// The steps after backward: the gradient allreduce, the global gradient norm and the optimizer.
+std::function<void()> Executor::make_update_step(const Node& n) {
+  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
+  float* out = f32(n.outputs.at(0));
+  StepContext* ctx = &context_;
+  switch (n.kind) {
     case OpKind::allreduce: {
       // Every gradient lives in the one gradient arena (alignment gaps are zero): its buckets
       // are summed in place over the ranks (runtime/grad_sync.h), overlapped with backward
@@ -371,8 +443,9 @@ std::function<void()> Executor::make_step(const Node& n) {
           ops::lamb_update(p, m, v, g, count, h, decay, segments);
       };
     }
+    default:
+      fail("node '{}': op kind {} is not a communication or optimizer op", n.name, to_string(n.kind));
   }
-  fail("node '{}': op kind {} has no kernel", n.name, to_string(n.kind));
 }
 
 void Executor::fuse_optimizer_steps() {

@@ -82,6 +82,111 @@ ops::Activation activation_of(const Node& n) {
   return a;
 }
 
+namespace {
+// infer_outputs of the backward, communication and optimizer kinds.
+Outs infer_backward_outputs(const Graph& g, const Node& n) {
+  auto same = [&](size_t i) { return f32({in_shape(g, n, i)}); };
+  switch (n.kind) {
+    case OpKind::linear_grad_input: {
+      const auto& dy = in_shape(g, n, 0);
+      const auto& w = in_shape(g, n, 1);
+      expect_rank(n, w, 2, "weight");
+      check(!dy.empty() && dy.back() == w[0], "node '{}': gradient {} does not match weight {}",
+            n.name, shape_str(dy), shape_str(w));
+      Shape dx = dy;
+      dx.back() = w[1];
+      return f32({dx});
+    }
+    case OpKind::linear_grad_weight: {
+      const auto& dy = in_shape(g, n, 0);
+      const auto& x = in_shape(g, n, 1);
+      check(dy.size() == x.size() && numel(dy) / dy.back() == numel(x) / x.back(),
+            "node '{}': gradient {} and input {} have different rows", n.name, shape_str(dy),
+            shape_str(x));
+      return f32({{dy.back(), x.back()}, {dy.back()}});
+    }
+    case OpKind::attn_scores_grad_q:
+    case OpKind::attn_scores_grad_k: {
+      const auto& ds = in_shape(g, n, 0);
+      const auto& qkv = in_shape(g, n, 1);
+      head_size(n, qkv);
+      check(ds == Shape{qkv[0], int_attr(n, "heads"), qkv[1], qkv[1]},
+            "node '{}': score gradient {} does not match qkv {}", n.name, shape_str(ds), shape_str(qkv));
+      return same(1);
+    }
+    case OpKind::attn_context_grad_probs: {
+      const auto& dctx = in_shape(g, n, 0);
+      const auto& qkv = in_shape(g, n, 1);
+      head_size(n, qkv);
+      check(dctx == Shape{qkv[0], qkv[1], qkv[2] / 3}, "node '{}': context gradient {} does not match qkv {}",
+            n.name, shape_str(dctx), shape_str(qkv));
+      return f32({{qkv[0], int_attr(n, "heads"), qkv[1], qkv[1]}});
+    }
+    case OpKind::attn_context_grad_v: {
+      const auto& dctx = in_shape(g, n, 0);
+      const auto& p = in_shape(g, n, 1);
+      expect_rank(n, dctx, 3, "context gradient");
+      check(p == Shape{dctx[0], int_attr(n, "heads"), dctx[1], dctx[1]},
+            "node '{}': probs {} do not match context gradient {}", n.name, shape_str(p), shape_str(dctx));
+      return f32({{dctx[0], dctx[1], 3 * dctx[2]}});
+    }
+    case OpKind::activation_grad:
+      activation_of(n);
+      [[fallthrough]];
+    case OpKind::softmax_grad:
+      check(in_shape(g, n, 0) == in_shape(g, n, 1), "node '{}': gradient {} does not match {}",
+            n.name, shape_str(in_shape(g, n, 0)), shape_str(in_shape(g, n, 1)));
+      return same(0);
+    case OpKind::layernorm_grad: {
+      const auto& x = in_shape(g, n, 1);
+      check(in_shape(g, n, 0) == x && in_shape(g, n, 2) == Shape{x.back()},
+            "node '{}': gradient {}, input {} and gamma {} disagree", n.name,
+            shape_str(in_shape(g, n, 0)), shape_str(x), shape_str(in_shape(g, n, 2)));
+      return f32({x, {x.back()}, {x.back()}});
+    }
+    case OpKind::embedding_grad: {
+      const auto& d = in_shape(g, n, 0);
+      expect_rank(n, d, 3, "gradient");
+      return f32({{int_attr(n, "vocab"), d[2]}, {int_attr(n, "positions"), d[2]},
+                  {int_attr(n, "types"), d[2]}});
+    }
+    case OpKind::gather_rows_grad: {
+      const auto& dy = in_shape(g, n, 0);
+      const auto& pos = in_shape(g, n, 1);
+      expect_rank(n, dy, 2, "gradient");
+      check(dy[0] == numel(pos), "node '{}': gradient {} does not match positions {}", n.name,
+            shape_str(dy), shape_str(pos));
+      return f32({{pos[0], int_attr(n, "seq"), dy[1]}});
+    }
+    case OpKind::first_token_grad: {
+      const auto& dy = in_shape(g, n, 0);
+      expect_rank(n, dy, 2, "gradient");
+      return f32({{dy[0], int_attr(n, "seq"), dy[1]}});
+    }
+    case OpKind::grad_norm:
+      check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
+      return f32({{1}});
+    case OpKind::allreduce: {
+      check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
+      check(int_attr(n, "world_size") >= 2, "node '{}': attribute 'world_size' must be at least 2", n.name);
+      Outs o;  // in place: every input is an output of the same shape
+      for (size_t i = 0; i < n.inputs.size(); ++i) o.emplace_back(in_shape(g, n, i), DType::f32);
+      return o;
+    }
+    case OpKind::adamw_update:
+    case OpKind::lamb_update: {
+      const auto& p = in_shape(g, n, 0);
+      for (size_t i = 1; i < 4; ++i)
+        check(in_shape(g, n, i) == p, "node '{}': input {} has shape {}, parameter {}", n.name, i,
+              shape_str(in_shape(g, n, i)), shape_str(p));
+      return f32({p, p, p});
+    }
+    default:
+      fail("node '{}': op kind {} is not a backward, communication or optimizer op", n.name, to_string(n.kind));
+  }
+}
+}  // namespace
+
 Outs infer_outputs(const Graph& g, const Node& n) {
   auto same = [&](size_t i) { return f32({in_shape(g, n, i)}); };
   switch (n.kind) {
@@ -178,100 +283,23 @@ Outs infer_outputs(const Graph& g, const Node& n) {
             n.name, shape_str(in_shape(g, n, 1)), shape_str(logits));
       return n.kind == OpKind::cross_entropy ? f32({{3}}) : same(0);
     }
-    case OpKind::linear_grad_input: {
-      const auto& dy = in_shape(g, n, 0);
-      const auto& w = in_shape(g, n, 1);
-      expect_rank(n, w, 2, "weight");
-      check(!dy.empty() && dy.back() == w[0], "node '{}': gradient {} does not match weight {}",
-            n.name, shape_str(dy), shape_str(w));
-      Shape dx = dy;
-      dx.back() = w[1];
-      return f32({dx});
-    }
-    case OpKind::linear_grad_weight: {
-      const auto& dy = in_shape(g, n, 0);
-      const auto& x = in_shape(g, n, 1);
-      check(dy.size() == x.size() && numel(dy) / dy.back() == numel(x) / x.back(),
-            "node '{}': gradient {} and input {} have different rows", n.name, shape_str(dy),
-            shape_str(x));
-      return f32({{dy.back(), x.back()}, {dy.back()}});
-    }
+    case OpKind::linear_grad_input:
+    case OpKind::linear_grad_weight:
     case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k: {
-      const auto& ds = in_shape(g, n, 0);
-      const auto& qkv = in_shape(g, n, 1);
-      head_size(n, qkv);
-      check(ds == Shape{qkv[0], int_attr(n, "heads"), qkv[1], qkv[1]},
-            "node '{}': score gradient {} does not match qkv {}", n.name, shape_str(ds), shape_str(qkv));
-      return same(1);
-    }
-    case OpKind::attn_context_grad_probs: {
-      const auto& dctx = in_shape(g, n, 0);
-      const auto& qkv = in_shape(g, n, 1);
-      head_size(n, qkv);
-      check(dctx == Shape{qkv[0], qkv[1], qkv[2] / 3}, "node '{}': context gradient {} does not match qkv {}",
-            n.name, shape_str(dctx), shape_str(qkv));
-      return f32({{qkv[0], int_attr(n, "heads"), qkv[1], qkv[1]}});
-    }
-    case OpKind::attn_context_grad_v: {
-      const auto& dctx = in_shape(g, n, 0);
-      const auto& p = in_shape(g, n, 1);
-      expect_rank(n, dctx, 3, "context gradient");
-      check(p == Shape{dctx[0], int_attr(n, "heads"), dctx[1], dctx[1]},
-            "node '{}': probs {} do not match context gradient {}", n.name, shape_str(p), shape_str(dctx));
-      return f32({{dctx[0], dctx[1], 3 * dctx[2]}});
-    }
+    case OpKind::attn_scores_grad_k:
+    case OpKind::attn_context_grad_probs:
+    case OpKind::attn_context_grad_v:
     case OpKind::activation_grad:
-      activation_of(n);
-      [[fallthrough]];
     case OpKind::softmax_grad:
-      check(in_shape(g, n, 0) == in_shape(g, n, 1), "node '{}': gradient {} does not match {}",
-            n.name, shape_str(in_shape(g, n, 0)), shape_str(in_shape(g, n, 1)));
-      return same(0);
-    case OpKind::layernorm_grad: {
-      const auto& x = in_shape(g, n, 1);
-      check(in_shape(g, n, 0) == x && in_shape(g, n, 2) == Shape{x.back()},
-            "node '{}': gradient {}, input {} and gamma {} disagree", n.name,
-            shape_str(in_shape(g, n, 0)), shape_str(x), shape_str(in_shape(g, n, 2)));
-      return f32({x, {x.back()}, {x.back()}});
-    }
-    case OpKind::embedding_grad: {
-      const auto& d = in_shape(g, n, 0);
-      expect_rank(n, d, 3, "gradient");
-      return f32({{int_attr(n, "vocab"), d[2]}, {int_attr(n, "positions"), d[2]},
-                  {int_attr(n, "types"), d[2]}});
-    }
-    case OpKind::gather_rows_grad: {
-      const auto& dy = in_shape(g, n, 0);
-      const auto& pos = in_shape(g, n, 1);
-      expect_rank(n, dy, 2, "gradient");
-      check(dy[0] == numel(pos), "node '{}': gradient {} does not match positions {}", n.name,
-            shape_str(dy), shape_str(pos));
-      return f32({{pos[0], int_attr(n, "seq"), dy[1]}});
-    }
-    case OpKind::first_token_grad: {
-      const auto& dy = in_shape(g, n, 0);
-      expect_rank(n, dy, 2, "gradient");
-      return f32({{dy[0], int_attr(n, "seq"), dy[1]}});
-    }
+    case OpKind::layernorm_grad:
+    case OpKind::embedding_grad:
+    case OpKind::gather_rows_grad:
+    case OpKind::first_token_grad:
     case OpKind::grad_norm:
-      check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
-      return f32({{1}});
-    case OpKind::allreduce: {
-      check(!n.inputs.empty(), "node '{}': needs at least one gradient", n.name);
-      check(int_attr(n, "world_size") >= 2, "node '{}': attribute 'world_size' must be at least 2", n.name);
-      Outs o;  // in place: every input is an output of the same shape
-      for (size_t i = 0; i < n.inputs.size(); ++i) o.emplace_back(in_shape(g, n, i), DType::f32);
-      return o;
-    }
+    case OpKind::allreduce:
     case OpKind::adamw_update:
-    case OpKind::lamb_update: {
-      const auto& p = in_shape(g, n, 0);
-      for (size_t i = 1; i < 4; ++i)
-        check(in_shape(g, n, i) == p, "node '{}': input {} has shape {}, parameter {}", n.name, i,
-              shape_str(in_shape(g, n, i)), shape_str(p));
-      return f32({p, p, p});
-    }
+    case OpKind::lamb_update:
+      return infer_backward_outputs(g, n);
   }
   fail("node '{}': unhandled op kind", n.name);
 }

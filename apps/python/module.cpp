@@ -195,12 +195,12 @@ py::object to_python(const nlohmann::json& j) {
       py::list out(j.size());
       std::size_t i = 0;
       for (const auto& v : j) out[i++] = to_python(v);
-      return std::move(out);
+      return out;
     }
     case V::object: {
       py::dict out;
       for (const auto& [k, v] : j.items()) out[py::str(k)] = to_python(v);
-      return std::move(out);
+      return out;
     }
   }
   return py::none();
