@@ -99,6 +99,10 @@ class Executor {
   void* buffer(int tensor_id) const;
   float* f32(int tensor_id) const { return static_cast<float*>(buffer(tensor_id)); }
   const int32_t* i32(int tensor_id) const { return static_cast<const int32_t*>(buffer(tensor_id)); }
+  // Input or output i of node n, as a step binds it.
+  float* in_of(const Node& n, size_t i) const { return f32(n.inputs.at(i)); }
+  float* out_of(const Node& n, size_t i) const { return f32(n.outputs.at(i)); }
+  const Shape& shape_of(const Node& n, size_t i) const { return graph_.tensor(n.inputs.at(i)).shape; }
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
   std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
   std::function<void()> make_grad_step(const Node& n);

@@ -105,19 +105,16 @@ std::function<void()> Executor::make_step(const Node& n) {
   // A recomputation whose only reader, a bf16 dW GEMM, takes the forward's kept copy instead
   // (kept_x_casts): nothing to run.
   if (kept_x_.at(static_cast<size_t>(n.id)).role == KeptX::skipped) return [] {};
-  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
-  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
-  auto out_at = [&](size_t i) { return f32(n.outputs.at(i)); };
-  float* out = out_at(0);
+  float* out = out_of(n, 0);
   const int64_t out_numel = graph_.tensor(n.outputs.at(0)).numel();
   StepContext* ctx = &context_;
 
   switch (n.kind) {
     case OpKind::embedding: {
-      auto s = shape(0);
-      int64_t H = shape(2)[1];
+      auto s = shape_of(n, 0);
+      int64_t H = shape_of(n, 2)[1];
       const int32_t *ids = i32(n.inputs[0]), *types = i32(n.inputs[1]);
-      const float *word = in(2), *pos = in(3), *type = in(4);
+      const float *word = in_of(n, 2), *pos = in_of(n, 3), *type = in_of(n, 4);
       return [=] { ops::embedding_forward(out, ids, types, word, pos, type, s[0], s[1], H); };
     }
     case OpKind::mask_bias: {
@@ -127,42 +124,42 @@ std::function<void()> Executor::make_step(const Node& n) {
     case OpKind::linear:
       return make_linear_step(n);
     case OpKind::softmax: {
-      auto s = shape(0);
+      auto s = shape_of(n, 0);
       auto op = std::make_shared<ops::Softmax>(numel(s) / s.back(), s.back());
-      const float* x = in(0);
+      const float* x = in_of(n, 0);
       return [=] { op->forward(out, x); };
     }
     case OpKind::add: {
-      const float *a = in(0), *b = in(1);
+      const float *a = in_of(n, 0), *b = in_of(n, 1);
       return [=] { ops::add_forward(out, a, b, out_numel); };
     }
     case OpKind::scale: {
-      const float* x = in(0);
+      const float* x = in_of(n, 0);
       const float alpha = n.attrs.at("alpha").get<float>();
       return [=] { ops::scale_forward(out, x, alpha, out_numel); };
     }
     case OpKind::layernorm: {
-      auto s = shape(0);
+      auto s = shape_of(n, 0);
       const int64_t rows = numel(s) / s.back(), H = s.back();
       const float eps = n.attrs.at("eps").get<float>();
-      const float *x = in(0), *gamma = in(1), *beta = in(2);
+      const float *x = in_of(n, 0), *gamma = in_of(n, 1), *beta = in_of(n, 2);
       if (auto lab = kernel_seam().layernorm) return [=] { lab(out, x, gamma, beta, rows, H, eps); };
       auto op = std::make_shared<ops::LayerNorm>(rows, H, eps);
       return [=] { op->forward(out, x, gamma, beta); };
     }
     case OpKind::activation: {
       auto op = std::make_shared<ops::ActivationOp>(out_numel, activation_of(n));
-      const float* x = in(0);
+      const float* x = in_of(n, 0);
       return [=] { op->forward(out, x); };
     }
     case OpKind::first_token: {
-      auto s = shape(0);
-      const float* x = in(0);
+      auto s = shape_of(n, 0);
+      const float* x = in_of(n, 0);
       return [=] { ops::first_token_forward(out, x, s[0], s[1], s[2]); };
     }
     case OpKind::dropout:
     case OpKind::dropout_grad: {
-      const float* x = in(0);
+      const float* x = in_of(n, 0);
       const float p = n.attrs.at("p").get<float>();
       const uint64_t salt = n.attrs.at("salt").get<uint64_t>();
       if (n.kind == OpKind::dropout && handoff_.at(static_cast<size_t>(n.outputs[0]))) {  // bf16 probabilities
@@ -174,14 +171,14 @@ std::function<void()> Executor::make_step(const Node& n) {
       return [=] { ops::dropout_forward(out, x, out_numel, p, salt, {ctx->seed, uint64_t(ctx->step), uint64_t(ctx->micro)}); };
     }
     case OpKind::gather_rows: {
-      auto s = shape(0), pos = shape(1);
-      const float* x = in(0);
+      auto s = shape_of(n, 0), pos = shape_of(n, 1);
+      const float* x = in_of(n, 0);
       const int32_t* positions = i32(n.inputs[1]);
       return [=] { ops::gather_rows_forward(out, x, positions, s[0], s[1], pos[1], s[2]); };
     }
     case OpKind::cross_entropy: {
-      auto s = shape(0);
-      const float* logits = in(0);
+      auto s = shape_of(n, 0);
+      const float* logits = in_of(n, 0);
       const int32_t* labels = i32(n.inputs[1]);
       return [=] {
         auto st = ops::cross_entropy_forward(logits, labels, s[0], s[1]);
@@ -220,16 +217,13 @@ std::function<void()> Executor::make_step(const Node& n) {
 // activations', the embeddings' (rows deferred to the gradient sync under data parallelism),
 // and the row gathers'.
 std::function<void()> Executor::make_grad_step(const Node& n) {
-  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
-  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
-  auto out_at = [&](size_t i) { return f32(n.outputs.at(i)); };
-  float* out = out_at(0);
+  float* out = out_of(n, 0);
   const int64_t out_numel = graph_.tensor(n.outputs.at(0)).numel();
   StepContext* ctx = &context_;
   switch (n.kind) {
     case OpKind::cross_entropy_grad: {
-      auto s = shape(0);
-      const float* logits = in(0);
+      auto s = shape_of(n, 0);
+      const float* logits = in_of(n, 0);
       const int32_t* labels = i32(n.inputs[1]);
       const bool mlm = n.attrs.at("loss") == "mlm";
       return [=] {
@@ -238,14 +232,14 @@ std::function<void()> Executor::make_grad_step(const Node& n) {
       };
     }
     case OpKind::softmax_grad: {
-      auto s = shape(0);
-      const float *dy = in(0), *y = in(1);
+      auto s = shape_of(n, 0);
+      const float *dy = in_of(n, 0), *y = in_of(n, 1);
       return [=] { ops::softmax_backward(out, dy, y, numel(s) / s.back(), s.back()); };
     }
     case OpKind::layernorm_grad: {
-      auto s = shape(1);
-      const float *dy = in(0), *x = in(1), *gamma = in(2);
-      float *dgamma = out_at(1), *dbeta = out_at(2);
+      auto s = shape_of(n, 1);
+      const float *dy = in_of(n, 0), *x = in_of(n, 1), *gamma = in_of(n, 2);
+      float *dgamma = out_of(n, 1), *dbeta = out_of(n, 2);
       const float eps = n.attrs.at("eps").get<float>();
       if (auto lab = kernel_seam().layernorm_grad)
         return [=] { lab(out, dgamma, dbeta, dy, x, gamma, numel(s) / s.back(), s.back(), eps); };
@@ -257,14 +251,14 @@ std::function<void()> Executor::make_grad_step(const Node& n) {
     }
     case OpKind::activation_grad: {
       auto op = std::make_shared<ops::ActivationGrad>(out_numel, activation_of(n));
-      const float *dy = in(0), *v = in(1);
+      const float *dy = in_of(n, 0), *v = in_of(n, 1);
       return [=] { op->forward(out, dy, v); };
     }
     case OpKind::embedding_grad: {
-      auto s = shape(0);
-      const float* dy = in(0);
+      auto s = shape_of(n, 0);
+      const float* dy = in_of(n, 0);
       const int32_t *ids = i32(n.inputs[1]), *types = i32(n.inputs[2]);
-      float *dpos = out_at(1), *dtype = out_at(2);
+      float *dpos = out_of(n, 1), *dtype = out_of(n, 2);
       // Data parallel with overlap: the word rows go to the gradient sync's compact table while
       // the table's bucket is in flight (runtime/grad_sync.h); made by the allreduce node, later.
       const std::unique_ptr<GradientSync>* sync = &sync_;
@@ -280,15 +274,15 @@ std::function<void()> Executor::make_grad_step(const Node& n) {
       };
     }
     case OpKind::gather_rows_grad: {
-      auto dy_s = shape(0), pos = shape(1);
-      const float* dy = in(0);
+      auto dy_s = shape_of(n, 0), pos = shape_of(n, 1);
+      const float* dy = in_of(n, 0);
       const int32_t* positions = i32(n.inputs[1]);
       const int64_t S = n.attrs.at("seq");
       return [=] { ops::gather_rows_backward(out, dy, positions, pos[0], S, pos[1], dy_s[1]); };
     }
     case OpKind::first_token_grad: {
-      auto s = shape(0);
-      const float* dy = in(0);
+      auto s = shape_of(n, 0);
+      const float* dy = in_of(n, 0);
       const int64_t S = n.attrs.at("seq");
       return [=] { ops::first_token_backward(out, dy, s[0], S, s[1]); };
     }
@@ -300,8 +294,7 @@ std::function<void()> Executor::make_grad_step(const Node& n) {
 // The two gradient GEMMs of a linear layer: dX = dY W (its weight copy made once per optimizer
 // step under accumulation) and dW, db (reading the forward's kept bf16 copy of X when there is one).
 std::function<void()> Executor::make_linear_grad_step(const Node& n) {
-  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
-  float* out = f32(n.outputs.at(0));
+  float* out = out_of(n, 0);
   StepContext* ctx = &context_;
   switch (n.kind) {
     case OpKind::linear_grad_input: {
@@ -309,7 +302,7 @@ std::function<void()> Executor::make_linear_grad_step(const Node& n) {
       const bool share = share_dy_.at(static_cast<size_t>(n.id));
       auto op = std::make_shared<ops::LinearGradInput>(gm.m, gm.k, gm.n, gemm_bf16(n), share,
                                                        gemm_b_packed(graph_, n));
-      const float *dy = in(0), *w = in(1);
+      const float *dy = in_of(n, 0), *w = in_of(n, 1);
       if (op->weight_copy_bytes() == 0) return [=] { op->forward(out, dy, w); };  // w in place
       // The weights' bf16 or packed copy, made on every call or once per optimizer step.
       auto kept = std::make_shared<KeptWeight>(static_cast<int64_t>(op->weight_copy_bytes()), &kept_weight_bytes_);
@@ -319,12 +312,12 @@ std::function<void()> Executor::make_linear_grad_step(const Node& n) {
       };
     }
     case OpKind::linear_grad_weight: {
-      float* db = f32(n.outputs.at(1));
+      float* db = out_of(n, 1);
       auto gm = *node_gemm(graph_, n);  // m = N, n = K, k = M
       const bool share = share_dy_.at(static_cast<size_t>(n.id));
       auto op = std::make_shared<ops::LinearGradWeight>(gm.k, gm.m, gm.n, gemm_bf16(n), share,
                                                         gemm_b_packed(graph_, n));
-      const float *dy = in(0), *x = in(1);
+      const float *dy = in_of(n, 0), *x = in_of(n, 1);
       if (const KeptXCast& kept = kept_x_.at(static_cast<size_t>(n.id)); kept.role == KeptX::reads) {
         const auto& copy = kept_x_copies_.at(kept.linear);
         check(copy.size() == op->x_copy_bytes(), "node '{}': the kept copy of x has {} bytes, not {}", n.name,
@@ -341,30 +334,28 @@ std::function<void()> Executor::make_linear_grad_step(const Node& n) {
 
 // Attention scores and context, and their four gradients, on the fused (B, S, 3H) QKV tensor.
 std::function<void()> Executor::make_attention_step(const Node& n) {
-  auto shape = [&](size_t i) { return graph_.tensor(n.inputs.at(i)).shape; };
-  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
-  float* out = f32(n.outputs.at(0));
+  float* out = out_of(n, 0);
   auto heads_and_d = [&](const Shape& qkv) {
     int64_t heads = n.attrs.at("heads");
     return std::pair{heads, qkv[2] / 3 / heads};
   };
   switch (n.kind) {
     case OpKind::attn_scores: {
-      auto q = shape(0);
+      auto q = shape_of(n, 0);
       auto [heads, d] = heads_and_d(q);
       auto op = std::make_shared<ops::AttentionScores>(q[0], q[1], heads, d, n.attrs.at("scale").get<float>(),
                                                        gemm_bf16(n), handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
-      const float *qkv = in(0), *bias = in(1);
+      const float *qkv = in_of(n, 0), *bias = in_of(n, 1);
       return [=] { op->forward(out, qkv, bias); };
     }
     case OpKind::attn_context: {
-      auto q = shape(1);
+      auto q = shape_of(n, 1);
       auto [heads, d] = heads_and_d(q);
       auto op = std::make_shared<ops::AttentionContext>(q[0], q[1], heads, d, gemm_bf16(n),
                                                         handoff_.at(static_cast<size_t>(n.outputs[0])) != 0,
                                                         handoff_.at(static_cast<size_t>(n.inputs[1])) != 0,
                                                         handoff_.at(static_cast<size_t>(n.inputs[0])) != 0);
-      const float *p = in(0), *qkv = in(1);
+      const float *p = in_of(n, 0), *qkv = in_of(n, 1);
       return [=] { op->forward(out, p, qkv); };
     }
     case OpKind::attn_scores_grad_q:
@@ -377,14 +368,14 @@ std::function<void()> Executor::make_attention_step(const Node& n) {
                : n.kind == OpKind::attn_context_grad_probs ? K::context_probs
                                                             : K::context_v;
       Shape qkv = n.kind == OpKind::attn_context_grad_v
-                      ? Shape{shape(0)[0], shape(0)[1], 3 * shape(0)[2]}
-                      : shape(1);
+                      ? Shape{shape_of(n, 0)[0], shape_of(n, 0)[1], 3 * shape_of(n, 0)[2]}
+                      : shape_of(n, 1);
       auto [heads, d] = heads_and_d(qkv);
       float scale = n.attrs.value("scale", 1.0f);
       const bool probs_bf16 = kind == K::context_v && handoff_.at(static_cast<size_t>(n.inputs[1]));
       auto op = std::make_shared<ops::AttentionGrad>(kind, qkv[0], qkv[1], heads, d, scale, gemm_bf16(n),
                                                      shared_attn_.at(static_cast<size_t>(n.id)), probs_bf16);
-      const float *a = in(0), *b = in(1);
+      const float *a = in_of(n, 0), *b = in_of(n, 1);
       return [=] { op->forward(out, a, b); };
     }
     default:
@@ -394,8 +385,7 @@ std::function<void()> Executor::make_attention_step(const Node& n) {
 
 // The steps after backward: the gradient allreduce, the global gradient norm and the optimizer.
 std::function<void()> Executor::make_update_step(const Node& n) {
-  auto in = [&](size_t i) { return f32(n.inputs.at(i)); };
-  float* out = f32(n.outputs.at(0));
+  float* out = out_of(n, 0);
   StepContext* ctx = &context_;
   switch (n.kind) {
     case OpKind::allreduce: {
@@ -429,7 +419,7 @@ std::function<void()> Executor::make_update_step(const Node& n) {
     }
     case OpKind::adamw_update:
     case OpKind::lamb_update: {
-      float *p = in(0), *g = in(1), *m = in(2), *v = in(3);
+      float *p = in_of(n, 0), *g = in_of(n, 1), *m = in_of(n, 2), *v = in_of(n, 3);
       const int64_t count = graph_.tensor(n.inputs[0]).numel();
       const bool decay = n.attrs.at("decay").get<bool>();
       const bool adamw = n.kind == OpKind::adamw_update;

@@ -427,6 +427,52 @@ TrainEvent to_train_event(const LoopEvent& e) {
   return ev;
 }
 
+// The options train() refuses before it reads anything.
+void check_train_options(const TrainOptions& o) {
+  check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
+        "--batch-size, --accum-steps and --max-steps must be positive");
+  check(!o.out.empty(), "--out is required");
+  check_lr_schedule(o);
+  check_recipe_options(o);
+  // Instance counters (step x accum x batch x ranks) must fit 64 bits.
+  int64_t instances = 0;
+  const int64_t W = dist::World::get().size();
+  check(!__builtin_mul_overflow(o.max_steps, o.accum_steps, &instances) &&
+            !__builtin_mul_overflow(instances, o.batch_size, &instances) &&
+            !__builtin_mul_overflow(instances, W, &instances) && instances <= (int64_t{1} << 53),
+        "--max-steps {} x --accum-steps {} x --batch-size {} x {} ranks is more than 2^53 instances",
+        o.max_steps, o.accum_steps, o.batch_size, W);
+}
+
+// The training graph's settings: the data's shape, the precision, the ranks and the recipe.
+RunSpec train_run_spec(const TrainOptions& o, const data::PretrainingDataset& train_set, int64_t W) {
+  RunSpec run;
+  run.batch = o.batch_size;
+  run.seq = static_cast<int64_t>(train_set.seq_len());
+  run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
+  run.precision = o.precision;
+  run.world_size = W;
+  run.allreduce = o.allreduce;
+  run.nsp = o.nsp;
+  run.dropout = o.dropout;
+  run.residual_scale = o.residual_scale;
+  return run;
+}
+
+// The settings a resume must share with the checkpoint (trainer_state.json), the recipe's too.
+nlohmann::json train_run_state(const TrainOptions& o, const data::PretrainingDataset& train_set, int64_t W,
+                               const nlohmann::json& recipe) {
+  nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
+  run_state.update({{"seed", o.seed},               {"batch_size", o.batch_size},
+                    {"accum_steps", o.accum_steps}, {"seq_len", static_cast<int64_t>(train_set.seq_len())},
+                    {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
+                    {"world_size", W},              {"nsp", o.nsp},
+                    {"dropout", o.dropout},
+                    {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});
+  run_state.update(recipe);
+  return run_state;
+}
+
 }  // namespace
 
 nlohmann::json trainer_state_header(RunKind kind) {
@@ -519,21 +565,7 @@ nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) 
 int64_t train(const TrainOptions& given, const std::function<void(const TrainEvent&)>& on_event,
               const std::atomic<bool>* stop) {
   TrainOptions o = given;
-  check(o.batch_size > 0 && o.accum_steps > 0 && o.max_steps > 0,
-        "--batch-size, --accum-steps and --max-steps must be positive");
-  check(!o.out.empty(), "--out is required");
-  check_lr_schedule(o);
-  check_recipe_options(o);
-  // Instance counters (step x accum x batch x ranks) must fit 64 bits.
-  {
-    int64_t instances = 0;
-    const int64_t W = dist::World::get().size();
-    check(!__builtin_mul_overflow(o.max_steps, o.accum_steps, &instances) &&
-              !__builtin_mul_overflow(instances, o.batch_size, &instances) &&
-              !__builtin_mul_overflow(instances, W, &instances) && instances <= (int64_t{1} << 53),
-          "--max-steps {} x --accum-steps {} x --batch-size {} x {} ranks is more than 2^53 instances",
-          o.max_steps, o.accum_steps, o.batch_size, W);
-  }
+  check_train_options(o);
   // Data parallel (mpirun -np W): every rank trains on its share of each batch; rank 0 alone
   // writes the output directory, checkpoints and metrics, evaluates and reports.
   auto& world = dist::World::get();
@@ -565,26 +597,8 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
 
   const std::optional<data::PretrainingDataset> eval_set = open_eval_set(o, config, writer);
 
-  RunSpec run;
-  run.batch = o.batch_size;
-  run.seq = S;
-  run.max_predictions = static_cast<int64_t>(train_set.max_predictions());
-  run.precision = o.precision;
-  run.world_size = W;
-  run.allreduce = o.allreduce;
-  run.nsp = o.nsp;
-  run.dropout = o.dropout;
-  run.residual_scale = o.residual_scale;
-  TrainStepper stepper(model, run, o.optimizer, o.seed);
-
-  nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
-  run_state.update({{"seed", o.seed},               {"batch_size", o.batch_size},
-                    {"accum_steps", o.accum_steps}, {"seq_len", S},
-                    {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
-                    {"world_size", W},              {"nsp", o.nsp},
-                    {"dropout", o.dropout},
-                    {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});
-  run_state.update(recipe);
+  TrainStepper stepper(model, train_run_spec(o, train_set, W), o.optimizer, o.seed);
+  const nlohmann::json run_state = train_run_state(o, train_set, W, recipe);
   agree_across_ranks(world, run_state, o, config);
   LoopState start;
   if (!o.resume.empty()) {
