@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "base/file_util.h"
 #include "ops/optimizer.h"
 #include "runtime/bert_builder.h"
 #include "runtime/recipe.h"
@@ -59,6 +60,71 @@ std::vector<float> read_tensor(const fs::path& file, const std::string& name, co
   std::vector<float> out(static_cast<size_t>(numel(shape)));
   SafetensorsFile(file).read_f32(name, shape, out.data());
   return out;
+}
+
+// bertlab's own forward of the model trained in dir/out as it trained (with --residual-scale A:
+// LN(A x + G(x)) on the weights as trained, from checkpoint-STEP's residual_form.safetensors),
+// against the PyTorch BERT of tests/reference/check_plain_bert.py on the model directory
+// written: the last hidden states of a batch with padding must agree within 1e-4.
+struct PlainBertCheck {
+  int exit_code = -1;
+  std::string output;
+  double unscaled_apart = 0;  // how far bertlab's forward without the scaling is
+};
+
+PlainBertCheck check_plain_bert(const TempDir& dir, const std::string& out, int64_t step, double A) {
+  Model trained = load_model(dir / out, Heads::pretraining);
+  if (A != 1) {
+    SafetensorsFile form(dir / out / fmt::format("checkpoint-{}", step) / "residual_form.safetensors");
+    for (const auto& name : residual_branch_outputs(trained.config))
+      form.read_f32(name, trained.params.info(name).shape, trained.params.data(name));
+  }
+  const int64_t B = 2, S = 16;
+  std::mt19937 rng(5);
+  nlohmann::json ids, types, mask;
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<int32_t> row_ids, row_types, row_mask;
+    for (int64_t s = 0; s < S; ++s) {
+      row_ids.push_back(static_cast<int32_t>(5 + rng() % (trained.config.vocab_size - 5)));
+      row_types.push_back(0);
+      row_mask.push_back(b == 1 && s >= 12 ? 0 : 1);  // some padding
+    }
+    ids.push_back(row_ids), types.push_back(row_types), mask.push_back(row_mask);
+  }
+  const nlohmann::json input = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask}};
+  std::ofstream(dir / "input.json") << input.dump();
+  const BertInputs in = inputs_from_json(input, "input.json");
+  auto forward = [&](double residual_scale) {
+    RunSpec r;
+    r.batch = B, r.seq = S, r.residual_scale = residual_scale;
+    Executor ex(build_bert(trained.config, r), trained.params);
+    set_inputs(ex, in);
+    ex.run();
+    const float* h = ex.output("last_hidden_state");
+    return std::vector<float>(h, h + B * S * trained.config.hidden_size);
+  };
+  const std::vector<float> hidden = forward(A), unscaled = forward(1);
+  PlainBertCheck result;
+  for (size_t i = 0; i < hidden.size(); ++i)
+    result.unscaled_apart = std::max(result.unscaled_apart, double(std::abs(hidden[i] - unscaled[i])));
+  const Shape shape{B, S, trained.config.hidden_size};
+  write_safetensors(dir / "hidden.safetensors", {{"last_hidden_state", "F32", shape, hidden.data()}});
+  auto check = run_shell(fmt::format("/usr/bin/python3 {} {} {} {}", quote(source_dir() / "tests/reference/check_plain_bert.py"),
+                                     quote(dir / out), quote(dir / "input.json"), quote(dir / "hidden.safetensors")));
+  result.exit_code = check.exit_code, result.output = check.output;
+  return result;
+}
+
+// The flags of configs/main-job.flags (the main job's recipe), comments and blank lines left out.
+std::string main_job_flags() {
+  std::ifstream in(source_dir() / "configs/main-job.flags");
+  REQUIRE(in);
+  std::string flags;
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    if (line.find_first_not_of(" \t") != std::string::npos) flags += " " + line;
+  }
+  return flags;
 }
 
 }  // namespace
@@ -273,46 +339,9 @@ TEST_CASE("train --residual-scale writes the plain BERT it equals (PyTorch refer
     CHECK(layout(dir / out / "model.safetensors") == layout(dir / "plain/model.safetensors"));
     CHECK(bytes(dir / out / "config.json") == bytes(dir / "plain/config.json"));
 
-    // bertlab's own forward with the scaling, LN(A x + G(x)), on the weights as trained (the
-    // final checkpoint's, with its folded tensors as trained), against the PyTorch BERT on the
-    // written model.
-    Model trained = load_model(dir / out, Heads::pretraining);
-    SafetensorsFile form(dir / out / "checkpoint-4/residual_form.safetensors");
-    for (const auto& name : residual_branch_outputs(trained.config))
-      form.read_f32(name, trained.params.info(name).shape, trained.params.data(name));
-    const int64_t B = 2, S = 16;
-    std::mt19937 rng(5);
-    nlohmann::json ids, types, mask;
-    for (int64_t b = 0; b < B; ++b) {
-      std::vector<int32_t> row_ids, row_types, row_mask;
-      for (int64_t s = 0; s < S; ++s) {
-        row_ids.push_back(static_cast<int32_t>(5 + rng() % (trained.config.vocab_size - 5)));
-        row_types.push_back(0);
-        row_mask.push_back(b == 1 && s >= 12 ? 0 : 1);  // some padding
-      }
-      ids.push_back(row_ids), types.push_back(row_types), mask.push_back(row_mask);
-    }
-    const nlohmann::json input = {{"input_ids", ids}, {"token_type_ids", types}, {"attention_mask", mask}};
-    std::ofstream(dir / "input.json") << input.dump();
-    const BertInputs in = inputs_from_json(input, "input.json");
-    auto forward = [&](double residual_scale) {
-      RunSpec r;
-      r.batch = B, r.seq = S, r.residual_scale = residual_scale;
-      Executor ex(build_bert(trained.config, r), trained.params);
-      set_inputs(ex, in);
-      ex.run();
-      const float* h = ex.output("last_hidden_state");
-      return std::vector<float>(h, h + B * S * trained.config.hidden_size);
-    };
-    const std::vector<float> hidden = forward(A), unscaled = forward(1);
-    double apart = 0;
-    for (size_t i = 0; i < hidden.size(); ++i) apart = std::max(apart, double(std::abs(hidden[i] - unscaled[i])));
-    INFO("A = " << a << ": without the scaling the trained weights give outputs up to " << apart << " away");
-    CHECK(apart > 1e-3);  // the scale matters: a missing fold would be caught far above the 1e-4 tolerance
-    const Shape shape{B, S, trained.config.hidden_size};
-    write_safetensors(dir / "hidden.safetensors", {{"last_hidden_state", "F32", shape, hidden.data()}});
-    auto check = run_shell(fmt::format("/usr/bin/python3 {} {} {} {}", quote(source_dir() / "tests/reference/check_plain_bert.py"),
-                                       quote(dir / out), quote(dir / "input.json"), quote(dir / "hidden.safetensors")));
+    const PlainBertCheck check = check_plain_bert(dir, out, 4, A);
+    INFO("A = " << a << ": without the scaling the trained weights give outputs up to " << check.unscaled_apart << " away");
+    CHECK(check.unscaled_apart > 1e-3);  // the scale matters: a missing fold would be caught far above the 1e-4 tolerance
     INFO(check.output);
     CHECK(check.exit_code == 0);
     CHECK_THAT(check.output, Contains("check_plain_bert: OK"));
@@ -384,4 +413,33 @@ TEST_CASE("train --seq-len-warmup on packed data, and its checks", "[train][reci
   auto malformed = run_bertlab(common + " --seq-len-warmup 16 --max-steps 4 --out " + quote(dir / "m"));
   CHECK(malformed.exit_code == 1);
   CHECK_THAT(malformed.output, Contains("--seq-len-warmup 16: expected STEPS:LEN"));
+}
+
+TEST_CASE("The main job's recipe writes a standard BERT: the PyTorch model on its checkpoint gives bertlab's outputs",
+          "[train][recipe][main_job][cli]") {
+  // configs/main-job.flags as scripts/demo.sh passes them, with its schedule (warmup-stable-decay,
+  // the last 20% a decay), for 5 steps on tiny packed data at 40% masking; then the written
+  // model directory in the independent PyTorch BERT (check_plain_bert.py).
+  TempDir dir("recipe-main-job");
+  prepare_packed(dir, "--masked-lm-prob 0.4 --max-predictions 13");
+  const std::string flags = main_job_flags();
+  auto r = run_bertlab(fmt::format("train --config {} --data {} --out {} --batch-size 4 --max-steps 5 --log-steps 1 "
+                                   "--eval-batches 1 --threads 2 --lr-schedule wsd --warmup-steps 1 --decay-ratio 0.2 {}",
+                                   quote(dir / "config.json"), quote(dir / "data"), quote(dir / "main"), flags));
+  INFO(flags);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The eval line counts the training sequences seen: 5 steps of 4.
+  nlohmann::json last_eval;
+  std::ifstream metrics(dir / "main/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);)
+    if (auto j = nlohmann::json::parse(line); j.contains("eval_mlm_accuracy")) last_eval = j;
+  CHECK(last_eval.at("step") == 5);
+  CHECK(last_eval.at("sequences") == 20);
+  const auto state = nlohmann::json::parse(bertlab::data::read_file(dir / "main/checkpoint-5/trainer_state.json"));
+  const double A = state.value("residual_scale", 1.0);
+  const PlainBertCheck check = check_plain_bert(dir, "main", 5, A);
+  INFO(check.output);
+  CHECK(check.exit_code == 0);
+  CHECK_THAT(check.output, Contains("check_plain_bert: OK"));
 }
