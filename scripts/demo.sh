@@ -71,7 +71,7 @@ estimate() {
       ev = e < 8 * b ? e : 8 * b
       t = s * 8 / p + n * ev / pi
       # finetune_fair.sh, per start: at the first budget the grid (3 rates) and about one more
-      # (a best rate at the grid's edge is tried doubled or halved); at each larger budget 2 or
+      # (a best rate at the edge of the grid is tried doubled or halved); at each larger budget 2 or
       # 3 rates; each run scored on about 2,700 validation and 2,700 test sentences (about 700
       # chunks each for genre).
       k = split(pb, B, " "); steps_pos = 4 * B[1]; runs_pos = 4
