@@ -8,8 +8,10 @@
 #      with the best validation accuracy is that start's rate (scratch and pretrained each get
 #      the rate that suits them). A best rate at the edge of the grid is not trusted: twice (or
 #      half) of it is tried too, up to two steps each way.
-#   3. That run's kept model, and a run at the same rate for each larger budget, scored once on
-#      the held-out documents (`finetune --test`; no choice looks at them).
+#   3. Each larger budget sweeps again, on the same validation split: the previous budget's rate
+#      and half of it (a quarter too when the half wins), since a longer run usually wants a
+#      lower rate. Every run's kept model is scored once on the held-out documents
+#      (`finetune --test`; no choice looks at them); the table shows the chosen rate's.
 # Prints, per budget, the held-out accuracy of both starts and the baselines, and writes
 # OUT/TASK-fair.json (what scripts/demo.sh's final table reads).
 #   scripts/finetune_fair.sh pos|genre MODEL_DIR [OUT]
