@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "hwmodel/encoder_layer.h"
+#include "hwmodel/rwma_tiling.h"
 
 namespace bertlab::hw {
 
@@ -164,34 +165,18 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
         for (int64_t kt = 0; kt < KT; ++kt) add(tile(kt, p0 + np.index, 0, M), in.weight * np.weight);
       continue;
     }
-    // TiC-SAT's RWMA blocking (smm_gem.cc): L1 groups of 64 K-rows x 32 N-columns (more
-    // columns when K is short), L2 chunks of 256 x 256, up to 512 rows of sequence blocks.
-    const int64_t rb = std::min<int64_t>(w.block_rows, M);
-    const int64_t kt1 = std::max<int64_t>(1, std::min<int64_t>(64, K) / S);
-    const int64_t ratio = 64 / std::min<int64_t>(64, K);
-    const int64_t nt1 = std::max<int64_t>(1, std::min<int64_t>(32 * ratio, N) / S);
-    const int64_t blocks = ceil_div(M, rb), per_l2 = std::max<int64_t>(1, std::min<int64_t>(512 / rb, blocks));
-    const int64_t kt2 = std::max<int64_t>(1, std::min<int64_t>(256, K) / S / kt1);
-    const int64_t nt2 = std::max<int64_t>(1, std::min<int64_t>(256, N) / S / nt1);
-    // A loop is sampled only when no loop around it comes back to its data: skipped iterations
-    // would shrink the footprint between the visits (an operand that overflows the LLC would hit).
-    // The weight chunks (kc, nc) come back for every sequence group; the output chunks (nc) for
-    // every K chunk.
-    const int64_t groups = ceil_div(blocks, per_l2), kchunks = ceil_div(KT, kt2 * kt1);
-    for (const Visit& gi : loop_visits(groups, sampled)) {
-      const auto [b0, b1] = core_rows(std::min(per_l2, blocks - gi.index * per_l2), P, core, 1);
-      for (const Visit& kc : loop_visits(kchunks, sampled && groups == 1))
-        for (const Visit& nc : loop_visits(ceil_div(NT, nt2 * nt1), sampled && groups == 1 && kchunks == 1))
-          for (int64_t blk = b0; blk < b1; ++blk)
-            for (int64_t tr2 = 0; tr2 < kt2; ++tr2)
-              for (int64_t tc2 = 0; tc2 < nt2; ++tc2)
-                for (int64_t tr1 = 0; tr1 < kt1; ++tr1)
-                  for (int64_t tc1 = 0; tc1 < nt1; ++tc1) {
-                    const int64_t kt = kc.index * kt2 * kt1 + tr2 * kt1 + tr1, nt = nc.index * nt2 * nt1 + tc2 * nt1 + tc1;
-                    if (kt >= KT || nt >= NT) continue;  // a partial chunk at the edge
-                    const int64_t row0 = (gi.index * per_l2 + blk) * rb;
-                    add(tile(kt, nt, row0, std::min(rb, M - row0)), in.weight * gi.weight * kc.weight * nc.weight);
-                  }
+    // TiC-SAT's RWMA tiling (rwma_tiling.h). A loop is sampled only when no loop around it
+    // comes back to its data: skipped iterations would shrink the footprint between the visits
+    // (an operand that overflows the LLC would hit). The weight chunks (kc, nc) come back for
+    // every sequence group; the output chunks (nc) for every K chunk.
+    const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);
+    for (const Visit& gi : loop_visits(t.groups, sampled)) {
+      const auto [b0, b1] = core_rows(t.blocks_in(gi.index), P, core, 1);
+      for (const Visit& kc : loop_visits(t.kchunks, sampled && t.groups == 1))
+        for (const Visit& nc : loop_visits(t.nchunks, sampled && t.groups == 1 && t.kchunks == 1))
+          rwma_chunk_tiles(t, gi.index, kc.index, nc.index, b0, b1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
+            add(tile(kt, nt, row0, rows), in.weight * gi.weight * kc.weight * nc.weight);
+          });
     }
   }
   c.steps = tile_steps(std::move(tiles), S, W, word, S * e, a, b, y);

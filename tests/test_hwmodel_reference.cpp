@@ -15,6 +15,7 @@
 #include "hwmodel/core_model.h"
 #include "hwmodel/lackey_replay.h"
 #include "hwmodel/reference/kernels.h"
+#include "hwmodel/rwma_tiling.h"
 #include "test_util.h"
 
 using namespace bertlab::hw;
@@ -43,6 +44,60 @@ std::vector<uint8_t> random_region(LayerOp op, const LayerDims& d, uint32_t seed
 // (A and Y: panel stride `panel`; B: S x S tiles [n/S][k][S]).
 int64_t at(Arrangement a, int64_t r, int64_t c, int64_t ld, int64_t S, int64_t panel) {
   return a == Arrangement::rwma ? r * ld + c : (c / S) * panel + r * S + c % S;
+}
+
+
+// An array that computes nothing and records, per tile, the first weight word it is given and
+// the first input word streamed (the operands hold their own word indices, so the words name
+// the tile's K and N index and its first row).
+struct OrderArray {
+  struct Seen {
+    uint32_t weight, input;
+  };
+  std::vector<Seen> tiles;
+  bool fresh = false;
+  uint32_t first_weight = 0;
+  void reset() { fresh = true; }
+  void load_weight(int64_t idx, uint32_t word) {
+    if (fresh && idx == 0) first_weight = word;
+  }
+  uint32_t issue(int64_t, uint32_t x) {
+    if (fresh) tiles.push_back({first_weight, x}), fresh = false;
+    return 0;
+  }
+};
+
+// The reference RWMA kernel visits the tiles of hwmodel/rwma_tiling.h (the core model's walk)
+// in the same order, on every core of a split. Returns the number of mismatches.
+template <int S>
+int64_t rwma_order_mismatches(LayerOp op, const LayerDims& d, int64_t cores) {
+  const auto ops = op_operands(op, d);
+  const LayerGemm g = layer_gemm(op, Arrangement::rwma, d, S);
+  std::vector<uint32_t> region(static_cast<size_t>(region_bytes(ops) / 4));
+  for (size_t i = 0; i < region.size(); ++i) region[i] = static_cast<uint32_t>(i);
+  auto* base = reinterpret_cast<uint8_t*>(region.data());
+  const RwmaTiling t = rwma_tiling(g.m, g.k, g.n, S, 128);
+  int64_t bad = 0;
+  for (const auto& in : g.instances)
+    for (int64_t core = 0; core < cores; ++core) {
+      OrderArray arr;
+      hwref::gemm_rwma<S>(arr, base + ops[in.a].offset, base + ops[in.b].offset, base + ops[in.y].offset, g, in, cores, core);
+      const int64_t a0 = (ops[in.a].offset + in.a_off) / 4, b0w = (ops[in.b].offset + in.b_off) / 4;
+      std::vector<OrderArray::Seen> want;
+      for (int64_t gi = 0; gi < t.groups; ++gi) {
+        const auto [r0, r1] = core_rows(t.blocks_in(gi), cores, core, 1);
+        for (int64_t kc = 0; kc < t.kchunks; ++kc)
+          for (int64_t nc = 0; nc < t.nchunks; ++nc)
+            rwma_chunk_tiles(t, gi, kc, nc, r0, r1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t) {
+              want.push_back({static_cast<uint32_t>(b0w + kt * S * g.ldb / 4 + nt * S / 4),
+                              static_cast<uint32_t>(a0 + row0 * g.lda / 4 + kt * S / 4)});
+            });
+      }
+      bad += std::abs(static_cast<int64_t>(want.size()) - static_cast<int64_t>(arr.tiles.size()));
+      for (size_t i = 0; i < std::min(want.size(), arr.tiles.size()); ++i)
+        bad += want[i].weight != arr.tiles[i].weight || want[i].input != arr.tiles[i].input;
+    }
+  return bad;
 }
 
 }  // namespace
@@ -79,6 +134,25 @@ TEST_CASE("reference GEMM kernels compute Y += A B in both arrangements on every
         CHECK(bad == 0);
       }
   }
+}
+
+TEST_CASE("reference RWMA kernel walks the tiles of rwma_tiling.h in the core model's order", "[hwmodel-reference]") {
+  // The reference keeps its own loops (valgrind measures their instructions), so the shared
+  // tiling is checked here: every tile, its first row and the order, on 1 to 3 cores.
+  const LayerDims d = small_dims();
+  int64_t gemms = 0;
+  for (const auto& e : kLayerOpTable) {
+    if (!e.gemm) continue;
+    ++gemms;
+    for (const int64_t cores : {1, 2, 3}) {
+      INFO(fmt::format("{} cores={}", e.name, cores));
+      CHECK(rwma_order_mismatches<4>(e.op, d, cores) == 0);
+      CHECK(rwma_order_mismatches<8>(e.op, d, cores) == 0);
+      CHECK(rwma_order_mismatches<16>(e.op, d, cores) == 0);
+      CHECK(rwma_order_mismatches<32>(e.op, d, cores) == 0);
+    }
+  }
+  CHECK(gemms >= 4);
 }
 
 TEST_CASE("reference K transpose gives K^T in the scores' weight layout", "[hwmodel-reference]") {

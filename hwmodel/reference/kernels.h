@@ -100,6 +100,12 @@ inline void stream_tile(Array& arr, int64_t rows, In in, Out out) {
 // N in chunks of 256, the core's blocks, then L1 groups of 64 K-rows x 32 N-columns (64 x
 // 32 * 64 / K when K < 64) walked tile by tile. The output word of valid output o is found
 // by a division and a modulo of o (as in TiC-SAT), added into the row-major Y.
+// The tiling and loop order are hwmodel/rwma_tiling.h's (the core model walks that header's
+// rwma_chunk_tiles); they are written out here because these loops are what valgrind
+// measures: through the shared template (forced inline) ffn_in at S = 8 ran 0.4-1.3% more
+// instructions (10-30% more without forced inlining) under cachegrind, and even the shared
+// constants alone 0.8% (registers); either would move the measured basis. Test "reference RWMA
+// kernel walks the tiles of rwma_tiling.h ..." checks every tile and its order against it.
 template <int S, class Array>
 void gemm_rwma(Array& arr, const uint8_t* A, const uint8_t* B, uint8_t* Y, const hw::LayerGemm& g,
                const hw::GemmInstance& in, int64_t cores, int64_t core) {
