@@ -138,8 +138,13 @@ TEST_CASE("reference GEMM kernels compute Y += A B in both arrangements on every
 
 TEST_CASE("reference RWMA kernel walks the tiles of rwma_tiling.h in the core model's order", "[hwmodel-reference]") {
   // The reference keeps its own loops (valgrind measures their instructions), so the shared
-  // tiling is checked here: every tile, its first row and the order, on 1 to 3 cores.
-  const LayerDims d = small_dims();
+  // tiling is checked here: every tile, its first row and the order, on 1 to 3 cores. Shapes
+  // with more than one sequence group (768 rows: 4 + 2 blocks), K chunk and N chunk (K 512, N
+  // 1024 and more), so that any two of the outer loops swapped would show. The reference, as
+  // TiC-SAT, assumes chunks that divide K and N (at 640 rows it leaves out the scores' last
+  // N chunk, where the core model walks the partial one): 768 keeps to that.
+  LayerDims d;
+  d.seq = 768, d.hidden = 512, d.heads = 8, d.head_dim = 64, d.ff = 1024;
   int64_t gemms = 0;
   for (const auto& e : kLayerOpTable) {
     if (!e.gemm) continue;
