@@ -11,7 +11,7 @@
 #   the default, the pretraining heads);
 # - `estimate --json` and `--csv` of the bert-base training graph, seq 128.
 # SYSTEM overrides the system file; its "core.walk" field is dropped (binaries from before the
-# field refuse it), so both walk exactly. PARTS (default "mini base train hwref") picks a subset.
+# field refuse it), so both walk exactly; the side tool gets it with "qkv": "fused" (its layer). PARTS (default "mini base train hwref") picks a subset.
 # Exit status 1 when any output differs.
 set -euo pipefail
 BASE=${BASE:?set BASE to the binary before the change}
@@ -22,11 +22,13 @@ out=${1:-$(mktemp -d)}
 mkdir -p "$out/base" "$out/new"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 - "$SYSTEM" "$tmp/system.json" <<'PY'
+/usr/bin/python3 - "$SYSTEM" "$tmp/system.json" "$tmp/system_fused.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 j.get("core", {}).pop("walk", None)
 json.dump(j, open(sys.argv[2], "w"), indent=1)
+j["qkv"] = "fused"  # the side tool runs the reference's fused QKV GEMM and refuses per_head
+json.dump(j, open(sys.argv[3], "w"), indent=1)
 PY
 SYSTEM=$tmp/system.json
 sweep=(--kernel 4,8,16,32 --cores 1,2,4 --arrangement both)
@@ -72,7 +74,7 @@ if [[ " $PARTS " == *" hwref "* && -n "${HWREF_BASE:-}" ]]; then
       for S in 4 8 16 32; do
         for cores in 1 2 4; do
           for arr in rwma bwma; do
-            "$bin" model --op "$op" --seq 128 --arrangement $arr --kernel $S --cores $cores --system "$SYSTEM"
+            "$bin" model --op "$op" --seq 128 --arrangement $arr --kernel $S --cores $cores --system "$tmp/system_fused.json"
           done
         done
       done
