@@ -568,3 +568,22 @@ TEST_CASE("Every op kind: fast path equals reference, backward equals finite dif
     CHECK(seen.count(info.kind) == 1);
   }
 }
+
+TEST_CASE("Every op kind's rules are complete: shapes, costs, kernel; a GEMM exactly for the gemm kinds",
+          "[op_table]") {
+  for (const auto& info : kOpTable) {
+    const OpRules& r = op_rules(info.kind);
+    INFO("op kind '" << info.name << "': its rules (runtime/rules/) lack a function");
+    CHECK(r.infer != nullptr);
+    CHECK(r.flops != nullptr);
+    CHECK(r.min_bytes != nullptr);
+    CHECK(r.kernel != nullptr);
+    INFO("op kind '" << info.name << "': category " << to_string(info.category) << " but "
+                     << (r.gemm ? "a" : "no") << " GEMM in its rules");
+    CHECK((r.gemm != nullptr) == (info.category == Category::gemm));
+    // The forward kinds are differentiated (cross_entropy is seeded as a loss instead).
+    INFO("op kind '" << info.name << "': phase " << to_string(info.phase) << " but "
+                     << (r.backward ? "a" : "no") << " backward rule");
+    CHECK((r.backward != nullptr) == (info.phase == Phase::forward && info.kind != OpKind::cross_entropy));
+  }
+}
