@@ -90,6 +90,8 @@ enum class Fusion : uint8_t { none, linear_activation, linear_residual };
   X(add, memory_bound, add, forward, no, kept, linear_residual, stream, elementwise)            \
   /* x -> alpha * x; attr alpha (the residual's scale of train --residual-scale, and its grad) */ \
   X(scale, memory_bound, add, forward, no, kept, none, stream, elementwise)                     \
+  /* a, b (same shape) -> a * b; its gradients are muls (da = dy * b, db = dy * a) */            \
+  X(mul, memory_bound, add, forward, no, kept, none, stream, elementwise)                       \
   /* x(...,H), gamma(H), beta(H) -> (...,H); attr eps */                                         \
   X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm, normalization) \
   /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu, silu) */                  \

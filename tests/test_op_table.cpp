@@ -357,6 +357,17 @@ std::vector<Case> cases() {
     c.loss_sum = [=](const Values& v) { return ops::cross_entropy_forward_reference(v("logits"), v.ids("labels"), N, C).loss_sum; };
     out.push_back(c);
   }
+  {  // mul: its backward is two muls, each reading the other operand
+    Case c{"mul", [](Graph& g) { return g.apply(OpKind::mul, "mul", {w(g, "a", {B, S, H}), w(g, "b", {B, S, H})}); },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             ops::mul_forward_reference(y.data(), v("a"), v("b"), B * S * H);
+             return y;
+           }};
+    c.values.f = {{"a", rnd(B * S * H)}, {"b", rnd(B * S * H)}};
+    c.wrt = {"a", "b"};
+    out.push_back(c);
+  }
   return out;
 }
 

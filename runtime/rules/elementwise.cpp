@@ -1,5 +1,5 @@
 // The rules of the element-wise kinds (kernels in ops/elementwise.h): the attention-mask bias,
-// add, scale, the activations and their gradients, dropout and its gradient.
+// add, scale, mul, the activations and their gradients, dropout and its gradient.
 #include "ops/elementwise.h"
 
 #include "base/error.h"
@@ -39,12 +39,15 @@ void add_backward(Differentiator& d, const Node& n, int dy) {
   d.contribute(n.inputs[0], dy);
   d.contribute(n.inputs[1], dy);
 }
-std::function<void()> add_kernel(StepBinder& b, const Node& n) {
+// Two inputs, one output, all of n elements: y = f(a, b) element by element (add, mul).
+using BinaryKernel = void (*)(float* y, const float* a, const float* b, int64_t n);
+std::function<void()> bind_binary(StepBinder& b, const Node& n, BinaryKernel kernel) {
   float* out = b.out(n, 0);
   const int64_t out_numel = b.out_numel(n);
   const float *x = b.in(n, 0), *y = b.in(n, 1);
-  return [=] { ops::add_forward(out, x, y, out_numel); };
+  return [=] { kernel(out, x, y, out_numel); };
 }
+std::function<void()> add_kernel(StepBinder& b, const Node& n) { return bind_binary(b, n, ops::add_forward); }
 
 // scale: x -> alpha x; its gradient is the same op
 void scale_backward(Differentiator& d, const Node& n, int dy) {
@@ -57,6 +60,15 @@ std::function<void()> scale_kernel(StepBinder& b, const Node& n) {
   const float alpha = n.attrs.at("alpha").get<float>();
   return [=] { ops::scale_forward(out, x, alpha, out_numel); };
 }
+
+// mul: a, b (same shape) -> a * b; da = dy * b and db = dy * a are muls too
+OutputTypes mul_outputs(const Graph& g, const Node& n) { return same_shape_pair(g, n, "multiply"); }
+void mul_backward(Differentiator& d, const Node& n, int dy) {
+  const auto& in = n.inputs;
+  d.contribute(in[0], d.emit1(OpKind::mul, n.name + ".grad_a", {dy, d.saved(in[1])}));
+  d.contribute(in[1], d.emit1(OpKind::mul, n.name + ".grad_b", {dy, d.saved(in[0])}));
+}
+std::function<void()> mul_kernel(StepBinder& b, const Node& n) { return bind_binary(b, n, ops::mul_forward); }
 
 // activation: x -> act(x); attr activation (a row of ops/activation.h)
 OutputTypes activation_outputs(const Graph& g, const Node& n) {
@@ -124,6 +136,7 @@ std::function<void()> dropout_kernel(StepBinder& b, const Node& n) {
 const OpRules mask_bias{mask_bias_outputs, flops_per_input0, io_bytes, nullptr, mask_bias_backward, mask_bias_kernel};
 const OpRules add{add_outputs, flops_per_input0, io_bytes, nullptr, add_backward, add_kernel};
 const OpRules scale{same_as_input0, flops_per_input0, io_bytes, nullptr, scale_backward, scale_kernel};
+const OpRules mul{mul_outputs, flops_per_input0, io_bytes, nullptr, mul_backward, mul_kernel};
 const OpRules activation{activation_outputs, activation_flops, io_bytes, nullptr, activation_backward, activation_kernel};
 const OpRules activation_grad{activation_grad_outputs, activation_grad_flops, io_bytes, nullptr, nullptr,
                               activation_grad_kernel};
