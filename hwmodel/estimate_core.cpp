@@ -119,15 +119,17 @@ void run_lines(CorePricer& p, const SystemDesc& s, const std::vector<LineStream>
 // The TiC-SAT GEMM kernel whose instruction counts price a GEMM node: the attention products
 // by their operand shapes (scores: (L,d) x (d,L); context: (L,L) x (L,d)), the dense layers by
 // N against K (the qkv, attention-output, FFN-in and FFN-out kernels differ by under 0.5%).
-LayerOp gemm_kernel(const Node& node, const GemmShape& gm) {
-  switch (node.kind) {
-    case OpKind::attn_scores:
-    case OpKind::attn_context_grad_probs: return LayerOp::scores;
-    case OpKind::attn_context:
-    case OpKind::attn_scores_grad_q:
-    case OpKind::attn_scores_grad_k:
-    case OpKind::attn_context_grad_v: return LayerOp::context;
-    default: break;
+LayerOp gemm_kernel(const GemmShape& gm) {
+  switch (gm.role) {
+    case GemmRole::scores:
+    case GemmRole::context_grad_probs: return LayerOp::scores;
+    case GemmRole::context:
+    case GemmRole::scores_grad_q:
+    case GemmRole::scores_grad_k:
+    case GemmRole::context_grad_v: return LayerOp::context;
+    case GemmRole::dense:
+    case GemmRole::dense_grad_input:
+    case GemmRole::dense_grad_weight: break;
   }
   if (gm.n == 3 * gm.k) return LayerOp::qkv;
   if (gm.n > gm.k) return LayerOp::ffn_in;
@@ -172,7 +174,7 @@ void NodeModel::core_gemm(const Node& node, const GemmShape& gm, const GemmWork&
   const int a = p.operand(w.a_name), b = p.operand(w.b_name), y = p.operand(w.y_name);
   std::vector<CoreShare> shares;
   for (int64_t c = 0; c < P; ++c) shares.push_back(gemm_share(w, s_, c, a, b, y));
-  p.run(shares, gemm_kernel(node, gm), n, terms_);
+  p.run(shares, gemm_kernel(gm), n, terms_);
   // The epilogue as TiC-SAT runs it, after the GEMM: the residual added word by word into the
   // output (its residual add kernel), the activation looked up element by element (its GELU
   // kernel); vectors (bias, the bias gradient, the mask) streamed without a kernel of their own.
@@ -189,7 +191,7 @@ void NodeModel::core_gemm(const Node& node, const GemmShape& gm, const GemmWork&
     run_lines(p, s_, {{p.operand("residual"), acc.sweep.start, acc.sweep.width, false}, {y, out_base, out_bytes, true}},
               LayerOp::residual_add, s_.array.bytes_per_issue, n, terms_);
   }
-  if (node.kind == OpKind::linear && node.attrs.is_object() && node.attrs.contains("activation")) {
+  if (gm.role == GemmRole::dense && node.attrs.is_object() && node.attrs.contains("activation")) {
     term(n, "activation {} looked up over the output", node.attrs.at("activation").dump());
     run_lines(p, s_, {{y, out_base, out_bytes, true}}, LayerOp::gelu, y0.elem, n, terms_);
   }

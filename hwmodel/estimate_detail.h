@@ -87,7 +87,7 @@ class NodeModel {
   }
 
   void lower_gemm(const Node& node, const GemmShape& gm, std::vector<NodeEstimate>& out);
-  bool lower_attention(const Node& node, GemmWork& w, StreamWork& extra, std::string& lowering);
+  bool lower_attention(const Node& node, GemmRole role, GemmWork& w, StreamWork& extra, std::string& lowering);
   void array_gemm(const Node& node, const GemmShape& gm, GemmWork& w, StreamWork& extra, bool converted,
                   const std::string& lowering, std::vector<NodeEstimate>& out);
 

@@ -25,13 +25,14 @@ int64_t NodeModel::per_head_qkv(int qkv) {
 // The attention products of one forward node: QK^T per (batch, head), K^T converted into the
 // B arrangement first; or PV per (batch, head), with TiC-SAT's head copy under per-head RWMA.
 // Returns whether a conversion node precedes the GEMM.
-bool NodeModel::lower_attention(const Node& node, GemmWork& w, StreamWork& extra, std::string& lowering) {
+bool NodeModel::lower_attention(const Node& node, GemmRole role, GemmWork& w, StreamWork& extra, std::string& lowering) {
   const int64_t S = s_.array.kernel;
   bool converted = false;
-  const TensorDesc& qkv = g_.tensor(node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1]);
+  const bool scores = role == GemmRole::scores;  // else the context
+  const TensorDesc& qkv = g_.tensor(scores ? node.inputs[0] : node.inputs[1]);
   const int64_t B = qkv.shape[0], L = qkv.shape[1], H = qkv.shape[2] / 3;
   const int64_t heads = node.attrs.at("heads").get<int64_t>(), d = H / heads;
-  const int qkv_id = node.kind == OpKind::attn_scores ? node.inputs[0] : node.inputs[1];
+  const int qkv_id = scores ? node.inputs[0] : node.inputs[1];
   const MatrixView qkv_m = low_.matrix(qkv_id, 0);
   // Head h's Q, K or V (part 0, 1, 2) of batch b: in place in qkv, or its own buffer per head.
   const bool split = per_head_qkv(qkv_id) > 0;
@@ -39,7 +40,7 @@ bool NodeModel::lower_attention(const Node& node, GemmWork& w, StreamWork& extra
     return split ? sub_view(head_buffer(qkv_id, part, h, B * L, d), b * L, L, 0, d)
                  : sub_view(qkv_m, b * L, L, part * H + h * d, d);
   };
-  if (node.kind == OpKind::attn_scores) {
+  if (scores) {
     // K^T: the B operand is K transposed. RWMA: a row-major copy (d x L per head);
     // BWMA: every S x S tile transposed in place of the panel order. Either way the K
     // third of qkv is read once and the copy written once.
@@ -177,7 +178,7 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
   StreamWork extra;
   bool converted = false;
   std::string lowering;
-  if (node.kind == OpKind::linear) {
+  if (gm.role == GemmRole::dense) {
     const MatrixView x = low_.matrix(node.inputs[0], 0);
     const std::string& wname = g_.tensor(node.inputs[1]).name;
     if (const int64_t heads = per_head_qkv(node.outputs[0]); heads > 0) {
@@ -200,8 +201,8 @@ void NodeModel::lower_gemm(const Node& node, const GemmShape& gm, std::vector<No
     extra.accesses.push_back({"bias", low_.whole(g_.tensor(node.inputs[2]).name, gm.n * s_.elem_bytes), false});
     if (node.inputs.size() > 3)
       extra.accesses.push_back({"residual", low_.whole(g_.tensor(node.inputs[3]).name, low_.tensor_bytes(node.inputs[3])), false});
-  } else if (node.kind == OpKind::attn_scores || node.kind == OpKind::attn_context) {
-    converted = lower_attention(node, w, extra, lowering);
+  } else if (gm.role == GemmRole::scores || gm.role == GemmRole::context) {
+    converted = lower_attention(node, gm.role, w, extra, lowering);
   } else if (backward_gemm(node, gm, w, lowering)) {
     converted = !extra_conv_.accesses.empty();
   } else {
@@ -242,8 +243,8 @@ MatrixView NodeModel::transposed_a(const Node& node, const GemmShape& gm, const 
 }
 
 bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w, std::string& lowering) {
-  switch (node.kind) {
-    case OpKind::linear_grad_input: {  // dx(M,K) = dy(M,N) w(N,K)
+  switch (gm.role) {
+    case GemmRole::dense_grad_input: {  // dx(M,K) = dy(M,N) w(N,K)
       // The weight's forward packing read tile by tile in transposed order, each S x S
       // tile transposed as it is loaded: the same bytes per tile as the forward GEMM.
       const TensorDesc& wt = g_.tensor(node.inputs[1]);
@@ -252,7 +253,7 @@ bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w
       lowering = "dx(M,K) = dy(M,N) w(N,K): dy streamed as the A operand, the packed weight's tiles loaded transposed";
       return true;
     }
-    case OpKind::linear_grad_weight: {  // dw(N,K) = dy^T(N,M) x(M,K)
+    case GemmRole::dense_grad_weight: {  // dw(N,K) = dy^T(N,M) x(M,K)
       const MatrixView dy = low_.matrix(node.inputs[0], 0);
       w.instances.push_back({transposed_a(node, gm, dy, 0), low_.matrix(node.inputs[1], 0),
                              low_.matrix(node.outputs[0], 0)});
@@ -261,13 +262,13 @@ bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w
                              arr().transposed_dy);
       return true;
     }
-    case OpKind::attn_scores_grad_q:   // dQ = dS K
-    case OpKind::attn_scores_grad_k:   // dK = dS^T Q
-    case OpKind::attn_context_grad_v:  // dV = P^T dctx
-    case OpKind::attn_context_grad_probs: {  // dP = dctx V^T
+    case GemmRole::scores_grad_q:        // dQ = dS K
+    case GemmRole::scores_grad_k:        // dK = dS^T Q
+    case GemmRole::context_grad_v:       // dV = P^T dctx
+    case GemmRole::context_grad_probs: {  // dP = dctx V^T
       const int64_t heads = node.attrs.at("heads").get<int64_t>();
       const int qkv_or_ctx = node.inputs[1];
-      const bool probs = node.kind == OpKind::attn_context_grad_probs, dv = node.kind == OpKind::attn_context_grad_v;
+      const bool probs = gm.role == GemmRole::context_grad_probs, dv = gm.role == GemmRole::context_grad_v;
       const TensorDesc& seqt = g_.tensor(dv ? node.inputs[0] : node.inputs[1]);
       const int64_t B = seqt.shape[0], L = seqt.shape[1], H = dv ? seqt.shape[2] : seqt.shape[2] / 3, d = H / heads;
       const MatrixView out = low_.matrix(node.outputs[0], 0);
@@ -289,48 +290,25 @@ bool NodeModel::backward_gemm(const Node& node, const GemmShape& gm, GemmWork& w
       }
       const int scores = dv ? node.inputs[1] : node.inputs[0];
       const MatrixView seq = low_.matrix(dv ? node.inputs[0] : node.inputs[1], 0);
-      const int64_t b_col = node.kind == OpKind::attn_scores_grad_q ? H : 0;  // K for dQ, Q for dK
-      const int64_t y_col = node.kind == OpKind::attn_scores_grad_q ? 0 : node.kind == OpKind::attn_scores_grad_k ? H : 2 * H;
+      const int64_t b_col = gm.role == GemmRole::scores_grad_q ? H : 0;  // K for dQ, Q for dK
+      const int64_t y_col = gm.role == GemmRole::scores_grad_q ? 0 : gm.role == GemmRole::scores_grad_k ? H : 2 * H;
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < heads; ++h) {
           const int64_t i = b * heads + h;
           const MatrixView sc = low_.matrix(scores, i);
-          const MatrixView a = node.kind == OpKind::attn_scores_grad_q ? sc : transposed_a(node, gm, sc, i);
+          const MatrixView a = gm.role == GemmRole::scores_grad_q ? sc : transposed_a(node, gm, sc, i);
           w.instances.push_back({a, sub_view(seq, b * L, L, b_col + h * d, d), sub_view(out, b * L, L, y_col + h * d, d)});
         }
       lowering = fmt::format("{} products per head, the (L,d) operand read in place from {} ({}), the result "
                              "written into its third of dqkv; {}",
                              B * heads, dv ? "dctx" : "qkv", arr().head_operand,
-                             node.kind == OpKind::attn_scores_grad_q ? "dS streamed as A"
+                             gm.role == GemmRole::scores_grad_q ? "dS streamed as A"
                                                                       : arr().transposed_ll);
       return true;
     }
-    case OpKind::embedding:
-    case OpKind::mask_bias:
-    case OpKind::linear:
-    case OpKind::attn_scores:
-    case OpKind::softmax:
-    case OpKind::attn_context:
-    case OpKind::add:
-    case OpKind::scale:
-    case OpKind::layernorm:
-    case OpKind::activation:
-    case OpKind::first_token:
-    case OpKind::dropout:
-    case OpKind::gather_rows:
-    case OpKind::cross_entropy:
-    case OpKind::cross_entropy_grad:
-    case OpKind::softmax_grad:
-    case OpKind::layernorm_grad:
-    case OpKind::activation_grad:
-    case OpKind::dropout_grad:
-    case OpKind::embedding_grad:
-    case OpKind::gather_rows_grad:
-    case OpKind::first_token_grad:
-    case OpKind::grad_norm:
-    case OpKind::adamw_update:
-    case OpKind::lamb_update:
-    case OpKind::allreduce: return false;
+    case GemmRole::dense:
+    case GemmRole::scores:
+    case GemmRole::context: return false;
   }
   return false;
 }

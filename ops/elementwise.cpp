@@ -50,6 +50,15 @@ void scale_forward(float* y, const float* x, float alpha, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = alpha * x[i];
 }
 
+void mul_forward(float* y, const float* a, const float* b, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void mul_forward_reference(float* y, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
 void mask_bias_forward(float* bias, const int32_t* mask, int64_t n) {
   const float drop = std::numeric_limits<float>::lowest();
   for (int64_t i = 0; i < n; ++i) bias[i] = mask[i] != 0 ? 0.f : drop;

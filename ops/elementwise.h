@@ -28,6 +28,9 @@ void add_forward(float* y, const float* a, const float* b, int64_t n);
 void add_forward_reference(float* y, const float* a, const float* b, int64_t n);
 // y (n) = alpha x
 void scale_forward(float* y, const float* x, float alpha, int64_t n);
+// y (n) = a * b
+void mul_forward(float* y, const float* a, const float* b, int64_t n);
+void mul_forward_reference(float* y, const float* a, const float* b, int64_t n);
 
 // The additive attention bias of each key: 0 where mask != 0, the lowest float elsewhere
 // (as Hugging Face does), so a masked key gets probability exactly 0.

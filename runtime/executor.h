@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "ops/optimizer.h"
 #include "runtime/graph.h"
 #include "runtime/memory_plan.h"
 #include "runtime/params.h"
@@ -45,6 +46,10 @@ struct StepContext {
   // shared scratch (no memory per weight). Callers change it whenever the parameters may have.
   uint64_t weights_version = 0;
 };
+
+// The step's optimizer hyper-parameters, with global-norm clipping as
+// torch.nn.utils.clip_grad_norm_ (the gradient scaled by max_norm / (norm + 1e-6) when below 1).
+ops::AdamHyper optimizer_hyper(const StepContext& ctx);
 
 // A fresh StepContext::weights_version, unique in the process (never 0).
 uint64_t next_weights_version();
@@ -103,12 +108,8 @@ class Executor {
   float* in_of(const Node& n, size_t i) const { return f32(n.inputs.at(i)); }
   float* out_of(const Node& n, size_t i) const { return f32(n.outputs.at(i)); }
   const Shape& shape_of(const Node& n, size_t i) const { return graph_.tensor(n.inputs.at(i)).shape; }
+  friend class StepBinder;  // the kernel bindings of the op kinds (runtime/step_binder.h)
   std::function<void()> make_step(const Node& n);          // runtime/executor_steps.cpp
-  std::function<void()> make_linear_step(const Node& n);   // runtime/executor_steps.cpp
-  std::function<void()> make_grad_step(const Node& n);
-  std::function<void()> make_linear_grad_step(const Node& n);
-  std::function<void()> make_attention_step(const Node& n);
-  std::function<void()> make_update_step(const Node& n);
   void fuse_optimizer_steps();                             // runtime/executor_steps.cpp
   void fuse_pairs();                                       // runtime/executor_steps.cpp (fused_steps' pairs)
   std::function<void()> attention_step(const Node& scores, const Node& context);

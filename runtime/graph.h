@@ -43,11 +43,27 @@ struct TensorDesc {
   int64_t bytes() const { return numel() * dtype_size(dtype); }
 };
 
+// What a GEMM computes, in the terms of the layer it belongs to: hwmodel lowers and prices a GEMM
+// by its role (switching over this, not over OpKind), so a new op kind whose GEMM plays an
+// existing role needs nothing there.
+enum class GemmRole : uint8_t {
+  dense,               // y(M,N) = x(M,K) w^T: a linear layer
+  dense_grad_input,    // dx(M,K) = dy(M,N) w(N,K)
+  dense_grad_weight,   // dw(N,K) = dy^T(N,M) x(M,K), and the bias gradient
+  scores,              // per head, S(L,L) = Q(L,d) K^T: the operands are thirds of qkv
+  context,             // per head, ctx(L,d) = P(L,L) V(L,d)
+  scores_grad_q,       // dQ = dS K
+  scores_grad_k,       // dK = dS^T Q
+  context_grad_probs,  // dP = dctx V^T
+  context_grad_v,      // dV = P^T dctx
+};
+
 // The GEMM a node performs: batch independent products (M x K) * (K x N).
 // trans_b: the B operand is stored N x K (as HF linear weights and K^T in attention are).
 struct GemmShape {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  GemmRole role = GemmRole::dense;
   double flops() const { return 2.0 * batch * m * n * k; }
 };
 

@@ -1,7 +1,8 @@
 #pragma once
 // The seam through which a lab replaces one op's kernel (labs/kernel, lab 2: the student's
-// layernorm). One row per replaceable op kind; the executor (runtime/executor_steps.cpp) asks
-// the seam when it builds the node's kernel and runs bertlab's own kernel when the row is empty.
+// layernorm). One row per replaceable op kind; the kind's kernel binding (runtime/rules/normalization.cpp)
+// asks the seam when the executor builds the node's kernel, and binds bertlab's own kernel when the row is
+// empty.
 // Install before building an executor; the CLI installs the student's kernels when configured
 // with -DBERTLAB_LAB_KERNEL=ON (a startup hook, labs/kernel/plugin.cpp), a lab's grader installs them itself.
 #include <cstdint>

@@ -1,6 +1,11 @@
 #pragma once
-// Per-op-kind rules used by Graph: the activation attribute and shape inference. (FLOPs, bytes and the GEMM of
-// a node are public in graph.h.)
+// The code rules of an op kind, one OpRules per kind, defined per family beside its siblings in
+// runtime/rules/<family>.cpp and named by the kind's row in runtime/op_table.h (kOpRules). The
+// generic code calls through them: Graph (infer), node_flops, node_min_bytes and node_gemm
+// (graph.h), autodiff (backward) and the executor (kernel). Also the per-node helpers those rules
+// share: the activation attribute, the recomputation rule.
+#include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -9,6 +14,29 @@
 
 namespace bertlab {
 
+class Differentiator;  // runtime/differentiator.h
+class StepBinder;      // runtime/step_binder.h
+
+using OutputTypes = std::vector<std::pair<Shape, DType>>;
+
+struct OpRules {
+  // Shapes and dtypes of the node's outputs, validating its inputs; throws Error naming the node.
+  OutputTypes (*infer)(const Graph& g, const Node& n);
+  // FLOPs and minimal bytes (node_flops, node_min_bytes; docs/graph-format.md lists them).
+  double (*flops)(const Graph& g, const Node& n);
+  int64_t (*min_bytes)(const Graph& g, const Node& n);
+  // The GEMM of a gemm-category kind (node_gemm); nullptr for the others.
+  GemmShape (*gemm)(const Graph& g, const Node& n);
+  // Emits the nodes of the backward of n, given dy, the gradient of its output 0; nullptr for
+  // the kinds that are not differentiated (the backward, optimizer and communication kinds, and
+  // cross_entropy, which autodiff seeds as a loss).
+  void (*backward)(Differentiator& d, const Node& n, int dy);
+  // The node's kernel, bound once to its buffers (Executor).
+  std::function<void()> (*kernel)(StepBinder& b, const Node& n);
+};
+
+inline const OpRules& op_rules(OpKind k) { return *kOpRules[static_cast<size_t>(k)]; }
+
 // The activation of a node: its "activation" attribute (none when a linear has none); throws
 // Error naming the node on an unknown name, or when an activation node lacks it.
 ops::Activation activation_of(const Node& n);
@@ -16,6 +44,6 @@ ops::Activation activation_of(const Node& n);
 // table's `saved` column, and for activations the activation's row (ops/activation.h, keep).
 bool recomputed_in_backward(const Node& n);
 // Shapes and dtypes of a node's outputs, validating its inputs; throws Error naming the node.
-std::vector<std::pair<Shape, DType>> infer_outputs(const Graph& g, const Node& n);
+OutputTypes infer_outputs(const Graph& g, const Node& n);
 
 }  // namespace bertlab

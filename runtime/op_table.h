@@ -2,11 +2,15 @@
 // Every op kind, declared once. BERTLAB_OP_KINDS generates the OpKind enum, its names and the
 // table of facts the generic passes read (category, profile category, phase, in-place rule,
 // fusion, saved-for-backward rule, hwmodel family), so a pass never matches kinds or names by
-// hand. Rules that need code switch over OpKind exhaustively, without a default, and the build
-// treats a missing case as an error (-Werror=switch): shape inference, FLOPs, bytes and GEMM
-// shapes in runtime/op_rules.cpp, the backward rule in runtime/autodiff.cpp, the kernel in
-// runtime/executor_steps.cpp. Activations are one kind with an "activation" attribute whose
-// values are the rows of ops/activation.h.
+// hand. The last column names the family whose rules file defines the kind's code rules:
+// runtime/rules/<family>.cpp defines `rules::<family>::<kind>` (runtime/op_rules.h: shape
+// inference, FLOPs, minimal bytes, GEMM shape, backward rule, kernel binding), beside the rules
+// of the kind's siblings, and kOpRules below points every row at it. A row without the column
+// does not compile, a rules object named but not defined does not link, and the generic code
+// (Graph, autodiff, the executor, the profiler, hwmodel) calls through kOpRules instead of
+// switching over OpKind. hwmodel prices GEMMs by their GemmRole (runtime/graph.h), not their
+// kind. Activations are one kind with an "activation" attribute whose values are the rows of
+// ops/activation.h.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -68,73 +72,75 @@ enum class Fusion : uint8_t { none, linear_activation, linear_residual };
 
 // Shapes use B batch, S sequence, H hidden, nh heads, d head size, V vocab, P masked positions
 // per sequence. docs/graph-format.md lists inputs, outputs, FLOPs and bytes of each.
-//   X(kind, category, profile category, phase, in place, saved, fusion, hwmodel family)
+//   X(kind, category, profile category, phase, in place, saved, fusion, hwmodel family, rules)
 #define BERTLAB_OP_KINDS(X)                                                                      \
   /* ids(B,S) i32, type_ids(B,S) i32, word(V,H), pos(P,H), type(T,H) -> (B,S,H) */               \
-  X(embedding, memory_bound, embedding, forward, no, kept, none, embedding)                      \
+  X(embedding, memory_bound, embedding, forward, no, kept, none, embedding, embedding)          \
   /* attention_mask(B,S) i32 -> additive bias (B,S) f32: 0 keep, lowest float drop */           \
-  X(mask_bias, memory_bound, other, forward, no, kept, none, generic)                            \
+  X(mask_bias, memory_bound, other, forward, no, kept, none, generic, elementwise)              \
   /* x(...,K), w(N,K), b(N) [, residual(...,N)] -> (...,N); attr activation (epilogue) */        \
-  X(linear, gemm, gemm_linear, forward, no, kept, none, gemm)                                    \
+  X(linear, gemm, gemm_linear, forward, no, kept, none, gemm, linear)                           \
   /* qkv(B,S,3H), bias(B,S) -> scores(B,nh,S,S) = Q K^T * scale + bias */                       \
-  X(attn_scores, gemm, gemm_attention, forward, no, recomputed, none, gemm)                            \
+  X(attn_scores, gemm, gemm_attention, forward, no, recomputed, none, gemm, attention)          \
   /* x(...,L) -> softmax over the last axis */                                                   \
-  X(softmax, memory_bound, softmax, forward, yes, recomputed, none, softmax)                           \
+  X(softmax, memory_bound, softmax, forward, yes, recomputed, none, softmax, normalization)     \
   /* probs(B,nh,S,S), qkv(B,S,3H) -> ctx(B,S,H) = P V, heads concatenated */                     \
-  X(attn_context, gemm, gemm_attention, forward, no, recomputed, none, gemm)                           \
+  X(attn_context, gemm, gemm_attention, forward, no, recomputed, none, gemm, attention)         \
   /* a, b (same shape) -> a + b */                                                               \
-  X(add, memory_bound, add, forward, no, kept, linear_residual, stream)                          \
+  X(add, memory_bound, add, forward, no, kept, linear_residual, stream, elementwise)            \
   /* x -> alpha * x; attr alpha (the residual's scale of train --residual-scale, and its grad) */ \
-  X(scale, memory_bound, add, forward, no, kept, none, stream)                                   \
+  X(scale, memory_bound, add, forward, no, kept, none, stream, elementwise)                     \
+  /* a, b (same shape) -> a * b; its gradients are muls (da = dy * b, db = dy * a) */            \
+  X(mul, memory_bound, add, forward, no, kept, none, stream, elementwise)                       \
   /* x(...,H), gamma(H), beta(H) -> (...,H); attr eps */                                         \
-  X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm)                      \
+  X(layernorm, memory_bound, layernorm, forward, no, recomputed, none, layernorm, normalization) \
   /* x -> act(x); attr activation (ops/activation.h: gelu, tanh, relu, silu) */                  \
   X(activation, memory_bound, activation, forward, yes, per_activation, linear_activation,       \
-    stream)                                                                                      \
+    stream, elementwise)                                                                         \
   /* x(B,S,H) -> (B,H): the [CLS] row of each sequence */                                        \
-  X(first_token, memory_bound, other, forward, no, kept, none, generic)                          \
+  X(first_token, memory_bound, other, forward, no, kept, none, generic, embedding)              \
   /* x -> x * keep / (1 - p); attrs p, salt (counter-based mask) */                              \
-  X(dropout, memory_bound, dropout, forward, yes, recomputed, none, stream)                      \
+  X(dropout, memory_bound, dropout, forward, yes, recomputed, none, stream, elementwise)        \
   /* x(B,S,H), positions(B,P) i32 -> (B*P,H) */                                                  \
-  X(gather_rows, memory_bound, other, forward, no, kept, none, generic)                          \
+  X(gather_rows, memory_bound, other, forward, no, kept, none, generic, embedding)              \
   /* logits(N,C), labels(N) i32 (-100: ignored) -> (3): loss sum, correct, count; attr loss */   \
-  X(cross_entropy, memory_bound, loss, forward, no, kept, none, generic)                         \
+  X(cross_entropy, memory_bound, loss, forward, no, kept, none, generic, loss)                  \
   /* logits(N,C), labels(N) -> dlogits(N,C); attr loss (mlm | nsp) */                            \
-  X(cross_entropy_grad, memory_bound, loss, backward, no, kept, none, generic)                   \
+  X(cross_entropy_grad, memory_bound, loss, backward, no, kept, none, generic, loss)            \
   /* dy(...,N), w(N,K) -> dx(...,K) = dy w */                                                    \
-  X(linear_grad_input, gemm, gemm_dx, backward, no, kept, none, gemm)                            \
+  X(linear_grad_input, gemm, gemm_dx, backward, no, kept, none, gemm, linear)                   \
   /* dy(...,N), x(...,K) -> dw(N,K) += dy^T x, db(N) += sum dy */                                \
-  X(linear_grad_weight, gemm, gemm_dw, backward, no, kept, none, gemm)                           \
+  X(linear_grad_weight, gemm, gemm_dw, backward, no, kept, none, gemm, linear)                  \
   /* dscores(B,nh,S,S), qkv -> dqkv(B,S,3H), Q third = dS K * scale */                           \
-  X(attn_scores_grad_q, gemm, gemm_attention, backward, no, kept, none, gemm)                    \
+  X(attn_scores_grad_q, gemm, gemm_attention, backward, no, kept, none, gemm, attention)        \
   /* dscores, qkv -> dqkv, K third = dS^T Q * scale */                                           \
-  X(attn_scores_grad_k, gemm, gemm_attention, backward, no, kept, none, gemm)                    \
+  X(attn_scores_grad_k, gemm, gemm_attention, backward, no, kept, none, gemm, attention)        \
   /* dctx(B,S,H), qkv -> dprobs(B,nh,S,S) = dctx V^T */                                          \
-  X(attn_context_grad_probs, gemm, gemm_attention, backward, no, kept, none, gemm)               \
+  X(attn_context_grad_probs, gemm, gemm_attention, backward, no, kept, none, gemm, attention)   \
   /* dctx(B,S,H), probs -> dqkv(B,S,3H), V third = P^T dctx */                                   \
-  X(attn_context_grad_v, gemm, gemm_attention, backward, no, kept, none, gemm)                   \
+  X(attn_context_grad_v, gemm, gemm_attention, backward, no, kept, none, gemm, attention)       \
   /* dy, y -> dx = y * (dy - sum(dy * y)) */                                                     \
-  X(softmax_grad, memory_bound, softmax, backward, no, kept, none, softmax_grad)                 \
+  X(softmax_grad, memory_bound, softmax, backward, no, kept, none, softmax_grad, normalization) \
   /* dy, x, gamma -> dx, dgamma +=, dbeta += */                                                  \
-  X(layernorm_grad, memory_bound, layernorm, backward, no, kept, none, layernorm_grad)           \
+  X(layernorm_grad, memory_bound, layernorm, backward, no, kept, none, layernorm_grad, normalization) \
   /* dy, x (or y, per the activation's grad_from_output) -> dx; attr activation */              \
-  X(activation_grad, memory_bound, activation, backward, no, kept, none, stream)                 \
+  X(activation_grad, memory_bound, activation, backward, no, kept, none, stream, elementwise)   \
   /* dy -> dx with the forward mask; attrs p, salt */                                            \
-  X(dropout_grad, memory_bound, dropout, backward, yes, kept, none, stream)                      \
+  X(dropout_grad, memory_bound, dropout, backward, yes, kept, none, stream, elementwise)        \
   /* dout(B,S,H), ids, type_ids -> dword +=, dpos +=, dtype += */                                \
-  X(embedding_grad, memory_bound, embedding, backward, no, kept, none, embedding_grad)           \
+  X(embedding_grad, memory_bound, embedding, backward, no, kept, none, embedding_grad, embedding) \
   /* dy(B*P,H), positions(B,P), like(B,S,H) -> dx(B,S,H), zero elsewhere */                      \
-  X(gather_rows_grad, memory_bound, other, backward, no, kept, none, generic)                    \
+  X(gather_rows_grad, memory_bound, other, backward, no, kept, none, generic, embedding)        \
   /* dy(B,H), like(B,S,H) -> dx(B,S,H), zero but the first row */                                \
-  X(first_token_grad, memory_bound, other, backward, no, kept, none, generic)                    \
+  X(first_token_grad, memory_bound, other, backward, no, kept, none, generic, embedding)        \
   /* every parameter gradient -> (1) global L2 norm */                                           \
-  X(grad_norm, memory_bound, optimizer, optimizer, no, kept, none, update)                       \
+  X(grad_norm, memory_bound, optimizer, optimizer, no, kept, none, update, update)           \
   /* param, grad, m, v, norm(1) -> param, m, v updated in place; attrs decay, segments */        \
-  X(adamw_update, memory_bound, optimizer, optimizer, no, kept, none, update)                    \
-  X(lamb_update, memory_bound, optimizer, optimizer, no, kept, none, update)                     \
+  X(adamw_update, memory_bound, optimizer, optimizer, no, kept, none, update, update)        \
+  X(lamb_update, memory_bound, optimizer, optimizer, no, kept, none, update, update)         \
   /* every parameter gradient -> the same, summed over the ranks in place; attr world_size */    \
   /* (data parallelism, runtime/distributed.h) */                                                \
-  X(allreduce, communication, communication, communication, no, kept, none, update)
+  X(allreduce, communication, communication, communication, no, kept, none, update, update)
 
 enum class OpKind : uint8_t {
 #define BERTLAB_OP_ENUM(kind, ...) kind,
@@ -155,7 +161,7 @@ struct OpInfo {
 };
 
 inline constexpr std::array kOpTable{
-#define BERTLAB_OP_ROW(kind, cat, prof, phase, inplace, saved, fusion, family)                   \
+#define BERTLAB_OP_ROW(kind, cat, prof, phase, inplace, saved, fusion, family, file)                  \
   OpInfo{OpKind::kind,       #kind,           Category::cat, ProfileCategory::prof, Phase::phase, \
          InPlace::inplace,   Saved::saved,    Fusion::fusion, HwFamily::family},
     BERTLAB_OP_KINDS(BERTLAB_OP_ROW)
@@ -172,6 +178,26 @@ constexpr bool op_table_in_order() {
 static_assert(op_table_in_order(), "kOpTable rows must follow the OpKind enum");
 
 constexpr const OpInfo& op_info(OpKind k) { return kOpTable[static_cast<size_t>(k)]; }
+
+// The code rules of each kind (struct OpRules: runtime/op_rules.h), row i those of kind i.
+struct OpRules;
+#define BERTLAB_OP_RULES_DECLARE(kind, cat, prof, phase, inplace, saved, fusion, family, file) \
+  namespace rules::file {                                                                       \
+  extern const OpRules kind;                                                                   \
+  }
+BERTLAB_OP_KINDS(BERTLAB_OP_RULES_DECLARE)
+#undef BERTLAB_OP_RULES_DECLARE
+inline constexpr std::array<const OpRules*, kOpKindCount> kOpRules{
+#define BERTLAB_OP_RULES_ROW(kind, cat, prof, phase, inplace, saved, fusion, family, file) &rules::file::kind,
+    BERTLAB_OP_KINDS(BERTLAB_OP_RULES_ROW)
+#undef BERTLAB_OP_RULES_ROW
+};
+constexpr bool every_kind_has_rules() {
+  for (const OpRules* r : kOpRules)
+    if (r == nullptr) return false;
+  return true;
+}
+static_assert(every_kind_has_rules(), "every row of BERTLAB_OP_KINDS names the rules of its kind");
 
 // OpKind's names are the table's (base/enum_table.h's templates use them).
 constexpr auto enum_names(OpKind) {

@@ -357,6 +357,17 @@ std::vector<Case> cases() {
     c.loss_sum = [=](const Values& v) { return ops::cross_entropy_forward_reference(v("logits"), v.ids("labels"), N, C).loss_sum; };
     out.push_back(c);
   }
+  {  // mul: its backward is two muls, each reading the other operand
+    Case c{"mul", [](Graph& g) { return g.apply(OpKind::mul, "mul", {w(g, "a", {B, S, H}), w(g, "b", {B, S, H})}); },
+           [](const Values& v) {
+             Floats y(B * S * H);
+             ops::mul_forward_reference(y.data(), v("a"), v("b"), B * S * H);
+             return y;
+           }};
+    c.values.f = {{"a", rnd(B * S * H)}, {"b", rnd(B * S * H)}};
+    c.wrt = {"a", "b"};
+    out.push_back(c);
+  }
   return out;
 }
 
@@ -566,5 +577,24 @@ TEST_CASE("Every op kind: fast path equals reference, backward equals finite dif
   for (const auto& info : kOpTable) {
     INFO("op kind '" << info.name << "' is in the op table but no case of tests/test_op_table.cpp runs it");
     CHECK(seen.count(info.kind) == 1);
+  }
+}
+
+TEST_CASE("Every op kind's rules are complete: shapes, costs, kernel; a GEMM exactly for the gemm kinds",
+          "[op_table]") {
+  for (const auto& info : kOpTable) {
+    const OpRules& r = op_rules(info.kind);
+    INFO("op kind '" << info.name << "': its rules (runtime/rules/) lack a function");
+    CHECK(r.infer != nullptr);
+    CHECK(r.flops != nullptr);
+    CHECK(r.min_bytes != nullptr);
+    CHECK(r.kernel != nullptr);
+    INFO("op kind '" << info.name << "': category " << to_string(info.category) << " but "
+                     << (r.gemm ? "a" : "no") << " GEMM in its rules");
+    CHECK((r.gemm != nullptr) == (info.category == Category::gemm));
+    // The forward kinds are differentiated (cross_entropy is seeded as a loss instead).
+    INFO("op kind '" << info.name << "': phase " << to_string(info.phase) << " but "
+                     << (r.backward ? "a" : "no") << " backward rule");
+    CHECK((r.backward != nullptr) == (info.phase == Phase::forward && info.kind != OpKind::cross_entropy));
   }
 }
