@@ -386,7 +386,7 @@ int main(int argc, char** argv) {
 
   Grader g("allreduce: a ring on MPI point-to-point messages", o.results_json);
   const PlotPage plots(o.out, "allreduce");
-  g_rank_seconds = o.quick ? 40 : 100;  // under the checks' own limit (120 s), so the time-out is named
+  g_rank_seconds = o.quick ? 20 : 100;  // under the checks' own limit (120 s), so the time-out is named
   // Hints say what to look at, not the ring's steps (step 1 asks for them) nor its counts (step 3).
   const char* hint_sum = "the detail names a rank, the first wrong element and which ranks' values it holds: "
                          "follow that element around your ring by hand, step by step, on that many ranks";
