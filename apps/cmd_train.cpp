@@ -194,21 +194,11 @@ void add_train_command(CLI::App& root) {
           fmt::print(stderr, "neighbour yardsticks: {} training tokens counted in {:.2f} s\n", e.tokens, e.seconds);
           return;
         case TrainEvent::checkpoint:
-          fmt::print(stderr, "saved {}\n", e.path);
-          return;
         case TrainEvent::skipped:
-          fmt::print(stderr, "{}: its update skipped (--on-nonfinite skip)\n", e.reason);
-          return;
         case TrainEvent::dropped:
-          fmt::print(stderr, "{}: left out of the step's update (--on-nonfinite skip)\n", e.reason);
-          return;
         case TrainEvent::rolled_back:
-          fmt::print(stderr, "{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)\n",
-                     e.reason, e.path);
-          return;
         case TrainEvent::interrupted:
-          fmt::print(stderr, "stopped by signal after step {}; resume with --resume {}/checkpoint-{}\n",
-                     e.step_index, o.out.string(), e.step_index);
+          fmt::print(stderr, "{}\n", e.text);
           return;
       }
     };

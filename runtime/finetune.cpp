@@ -3,77 +3,26 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <map>
 #include <memory>
 #include <random>
 #include <tuple>
 
-#include "runtime/bert_builder.h"
-#include "runtime/checkpoint.h"
-#include "runtime/run_loop.h"
-#include "runtime/skip_micro_batches.h"
-#include "base/file_util.h"
 #include "base/error.h"
-#include "runtime/fusion.h"
+#include "base/file_util.h"
 #include "base/json_file.h"
-#include "runtime/trainer.h"
+#include "runtime/checkpoint.h"
+#include "runtime/lr_schedule.h"
+#include "runtime/run_setup.h"
+#include "runtime/skip_micro_batches.h"
 
 namespace bertlab {
 
 namespace fs = std::filesystem;
 using data::EncodedExample;
 using data::LabelSet;
-using data::TaskKind;
 
 namespace {
-
-constexpr const char* kSeqArch = "BertForSequenceClassification";
-constexpr const char* kTokenArch = "BertForTokenClassification";
-
-Heads heads_for(TaskKind t) {
-  switch (t) {
-    case TaskKind::sequence_classification: return Heads::sequence_classification;
-    case TaskKind::token_classification: return Heads::token_classification;
-  }
-  return Heads::none;
-}
-
-const char* architecture(Heads h) {
-  switch (h) {
-    case Heads::sequence_classification: return kSeqArch;
-    case Heads::token_classification: return kTokenArch;
-    case Heads::none: return "BertModel";
-    case Heads::pretraining: return "BertForPreTraining";
-  }
-  return "";
-}
-
-const char* task_flag(Heads h) { return h == Heads::token_classification ? "token-cls" : "seq-cls"; }
-
-// Label names from id2label of a fine-tuned config.json, in id order.
-std::vector<std::string> id2label(const nlohmann::json& cfg, const fs::path& file) {
-  check(cfg.contains("id2label") && cfg["id2label"].is_object(), "{}: no id2label; not a fine-tuned model",
-        file.string());
-  std::vector<std::string> names(cfg["id2label"].size());
-  for (auto it = cfg["id2label"].begin(); it != cfg["id2label"].end(); ++it) {
-    size_t id = 0;
-    try {
-      id = std::stoul(it.key());
-    } catch (const std::exception&) {
-      fail("{}: id2label key '{}' is not an integer", file.string(), it.key());
-    }
-    check(id < names.size() && it.value().is_string(), "{}: id2label entry '{}' is invalid", file.string(), it.key());
-    names[id] = it.value().get<std::string>();
-  }
-  return names;
-}
-
-void check_tokenizer(const fs::path& dir) {
-  check(fs::is_directory(dir), "model directory {} does not exist", dir.string());
-  check(fs::exists(dir / "vocab.txt"), "model directory {} has no tokenizer: vocab.txt is missing", dir.string());
-}
 
 // Hugging Face's _init_weights for a Linear: weight ~ normal(0, initializer_range), bias 0.
 void init_classifier(ParamStore& p, const BertConfig& c, uint64_t seed) {
@@ -97,215 +46,12 @@ nlohmann::json finetuned_config(const BertConfig& c, Heads h, const LabelSet& la
   return j;
 }
 
-// Encoded examples of one file, with their count of truncated ones.
-struct EncodedSet {
-  std::vector<EncodedExample> items;
-  int64_t truncated = 0;
-  size_t longest = 0;
-};
-
-EncodedSet encode_file(const fs::path& file, TaskKind task, const data::BertTokenizer& tok,
-                       LabelSet* labels, bool labelled, size_t max_length) {
-  EncodedSet out;
-  auto add = [&](EncodedExample e) {
-    out.truncated += e.truncated;
-    out.longest = std::max(out.longest, e.ids.size());
-    out.items.push_back(std::move(e));
-  };
-  switch (task) {
-    case TaskKind::sequence_classification: {
-      auto ex = data::read_text_examples(file, labelled);
-      if (labels && labels->size() == 0) *labels = LabelSet::from_examples(ex);
-      for (const auto& e : ex)
-        add(data::encode_text(tok, e, labelled ? labels->id(e.label, e.source + ": field 'label'") : -100, max_length));
-      break;
-    }
-    case TaskKind::token_classification: {
-      auto sents = data::read_conll(file, labelled);
-      if (labels && labels->size() == 0) *labels = LabelSet::from_sentences(sents);
-      for (const auto& s : sents) {
-        std::vector<int32_t> tags;
-        for (size_t w = 0; w < s.tags.size() && labelled; ++w)
-          tags.push_back(labels->id(s.tags[w], fmt::format("{} (sentence starting there), word {}: field 'tag'", s.source, w + 1)));
-        add(data::encode_words(tok, s.words, tags, max_length));
-      }
-      break;
-    }
-  }
-  return out;
-}
-
-// A (B, S) batch of encoded examples (nullptr: a padding row, ignored by the loss) written into
-// an executor's inputs. Returns the labelled count (sequences or tokens).
-int64_t fill_batch(Executor& ex, const std::vector<const EncodedExample*>& rows, int64_t B, int64_t S,
-                   Heads heads, int32_t pad_id, int32_t cls_id) {
-  int32_t* ids = ex.input("input_ids");
-  int32_t* types = ex.input("token_type_ids");
-  int32_t* mask = ex.input("attention_mask");
-  std::fill_n(ids, B * S, pad_id);
-  std::fill_n(types, B * S, 0);
-  std::fill_n(mask, B * S, 0);
-  const bool tokens = heads == Heads::token_classification;
-  if (tokens && ex.graph().find_tensor("token_positions")) {
-    int32_t* pos = ex.input("token_positions");
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < S; ++s) pos[b * S + s] = static_cast<int32_t>(s);
-  }
-  int32_t* labels = ex.graph().find_tensor("labels") ? ex.input("labels") : nullptr;
-  if (labels) std::fill_n(labels, tokens ? B * S : B, -100);
-  int64_t counted = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    const EncodedExample* e = b < static_cast<int64_t>(rows.size()) ? rows[b] : nullptr;
-    if (!e) {  // a padding row: [CLS] alone, so attention has one position to attend to
-      ids[b * S] = cls_id, mask[b * S] = 1;
-      continue;
-    }
-    const int64_t n = static_cast<int64_t>(e->ids.size());
-    std::copy_n(e->ids.begin(), n, ids + b * S);
-    std::copy_n(e->type_ids.begin(), n, types + b * S);
-    std::fill_n(mask + b * S, n, 1);
-    if (tokens) {
-      for (int64_t s = 0; s < n; ++s) {
-        if (labels) labels[b * S + s] = e->labels[s];
-        counted += e->labels[s] != -100;
-      }
-    } else {
-      if (labels) labels[b] = e->labels[0];
-      counted += e->labels[0] != -100;
-    }
-  }
-  return counted;
-}
-
-Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t B, int64_t S,
-                           bool train, Precision precision, const std::string& optimizer) {
-  RunSpec run;
-  run.batch = B, run.seq = S, run.heads = heads, run.num_labels = L, run.precision = precision;
-  run.mode = train ? "train" : "infer";
-  run.optimizer = optimizer;
-  Graph g = build_bert(c, run);
-  apply_fusions(g);
-  return g;
-}
-
-// Softmax of one row of logits, in double.
-std::vector<double> softmax(const float* x, int64_t L) {
-  std::vector<double> p(static_cast<size_t>(L));
-  const double mx = *std::max_element(x, x + L);
-  double sum = 0;
-  for (int64_t i = 0; i < L; ++i) sum += p[i] = std::exp(double(x[i]) - mx);
-  for (auto& v : p) v /= sum;
-  return p;
-}
-
-// Grouping by length pads a batch to a multiple of S/4 (rounded up to 8), so that at most four
-// graphs of one run exist and padding stays under a quarter of S.
-int64_t length_quantum(int64_t S) { return std::max<int64_t>(8, (S / 4 + 7) / 8 * 8); }
-
-// The padded length of a batch whose longest example has `longest` tokens: `S` itself, or with
-// grouping the next multiple of the quantum.
-int64_t padded_length(int64_t longest, int64_t S, bool group) {
-  if (!group) return S;
-  const int64_t quantum = length_quantum(S);
-  return std::min(S, std::max<int64_t>(1, (longest + quantum - 1) / quantum) * quantum);
-}
-
-int64_t longest_of(const std::vector<const EncodedExample*>& rows) {
-  size_t n = 1;
-  for (const auto* e : rows) n = std::max(n, e->ids.size());
-  return static_cast<int64_t>(n);
-}
-
-// One executor per padded length (one only without grouping), made on first use; all share
-// the parameters (and in training the gradients and moments).
-class LengthExecutors {
- public:
-  using Make = std::function<std::unique_ptr<Executor>(int64_t S)>;
-  LengthExecutors(int64_t S, bool group, Make make) : S_(S), group_(group), make_(std::move(make)) {}
-  // The executor for a batch of these rows, and its padded length.
-  std::pair<Executor*, int64_t> at(const std::vector<const EncodedExample*>& rows) {
-    const int64_t S = padded_length(longest_of(rows), S_, group_);
-    auto& ex = executors_[S];
-    if (!ex) ex = make_(S);
-    return {ex.get(), S};
-  }
-  int64_t count() const { return static_cast<int64_t>(executors_.size()); }
-  bool grouped() const { return group_; }
-  void repack_weights() {
-    for (auto& [S, ex] : executors_) ex->repack_weights();
-  }
-
- private:
-  int64_t S_;
-  bool group_;
-  Make make_;
-  std::map<int64_t, std::unique_ptr<Executor>> executors_;
-};
-
-// Runs the inference graph over a set, in batches of B (by length when grouping); calls
-// fn(example index, token index or -1, probabilities) for every labelled item (or every first
-// sub-word / sequence when predicting).
-template <typename Fn>
-void run_inference(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
-                   const data::BertTokenizer& tok, Fn&& fn) {
-  const int64_t N = static_cast<int64_t>(set.items.size());
-  std::vector<int64_t> order(static_cast<size_t>(N));
-  for (int64_t i = 0; i < N; ++i) order[i] = i;
-  if (executors.grouped())
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return set.items[a].ids.size() > set.items[b].ids.size(); });
-  for (int64_t first = 0; first < N; first += B) {
-    std::vector<const EncodedExample*> rows;
-    for (int64_t i = first; i < std::min(N, first + B); ++i) rows.push_back(&set.items[order[i]]);
-    auto [exp, S] = executors.at(rows);
-    Executor& ex = *exp;
-    fill_batch(ex, rows, B, S, heads, tok.pad_id(), tok.cls_id());
-    ex.run(nullptr, kForward);
-    const float* logits = ex.output("logits");
-    for (int64_t b = 0; b < static_cast<int64_t>(rows.size()); ++b) {
-      const int64_t index = order[first + b];
-      if (heads == Heads::sequence_classification) {
-        fn(index, -1, softmax(logits + b * L, L));
-        continue;
-      }
-      const auto& e = *rows[b];
-      for (size_t s = 0; s < e.ids.size(); ++s)
-        if (e.labels[s] != -100 || (e.word_of_token[s] >= 0 && (s == 0 || e.word_of_token[s - 1] != e.word_of_token[s])))
-          fn(index, static_cast<int64_t>(s), softmax(logits + (b * S + int64_t(s)) * L, L));
-    }
-  }
-}
-
-EvalResult evaluate_set(LengthExecutors& executors, const EncodedSet& set, int64_t B, Heads heads, int64_t L,
-                        const data::BertTokenizer& tok, const LabelSet& labels) {
-  std::vector<int32_t> gold, pred;
-  double loss = 0;
-  run_inference(executors, set, B, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
-    const int32_t g = set.items[i].labels[s < 0 ? 0 : s];
-    if (g == -100) return;
-    gold.push_back(g);
-    pred.push_back(static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin()));
-    loss -= std::log(std::max(p[g], 1e-300));
-  });
-  EvalResult r = classification_metrics(gold, pred, labels);
-  r.loss = gold.empty() ? 0 : loss / double(gold.size());
-  return r;
-}
-
-std::vector<int32_t> majority_counts(const EncodedSet& set, int64_t L) {
-  std::vector<int32_t> counts(static_cast<size_t>(L), 0);
-  for (const auto& e : set.items)
-    for (int32_t l : e.labels)
-      if (l != -100) ++counts[l];
-  return counts;
-}
 
 void write_model(const fs::path& dir, const BertConfig& c, Heads heads, const LabelSet& labels,
                  const ParamStore& params, const fs::path& tokenizer_dir) {
   save_model_dir(dir, c, params);
   data::write_file_atomic(dir / "config.json", finetuned_config(c, heads, labels).dump(2) + "\n");
-  for (const char* f : {"vocab.txt", "tokenizer_config.json"})
-    if (fs::exists(tokenizer_dir / f)) fs::copy_file(tokenizer_dir / f, dir / f, fs::copy_options::overwrite_existing);
+  copy_tokenizer(tokenizer_dir, dir);
 }
 
 // The keys carry the split's prefix, as Hugging Face's metric_key_prefix ("eval_", "test_").
@@ -339,56 +85,6 @@ std::vector<std::string> load_encoder_weights(ParamStore& p, const SafetensorsFi
   load_hf_weights(sub, f);
   for (const auto& info : sub.params()) std::copy_n(sub.data(info.name), info.numel(), p.data(info.name));
   return kept;
-}
-
-double EvalResult::metric(FinetuneMetric m) const {
-  switch (m) {
-    case FinetuneMetric::accuracy: return accuracy;
-    case FinetuneMetric::macro_f1: return macro_f1;
-  }
-  return 0;
-}
-
-EvalResult classification_metrics(const std::vector<int32_t>& gold, const std::vector<int32_t>& pred,
-                                  const LabelSet& labels) {
-  check(gold.size() == pred.size(), "{} gold labels but {} predictions", gold.size(), pred.size());
-  const int64_t L = labels.size();
-  std::vector<int64_t> tp(L, 0), support(L, 0), predicted(L, 0);
-  EvalResult r;
-  for (size_t i = 0; i < gold.size(); ++i) {
-    if (gold[i] == -100) continue;
-    ++r.count, ++support[gold[i]], ++predicted[pred[i]];
-    if (gold[i] == pred[i]) ++tp[gold[i]];
-  }
-  int64_t correct = 0, present = 0;
-  double f1_sum = 0;
-  for (int64_t l = 0; l < L; ++l) {
-    correct += tp[l];
-    if (support[l] == 0 && predicted[l] == 0) continue;
-    ClassMetrics c;
-    c.label = labels.name(static_cast<int32_t>(l));
-    c.support = support[l], c.predicted = predicted[l];
-    c.precision = predicted[l] ? double(tp[l]) / double(predicted[l]) : 0;
-    c.recall = support[l] ? double(tp[l]) / double(support[l]) : 0;
-    c.f1 = c.precision + c.recall > 0 ? 2 * c.precision * c.recall / (c.precision + c.recall) : 0;
-    f1_sum += c.f1, ++present;
-    r.per_class.push_back(c);
-  }
-  r.accuracy = r.count ? double(correct) / double(r.count) : 0;
-  r.macro_f1 = present ? f1_sum / double(present) : 0;
-  return r;
-}
-
-Heads finetuned_heads(const fs::path& dir) {
-  const fs::path file = dir / "config.json";
-  if (!fs::exists(file)) return Heads::none;
-  auto cfg = read_json_file(file, "model config");
-  if (!cfg.contains("architectures") || !cfg["architectures"].is_array()) return Heads::none;
-  for (const auto& a : cfg["architectures"]) {
-    if (a == kSeqArch) return Heads::sequence_classification;
-    if (a == kTokenArch) return Heads::token_classification;
-  }
-  return Heads::none;
 }
 
 namespace {
@@ -512,12 +208,12 @@ constexpr const char* kBestModelFile = "best_model.safetensors";
 class FinetuneRun {
  public:
   using Say = std::function<void(std::string)>;
-  // `run_state`: finetune_run_state of these options and data.
+  // `run_state`: finetune_run_state of these options and data; `setup` runs the loop and keeps the log.
   FinetuneRun(const FinetuneOptions& o, const BertConfig& config, const data::BertTokenizer& tok, FinetuneData fd,
-              nlohmann::json run_state, const std::function<void(const FinetuneEvent&)>& on_event)
+              nlohmann::json run_state, RunSetup& setup, const std::function<void(const FinetuneEvent&)>& on_event)
       : o_(o), config_(config), heads_(heads_for(o.task)), tok_(tok), fd_(std::move(fd)), L_(fd_.labels.size()),
         N_(static_cast<int64_t>(fd_.train.items.size())), batches_per_epoch_((N_ + o.batch_size - 1) / o.batch_size),
-        run_state_(std::move(run_state)),
+        run_state_(std::move(run_state)), setup_(setup),
         model_(init_model(config, heads_, o.seed, L_)), state_(model_.params), on_event_(on_event),
         train_ex_(fd_.S, o.group_by_length, [this](int64_t s) { return make_executor(s, true); }),
         eval_ex_(fd_.S_eval, o.group_by_length, [this](int64_t s) { return make_executor(s, false); }),
@@ -546,23 +242,18 @@ class FinetuneRun {
     if (!fresh.empty()) say(fmt::format("newly initialised: {}", fmt::join(fresh, ", ")));
   }
 
-  // A checkpoint of this run: weights, moments, the best model and the counters.
-  LoopState restore(const fs::path& dir) {
-    const nlohmann::json st = read_checkpoint_state(dir, RunKind::finetune);
+  // A checkpoint of this run (`st`: its trainer state): weights, moments, the best model and the counters.
+  void load(const fs::path& dir, const nlohmann::json& st) {
     load_checkpoint_weights(dir, model_, state_);
     progress_.from_json(st, dir / "trainer_state.json");
-    LoopState at = LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
-    if (progress_.best_step == at.step)
+    if (progress_.best_step == st.at("step").get<int64_t>())
       std::copy_n(model_.params.arena(), model_.params.arena_size(), progress_.best.arena());
     else if (progress_.best_step > 0)
       load_hf_weights(progress_.best, SafetensorsFile(dir / kBestModelFile));
-    return at;
   }
 
   void save(const fs::path& dir, const LoopState& at) const {
-    nlohmann::json st = run_state_;
-    st["step"] = at.step;
-    st["loop"] = at.to_json();
+    nlohmann::json st = RunSetup::checkpoint_state(run_state_, at);
     st["finetune"] = progress_.to_json();
     // The checkpoint is a fine-tuned model directory as well (config.json with the labels).
     save_checkpoint(dir, model_, state_, st, o_.model, [&](const fs::path& tmp) {
@@ -570,9 +261,6 @@ class FinetuneRun {
       if (progress_.best_step > 0 && progress_.best_step != at.step) save_hf_weights(tmp / kBestModelFile, progress_.best);
     });
   }
-
-  void open_log(int64_t resumed_step) { metrics_ = MetricsLog(o_.out, resumed_step); }
-  MetricsLog& log() { return metrics_; }
 
   void evaluate(int64_t step) {
     eval_ex_.repack_weights();
@@ -590,7 +278,7 @@ class FinetuneRun {
     auto j = eval_json(e.eval);
     j.erase("per_class");
     j["step"] = step;
-    metrics_.write(j);
+    setup_.metrics().write(j);
     on_event_(e);
   }
 
@@ -621,16 +309,10 @@ class FinetuneRun {
     };
     parts.first_non_finite_gradient = [&] { return first_non_finite(state_.grads); };
     const bool may_drop = policy.may_drop > 0 && K > 1;
-    std::vector<DroppedMicroBatch> dropped;
-    if (!std::isfinite(pass.loss())) {
-      const std::string what = fmt::format("step {}: the loss is not finite", step);
-      if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault(loss_reasons, K, what));
-      dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
-    } else if (!parts.update()) {
-      const std::string what = fmt::format("step {}: gradients are not finite", step);
-      if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault({}, K, what));
-      dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
-    }
+    const std::vector<DroppedMicroBatch> dropped = update_unless_non_finite(
+        step, K, std::isfinite(pass.loss()), loss_reasons, may_drop ? policy.may_drop : 0, parts,
+        [&] { return fmt::format("step {}: the loss is not finite", step); },
+        [&] { return fmt::format("step {}: gradients are not finite", step); });
     const double loss = pass.loss(), correct = pass.correct, count = pass.count;
     auto& ctx = pass.last->context();
     progress_.sequences += sequences, progress_.padded_tokens += padded_tokens;
@@ -641,8 +323,8 @@ class FinetuneRun {
     e.accuracy = count > 0 ? correct / count : 0;
     e.seq_per_s = double(progress_.sequences) / progress_.train_seconds;
     e.eta_s = progress_.train_seconds / double(step) * double(max_steps() - step);
-    metrics_.write({{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
-                    {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}});
+    setup_.metrics().write({{"step", step}, {"loss", loss}, {"accuracy", e.accuracy}, {"lr", e.lr},
+                            {"grad_norm", ctx.grad_norm}, {"seq_per_s", e.seq_per_s}});
     on_event_(e);
     return dropped;
   }
@@ -788,8 +470,9 @@ class FinetuneRun {
   const data::BertTokenizer& tok_;
   const FinetuneData fd_;
   const int64_t L_, N_, batches_per_epoch_;
-  TrainOptions sched_;  // the learning-rate schedule
+  LrScheduleOptions sched_;  // linear warmup and decay
   const nlohmann::json run_state_;
+  RunSetup& setup_;
   Model model_;
   TrainingState state_;
   const std::function<void(const FinetuneEvent&)>& on_event_;
@@ -799,7 +482,6 @@ class FinetuneRun {
   FinetuneProgress progress_;
   std::vector<int64_t> order_;
   int64_t order_epoch_ = -1;
-  MetricsLog metrics_;
 };
 
 }  // namespace
@@ -817,18 +499,14 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   check(o.max_steps > 0 || o.epochs > 0, "give --num-train-epochs > 0 or --max-steps > 0");
   check(!o.out.empty() && !o.train.empty() && !o.eval.empty(), "finetune needs --model, --train, --eval and --out");
   check(o.save_steps >= 0 && o.save_total_limit >= 0, "--save-steps and --save-total-limit must not be negative");
-  LoopOptions loop{o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite, o.accum_steps};
-  check_loop_options(loop);
   check_tokenizer(o.model);
-  // One writer per output directory, for the whole run; then the checkpoint, verified.
-  const DirLock lock = claim_output_dir(o.out, o.overwrite, !o.resume.empty());
-  o.resume = resume_dir(o.resume, o.out);
-  nlohmann::json saved;
-  if (!o.resume.empty()) {
-    saved = read_checkpoint_state(o.resume, RunKind::finetune);
-    // Before the data is read in this task's format.
-    check_resume_settings(saved, {{"task", task_flag(heads_for(o.task))}}, {"task"}, o.resume);
-  }
+  // The steps and evaluations are known once the data is read.
+  RunSetup setup(RunKind::finetune,
+                 {o.out, 0, 0, o.save_steps, o.save_total_limit, o.save_steps > 0, true, o.nonfinite, o.accum_steps},
+                 o.resume, o.overwrite);
+  o.resume = setup.resume();
+  // Before the data is read in this task's format.
+  if (setup.resuming()) setup.check_resume({{"task", task_flag(heads_for(o.task))}}, {"task"});
   const Heads heads = heads_for(o.task);
   const Heads source_heads = finetuned_heads(o.model);
   check(source_heads == Heads::none || source_heads == heads,
@@ -846,24 +524,23 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   const int64_t steps_per_epoch = std::max<int64_t>(1, ((N + B - 1) / B + K - 1) / K);
   const int64_t max_steps = o.max_steps > 0 ? o.max_steps : static_cast<int64_t>(std::ceil(o.epochs * steps_per_epoch));
   const int64_t warmup = o.warmup_steps > 0 ? o.warmup_steps : static_cast<int64_t>(std::ceil(o.warmup_ratio * max_steps));
-  loop.max_steps = max_steps;
-  loop.eval_steps = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
+  setup.loop.max_steps = max_steps;
+  setup.loop.eval_steps = o.eval_steps > 0 ? o.eval_steps : steps_per_epoch;
   nlohmann::json run_state = finetune_run_state(o, fd.labels, max_steps, warmup);
-  if (!o.resume.empty()) check_resume_settings(saved, run_state, kResumeKeys, o.resume);
+  if (setup.resuming()) setup.check_resume(run_state, kResumeKeys);
 
   // The model: the encoder from the directory, a new classifier (unless the directory holds
   // one for the same labels); or everything from the checkpoint.
-  FinetuneRun run(o, config, tok, std::move(fd), std::move(run_state), on_event);
-  LoopState start;
-  if (!o.resume.empty()) {
-    say(fmt::format("resuming from {} (step {})", o.resume.string(), saved.at("step").get<int64_t>()));
-    start = run.restore(o.resume);
-  } else if (!o.from_scratch) {
+  FinetuneRun run(o, config, tok, std::move(fd), std::move(run_state), setup, on_event);
+  const RunSetup::Load load = [&](const fs::path& dir, const nlohmann::json& st) { run.load(dir, st); };
+  if (setup.resuming())
+    say(fmt::format("resuming from {} (step {})", o.resume.string(), setup.saved().at("step").get<int64_t>()));
+  else if (!o.from_scratch)
     run.load_pretrained(source_heads, say);
-  } else {
+  else
     say("from scratch: every weight randomly initialised");
-  }
-  run.open_log(start.step);
+  const LoopState start = setup.start(load);
+  setup.open_metrics(start.step);
 
   LoopHooks hooks;
   hooks.step = [&](int64_t step, int64_t data_step, const MicroBatchPolicy& policy) {
@@ -871,87 +548,10 @@ FinetuneResult finetune(const FinetuneOptions& given, const std::function<void(c
   };
   hooks.evaluate = [&](int64_t step) { run.evaluate(step); };
   hooks.save = [&](const fs::path& dir, const LoopState& at) { run.save(dir, at); };
-  hooks.restore = [&](const fs::path& dir) { return run.restore(dir); };
+  hooks.restore = [&](const fs::path& dir) { return setup.restore(dir, load); };
   hooks.stop_requested = [&] { return stop && stop->load(); };
-  hooks.on_event = [&](const LoopEvent& e) {
-    switch (e.kind) {
-      case LoopEvent::checkpoint: return say(fmt::format("saved {}", e.path));
-      case LoopEvent::skipped: return say(fmt::format("{}: its update skipped (--on-nonfinite skip)", e.reason));
-      case LoopEvent::dropped:
-        return say(fmt::format("{}: left out of the step's update (--on-nonfinite skip)", e.reason));
-      case LoopEvent::rolled_back:
-        return say(fmt::format("{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)",
-                               e.reason, e.path));
-      case LoopEvent::interrupted:
-        return say(fmt::format("stopped by signal after step {}; resume with --resume {}/checkpoint-{}", e.step,
-                               o.out.string(), e.step));
-    }
-  };
-  return run.finish(run_loop(loop, start, hooks, run.log()));
-}
-
-int64_t predict(const PredictOptions& o, const std::function<void(const std::string&)>& log) {
-  check_tokenizer(o.model);
-  const Heads heads = finetuned_heads(o.model);
-  check(heads != Heads::none, "{}: not a fine-tuned model (config.json has no architectures {} or {}); "
-        "run `bertlab finetune` first", o.model.string(), kSeqArch, kTokenArch);
-  const fs::path cfg_file = o.model / "config.json";
-  const BertConfig config = load_config(cfg_file);
-  const LabelSet labels(id2label(read_json_file(cfg_file, "model config"), cfg_file));
-  const int64_t L = labels.size();
-  const auto tok = data::BertTokenizer::load(o.model);
-  Model model = init_model(config, heads, 0, L);
-  check(fs::exists(o.model / "model.safetensors"), "model directory {} has no model.safetensors", o.model.string());
-  load_hf_weights(model.params, SafetensorsFile(o.model / "model.safetensors"));
-
-  const TaskKind task = heads == Heads::token_classification ? TaskKind::token_classification
-                                                             : TaskKind::sequence_classification;
-  const size_t max_len = static_cast<size_t>(std::min(o.max_seq_length, config.max_position_embeddings));
-  EncodedSet set = encode_file(o.input, task, tok, nullptr, false, max_len);
-  if (set.truncated > 0)
-    log(fmt::format("truncated {} of {} examples to {} tokens", set.truncated, set.items.size(), max_len));
-  const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
-  const int64_t B = std::max<int64_t>(1, std::min<int64_t>(o.batch_size, static_cast<int64_t>(set.items.size())));
-  LengthExecutors ex(S, false, [&](int64_t s) {
-    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, Precision::fp32, "adamw"),
-                                      static_cast<const ParamStore&>(model.params));
-  });
-
-  // The input again, for the words and texts to echo.
-  std::vector<data::TextExample> texts;
-  std::vector<data::TaggedSentence> sentences;
-  if (task == TaskKind::sequence_classification) texts = data::read_text_examples(o.input, false);
-  else sentences = data::read_conll(o.input, false);
-
-  std::vector<nlohmann::json> rows(set.items.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (task == TaskKind::sequence_classification) {
-      rows[i] = {{"text", texts[i].text}};
-      if (texts[i].has_pair) rows[i]["text_pair"] = texts[i].text_pair;
-    } else {
-      rows[i] = {{"words", sentences[i].words},
-                 {"labels", std::vector<nlohmann::json>(sentences[i].words.size())},
-                 {"probabilities", std::vector<nlohmann::json>(sentences[i].words.size())}};
-    }
-  }
-  run_inference(ex, set, B, heads, L, tok, [&](int64_t i, int64_t s, const std::vector<double>& p) {
-    const auto best = static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
-    if (s < 0) {
-      nlohmann::json all = nlohmann::json::object();
-      for (int32_t l = 0; l < L; ++l) all[labels.name(l)] = p[l];
-      rows[i]["label"] = labels.name(best);
-      rows[i]["probability"] = p[best];
-      rows[i]["probabilities"] = all;
-    } else {
-      const int32_t w = set.items[i].word_of_token[s];
-      rows[i]["labels"][w] = labels.name(best);
-      rows[i]["probabilities"][w] = p[best];
-    }
-  });
-  std::string text;
-  for (const auto& r : rows) text += r.dump() + "\n";
-  data::write_file_atomic(o.output, text);
-  return static_cast<int64_t>(rows.size());
+  hooks.on_event = [&](const LoopEvent& e) { say(loop_event_text(e, o.out)); };
+  return run.finish(setup.run(start, hooks));
 }
 
 }  // namespace bertlab

@@ -1,8 +1,10 @@
 #pragma once
-// Fine-tuning with Hugging Face's BertForSequenceClassification / BertForTokenClassification
-// heads (runtime/bert_builder.h), as run_glue.py / run_ner.py do it: labels from the training
-// file, linear warmup and decay, AdamW, evaluation (accuracy, macro-F1, per-class precision and
-// recall), the best model by the chosen metric kept; and prediction with a fine-tuned model.
+// Fine-tuning (`bertlab finetune`) with Hugging Face's BertForSequenceClassification /
+// BertForTokenClassification heads (runtime/classify.h), as run_glue.py / run_ner.py do it:
+// labels from the training file, linear warmup and decay, AdamW, evaluation (accuracy, macro-F1,
+// per-class precision and recall), the best model by the chosen metric kept, the test file
+// scored once at the end. What is its own sits on the setup, checkpoints and run loop that every
+// kind of training shares (runtime/run_setup.h, runtime/run_loop.h).
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/classify.h"
 #include "runtime/data/task_data.h"
 #include "runtime/precision.h"
 #include "runtime/run_loop.h"
@@ -17,9 +20,6 @@
 #include "runtime/train_step.h"
 
 namespace bertlab {
-
-#define BERTLAB_FINETUNE_METRICS(X) X(accuracy, "accuracy") X(macro_f1, "macro_f1")
-BERTLAB_ENUM(FinetuneMetric, uint8_t, BERTLAB_FINETUNE_METRICS)
 
 struct FinetuneOptions {
   data::TaskKind task = data::TaskKind::sequence_classification;
@@ -49,31 +49,12 @@ struct FinetuneOptions {
   // Hugging Face's group_by_length: batches of similar lengths, each padded only to its own
   // longest example (rounded up to a quarter of the maximum), in training and evaluation.
   bool group_by_length = false;
-  // Checkpoints (runtime/trainer.h format, plus best_model.safetensors when the best model is
+  // Checkpoints (runtime/run_setup.h format, plus best_model.safetensors when the best model is
   // not the current one): every save_steps steps and at the end; 0: none.
   int64_t save_steps = 0;
   int64_t save_total_limit = 2;
   NonfinitePolicy nonfinite;  // --on-nonfinite stop | skip | rollback
 };
-
-struct ClassMetrics {
-  std::string label;
-  double precision = 0, recall = 0, f1 = 0;
-  int64_t support = 0, predicted = 0;
-};
-
-struct EvalResult {
-  double loss = 0, accuracy = 0, macro_f1 = 0;
-  double majority_accuracy = 0;  // always predicting the most frequent training label
-  int64_t count = 0;             // labelled sequences or tokens
-  std::vector<ClassMetrics> per_class;  // labels with gold or predicted items, in label order
-  double metric(FinetuneMetric m) const;
-};
-
-// Accuracy, macro-F1 (over the labels present in gold or predictions, as scikit-learn's
-// f1_score(average="macro")) and per-class precision/recall; items with gold -100 are skipped.
-EvalResult classification_metrics(const std::vector<int32_t>& gold, const std::vector<int32_t>& pred,
-                                  const data::LabelSet& labels);
 
 struct FinetuneEvent {
   enum Kind { message, step, evaluation } kind = message;
@@ -102,22 +83,8 @@ struct FinetuneResult {
 FinetuneResult finetune(const FinetuneOptions& o, const std::function<void(const FinetuneEvent&)>& on_event,
                         const std::atomic<bool>* stop = nullptr);
 
-struct PredictOptions {
-  std::filesystem::path model, input, output;
-  int64_t batch_size = 32, max_seq_length = 512;
-};
-
-// Writes one JSON line per input example (sequence classification: label, probability and the
-// probabilities of every label; token classification: per word label and probability).
-// Returns the number of examples; `log` receives messages such as the truncation count.
-int64_t predict(const PredictOptions& o, const std::function<void(const std::string&)>& log);
-
 // Loads the encoder, and the pooler and the classifier when `classifier` and present in the
 // file, from a checkpoint into `p`; the other parameters keep their values. Returns their names.
 std::vector<std::string> load_encoder_weights(ParamStore& p, const SafetensorsFile& f, bool classifier);
-
-// The classification head a fine-tuned model directory holds (from `architectures` in its
-// config.json), or Heads::none.
-Heads finetuned_heads(const std::filesystem::path& model_dir);
 
 }  // namespace bertlab

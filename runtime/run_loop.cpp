@@ -110,6 +110,21 @@ void check_loop_options(const LoopOptions& o) {
           in.data_step, in.micro, o.accum_steps - 1, o.accum_steps);
 }
 
+std::string loop_event_text(const LoopEvent& e, const fs::path& out) {
+  switch (e.kind) {
+    case LoopEvent::checkpoint: return fmt::format("saved {}", e.path);
+    case LoopEvent::skipped: return fmt::format("{}: its update skipped (--on-nonfinite skip)", e.reason);
+    case LoopEvent::dropped: return fmt::format("{}: left out of the step's update (--on-nonfinite skip)", e.reason);
+    case LoopEvent::rolled_back:
+      return fmt::format("{}: rolled back to {}, past the data that led there (--on-nonfinite rollback)", e.reason,
+                         e.path);
+    case LoopEvent::interrupted:
+      return fmt::format("stopped by signal after step {}; resume with --resume {}/checkpoint-{}", e.step,
+                         out.string(), e.step);
+  }
+  return "";
+}
+
 DirLock claim_output_dir(const fs::path& out, bool overwrite, bool resuming) {
   std::error_code ec;
   check(!fs::exists(out, ec) || fs::is_directory(out, ec), "--out {} is not a directory", out.string());

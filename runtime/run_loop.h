@@ -3,7 +3,8 @@
 // runtime/finetune): steps, evaluation, checkpoints every --save-steps in the verified format of
 // runtime/checkpoint.h with the oldest pruned, metrics.jsonl, a stop on request (SIGINT,
 // SIGTERM), and what to do when a step's loss or gradients are not finite. The caller supplies
-// the step, the evaluation and its checkpoint contents as hooks.
+// the step, the evaluation and its checkpoint contents as hooks; the setup around the loop
+// (output directory, resume, metrics log) is runtime/run_setup.h.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,10 @@ struct LoopEvent {
   int64_t micro = 0;   // dropped
 };
 
+// The line that reports an event ("saved OUT/checkpoint-4", "...: its update skipped (--on-nonfinite
+// skip)"); `out`: the output directory (where an interrupted run resumes from).
+std::string loop_event_text(const LoopEvent& e, const std::filesystem::path& out);
+
 struct LoopHooks {
   // Optimizer step `step` on the data of step `data_step`; logs its own line. Returns the
   // micro-batches it left out of the update (at most `policy.may_drop`). Throws NonfiniteError
@@ -126,7 +131,7 @@ struct LoopHooks {
   // leave out the micro-batches at fault.
   std::function<std::vector<DroppedMicroBatch>(int64_t step, int64_t data_step, const MicroBatchPolicy& policy)> step;
   std::function<void(int64_t step)> evaluate;
-  // Writes a complete checkpoint to `dir` (runtime/trainer.h save_checkpoint) whose trainer
+  // Writes a complete checkpoint to `dir` (runtime/run_setup.h save_checkpoint) whose trainer
   // state holds `loop.to_json()` as "loop".
   std::function<void(const std::filesystem::path& dir, const LoopState& loop)> save;
   // Loads a checkpoint that `save` wrote: weights, moments and the caller's own state.

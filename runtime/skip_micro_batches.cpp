@@ -90,4 +90,20 @@ std::vector<DroppedMicroBatch> update_without_non_finite(int64_t step, const std
   }
 }
 
+std::vector<DroppedMicroBatch> update_unless_non_finite(int64_t step, int64_t K, bool loss_finite,
+                                                        const std::vector<std::string>& loss_reasons, int64_t may_drop,
+                                                        const AccumulationParts& parts,
+                                                        const std::function<std::string()>& loss_error,
+                                                        const std::function<std::string()>& gradient_error) {
+  if (!loss_finite) {
+    const std::string what = loss_error();
+    if (may_drop <= 0) throw NonfiniteError(what, micro_batches_at_fault(loss_reasons, K, what));
+    return update_without_non_finite(step, loss_reasons, may_drop, parts);
+  }
+  if (parts.update()) return {};
+  const std::string what = gradient_error();
+  if (may_drop <= 0) throw NonfiniteError(what, micro_batches_at_fault({}, K, what));
+  return update_without_non_finite(step, loss_reasons, may_drop, parts);
+}
+
 }  // namespace bertlab

@@ -46,4 +46,15 @@ std::vector<DroppedMicroBatch> micro_batches_at_fault(const std::vector<std::str
 std::vector<DroppedMicroBatch> update_without_non_finite(int64_t step, const std::vector<std::string>& loss_reasons,
                                                          int64_t may_drop, const AccumulationParts& parts);
 
+// The update of an accumulated step of K micro-batches, after its pass over all of them: when the
+// loss is finite (`loss_finite`) `parts.update`; when the loss or then the gradients are not
+// finite, the micro-batches at fault left out (update_without_non_finite) if `may_drop` > 0 (the
+// most it may leave out; 0: none), otherwise NonfiniteError with the message of `loss_error` or
+// `gradient_error` and no update applied. Returns the micro-batches left out.
+std::vector<DroppedMicroBatch> update_unless_non_finite(int64_t step, int64_t K, bool loss_finite,
+                                                        const std::vector<std::string>& loss_reasons, int64_t may_drop,
+                                                        const AccumulationParts& parts,
+                                                        const std::function<std::string()>& loss_error,
+                                                        const std::function<std::string()>& gradient_error);
+
 }  // namespace bertlab

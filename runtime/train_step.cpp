@@ -172,20 +172,14 @@ StepStats TrainStepper::step(std::span<const BertInputs> micro, int64_t step, fl
     return std::isfinite(ctx.grad_norm);
   };
   parts.first_non_finite_gradient = [&] { return first_non_finite(state_.grads); };
-  std::vector<DroppedMicroBatch> dropped;
-  if (!std::isfinite(stats.loss())) {
-    const std::string what = fmt::format("step {}: the loss is not finite (masked LM {}, NSP {})", step,
-                                         stats.mlm_loss, stats.nsp_loss);
-    if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault(loss_reasons, K, what));
-    dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
-  } else if (!parts.update()) {
-    // Not check(): its arguments are evaluated every step, and this one scans the whole arena.
-    const std::string first = first_non_finite(state_.grads);
-    const std::string what =
-        fmt::format("step {}: gradients are not finite; first: grad of '{}'", step, first.empty() ? "(none)" : first);
-    if (!may_drop) throw NonfiniteError(what, micro_batches_at_fault({}, K, what));
-    dropped = update_without_non_finite(step, loss_reasons, policy.may_drop, parts);
-  }
+  std::vector<DroppedMicroBatch> dropped = update_unless_non_finite(
+      step, K, std::isfinite(stats.loss()), loss_reasons, may_drop ? policy.may_drop : 0, parts,
+      [&] { return fmt::format("step {}: the loss is not finite (masked LM {}, NSP {})", step, stats.mlm_loss, stats.nsp_loss); },
+      [&] {
+        // Not check(): its arguments are evaluated every step, and this one scans the whole arena.
+        const std::string first = first_non_finite(state_.grads);
+        return fmt::format("step {}: gradients are not finite; first: grad of '{}'", step, first.empty() ? "(none)" : first);
+      });
   stats.grad_norm = ctx.grad_norm;
   stats.dropped = std::move(dropped);
   return stats;

@@ -2,75 +2,27 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <fstream>
 #include <map>
 #include <optional>
 
-#include "base/dir_lock.h"
-#include "runtime/checkpoint.h"
-#include "runtime/distributed.h"
-#include "base/json_file.h"
-#include "runtime/data/context_yardsticks.h"
-#include "runtime/data/shard.h"
 #include "base/error.h"
 #include "base/file_util.h"
+#include "runtime/checkpoint.h"
+#include "runtime/data/context_yardsticks.h"
+#include "runtime/data/shard.h"
+#include "runtime/distributed.h"
 
 namespace bertlab {
 
 namespace fs = std::filesystem;
 
-int64_t wsd_decay_steps(const TrainOptions& o) {
-  return o.decay_steps > 0 ? o.decay_steps : std::llround(o.decay_ratio * static_cast<double>(o.max_steps));
+LrScheduleOptions lr_schedule(const TrainOptions& o) {
+  return {o.lr, o.max_steps, o.warmup_steps, o.schedule, o.decay_steps, o.decay_ratio, o.min_lr_ratio, o.power};
 }
 
-void check_lr_schedule(const TrainOptions& o) {
-  const bool wsd = o.schedule == LrSchedule::wsd;
-  check(wsd || (o.decay_steps == 0 && o.decay_ratio == 0 && o.min_lr_ratio == 0),
-        "--decay-steps, --decay-ratio and --min-lr-ratio belong to --lr-schedule wsd (the schedule is {})",
-        to_string(o.schedule));
-  if (!wsd) return;
-  check(o.decay_steps >= 0 && o.decay_ratio >= 0 && o.decay_ratio <= 1,
-        "--lr-schedule wsd: --decay-steps {} / --decay-ratio {}: expected a non-negative count / a fraction in [0, 1]",
-        o.decay_steps, o.decay_ratio);
-  check(!(o.decay_steps > 0 && o.decay_ratio > 0), "--lr-schedule wsd: give --decay-steps ({}) or --decay-ratio ({}), not both",
-        o.decay_steps, o.decay_ratio);
-  check(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "--min-lr-ratio {}: expected a fraction in [0, 1]", o.min_lr_ratio);
-  const int64_t decay = wsd_decay_steps(o);
-  const std::string decay_flag = o.decay_ratio > 0 ? fmt::format("--decay-ratio {} ({} steps)", o.decay_ratio, decay)
-                                                   : fmt::format("--decay-steps {}", decay);
-  check(decay > 0, "--lr-schedule wsd needs a decay: give --decay-steps N or --decay-ratio F (now {})", decay_flag);
-  check(o.warmup_steps + decay <= o.max_steps,
-        "--lr-schedule wsd: --warmup-steps {} + {} do not fit in --max-steps {} (warmup and decay together are {} steps)",
-        o.warmup_steps, decay_flag, o.max_steps, o.warmup_steps + decay);
-}
-
-float learning_rate(const TrainOptions& o, int64_t step) {
-  // As Hugging Face's schedules, evaluated at the 0-based index of the step.
-  const double t = static_cast<double>(step - 1);
-  const bool one_cycle = o.schedule == LrSchedule::one_cycle;
-  const int64_t warmup = one_cycle && o.warmup_steps == 0 ? o.max_steps / 2 : o.warmup_steps;
-  if (warmup > 0 && t < warmup) return static_cast<float>(o.lr * t / warmup);
-  switch (o.schedule) {
-    case LrSchedule::constant:
-      return o.lr;
-    case LrSchedule::wsd: {
-      // Held at the peak; over the last D steps linear from the peak towards lr x min_lr_ratio,
-      // reached at max_steps (as the linear schedule reaches 0 there).
-      const double decay = static_cast<double>(std::max<int64_t>(1, wsd_decay_steps(o)));
-      const double left = std::clamp((static_cast<double>(o.max_steps) - t) / decay, 0.0, 1.0);
-      return static_cast<float>(o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * left));
-    }
-    case LrSchedule::linear:
-    case LrSchedule::polynomial:
-    case LrSchedule::one_cycle: {
-      const double span = std::max<double>(1, o.max_steps - warmup);
-      const double left = std::max(0.0, 1.0 - (t - warmup) / span);
-      return static_cast<float>(o.lr * (o.schedule == LrSchedule::polynomial ? std::pow(left, o.power) : left));
-    }
-  }
-  fail("unknown learning-rate schedule {}", static_cast<int>(o.schedule));
-}
+int64_t wsd_decay_steps(const TrainOptions& o) { return wsd_decay_steps(lr_schedule(o)); }
+void check_lr_schedule(const TrainOptions& o) { check_lr_schedule(lr_schedule(o)); }
+float learning_rate(const TrainOptions& o, int64_t step) { return learning_rate(lr_schedule(o), step); }
 
 double masked_lm_prob_at(const TrainOptions& o, int64_t step) {
   if (o.masked_lm_prob_final == 0 || o.max_steps <= 1) return o.masked_lm_prob;
@@ -79,9 +31,6 @@ double masked_lm_prob_at(const TrainOptions& o, int64_t step) {
 }
 
 namespace {
-
-constexpr const char* kStateFormat = "bertlab-trainer-state";
-constexpr int kStateVersion = 1;
 
 BertInputs to_inputs(const data::Batch& b) {
   BertInputs in;
@@ -122,11 +71,6 @@ class InstanceStream {
   std::vector<size_t> order_;
   size_t cached_epoch_ = SIZE_MAX;
 };
-
-void copy_vocab(const fs::path& from, const fs::path& to) {
-  for (const char* f : {"vocab.txt", "tokenizer_config.json"})
-    if (!from.empty() && fs::exists(from / f)) fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
-}
 
 // The held-out losses and accuracy of the first `max_batches` batches of `eval`, and the
 // accuracy of always predicting their most frequent label (`baseline`). With `yardsticks`, the
@@ -198,17 +142,6 @@ nlohmann::json eval_record(const TrainEvent& ev, bool nsp) {
     line["eval_attention_entropy_per_layer"] = p->attention_entropy_per_layer;
   }
   return line;
-}
-
-// Every config field of `here` equals the checkpoint's (vocab_size too unless ignore_vocab:
-// a fresh model from --config takes its vocabulary size from the data).
-void check_same_model(const BertConfig& checkpoint, const BertConfig& here, const fs::path& dir,
-                      bool ignore_vocab) {
-  const auto a = config_to_json(checkpoint), b = config_to_json(here);
-  for (auto it = b.begin(); it != b.end(); ++it)
-    check((ignore_vocab && it.key() == "vocab_size") || a.at(it.key()) == it.value(),
-          "checkpoint {} holds a model of another shape: {} is {} there, {} here", dir.string(),
-          it.key(), a.at(it.key()).dump(), it.value().dump());
 }
 
 // Under mpirun every rank must train the same run: the same settings, model and data (ranks
@@ -412,7 +345,7 @@ void load_training_weights(const fs::path& dir, Model& m, TrainingState& s, doub
     form.read_f32(name, m.params.info(name).shape, m.params.data(name));
 }
 
-TrainEvent to_train_event(const LoopEvent& e) {
+TrainEvent to_train_event(const LoopEvent& e, const fs::path& out) {
   TrainEvent ev;
   switch (e.kind) {
     case LoopEvent::checkpoint: ev.kind = TrainEvent::checkpoint; break;
@@ -424,6 +357,7 @@ TrainEvent to_train_event(const LoopEvent& e) {
   ev.step_index = e.step;
   ev.path = e.path;
   ev.reason = e.reason;
+  ev.text = loop_event_text(e, out);
   return ev;
 }
 
@@ -475,87 +409,6 @@ nlohmann::json train_run_state(const TrainOptions& o, const data::PretrainingDat
 
 }  // namespace
 
-nlohmann::json trainer_state_header(RunKind kind) {
-  return {{"format", kStateFormat}, {"version", kStateVersion}, {"kind", to_string(kind)}};
-}
-
-void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s,
-                     const nlohmann::json& trainer_state, const fs::path& vocab_dir,
-                     const std::function<void(const fs::path&)>& extra) {
-  // Built under a hidden name, the manifest written last, then renamed into place: a
-  // checkpoint-N directory is complete or absent. On any failure (a full disk) the partial
-  // directory is removed and the checkpoints already there are left as they were.
-  const fs::path tmp = dir.parent_path() / fmt::format(".{}.tmp", dir.filename().string());
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  try {
-    save_model_dir(tmp, m.config, m.params);
-    copy_vocab(vocab_dir, tmp);
-    std::vector<SafetensorWrite> moments;
-    for (const auto& p : s.exp_avg.params()) {
-      moments.push_back({"exp_avg:" + p.name, "F32", p.shape, s.exp_avg.data(p.name)});
-      moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
-    }
-    write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
-    data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
-    if (extra) extra(tmp);
-    write_manifest(tmp);
-    fs::remove_all(dir);
-    fs::rename(tmp, dir);
-  } catch (const std::exception& e) {
-    fs::remove_all(tmp, ec);
-    fail("cannot save checkpoint {}: {}", dir.string(), e.what());
-  }
-}
-
-nlohmann::json read_trainer_state(const fs::path& path) {
-  return check_trainer_state(read_json_file(path, "trainer state"), path.string());
-}
-
-nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file) {
-  check(state.is_object() && state.contains("format") && state["format"] == kStateFormat && state.contains("version") &&
-            state["version"] == kStateVersion,
-        "{}: not a bertlab trainer state of version {}", file, kStateVersion);
-  check(state.contains("step") && state["step"].is_number_integer() && state["step"].get<int64_t>() >= 0,
-        "{}: field 'step' is {}, expected a non-negative integer", file,
-        state.contains("step") ? state["step"].dump().substr(0, 100) : "missing");
-  return state;
-}
-
-nlohmann::json read_checkpoint_state(const fs::path& dir, RunKind expected) {
-  verify_manifest(dir);
-  const fs::path file = dir / "trainer_state.json";
-  nlohmann::json state = read_trainer_state(file);
-  // Checkpoints from before fine-tuning had them are pretraining ones, without the field.
-  const nlohmann::json kind = state.value("kind", nlohmann::json(to_string(RunKind::pretraining)));
-  check(kind == to_string(expected),
-        "cannot resume from {}: it is a {} checkpoint ({}: field 'kind' is {}), expected a {} checkpoint "
-        "(`bertlab train` resumes pretraining checkpoints, `bertlab finetune` fine-tuning ones)",
-        dir.string(), kind.is_string() ? kind.get<std::string>() : kind.dump(), file.string(),
-        state.contains("kind") ? kind.dump() : "absent", to_string(expected));
-  return state;
-}
-
-void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
-                           std::initializer_list<const char*> keys, const fs::path& dir) {
-  const std::string file = (dir / "trainer_state.json").string();
-  for (const char* key : keys) {
-    check(saved.contains(key), "{}: field '{}' is missing", file, key);
-    check(saved.at(key) == now.at(key), "cannot resume {} exactly: {} was {} there, {} now ({})", dir.string(), key,
-          saved.at(key).dump().substr(0, 200), now.at(key).dump().substr(0, 200), file);
-  }
-}
-
-void load_checkpoint_weights(const fs::path& dir, Model& m, TrainingState& s) {
-  check_same_model(load_config(dir / "config.json"), m.config, dir, false);
-  load_hf_weights(m.params, SafetensorsFile(dir / "model.safetensors"));
-  SafetensorsFile opt(dir / "optimizer.safetensors");
-  for (const auto& p : s.exp_avg.params()) {
-    opt.read_f32("exp_avg:" + p.name, p.shape, s.exp_avg.data(p.name));
-    opt.read_f32("exp_avg_sq:" + p.name, p.shape, s.exp_avg_sq.data(p.name));
-  }
-}
-
 nlohmann::json load_checkpoint(const fs::path& dir, Model& m, TrainingState& s) {
   nlohmann::json state = read_checkpoint_state(dir, RunKind::pretraining);
   load_checkpoint_weights(dir, m, s);
@@ -571,16 +424,12 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   auto& world = dist::World::get();
   const bool writer = world.rank() == 0;
   const int64_t W = world.size();
-  LoopOptions loop{o.out,   o.max_steps, o.eval_steps, o.save_steps,  o.save_total_limit,
-                   true,    writer,      o.nonfinite,  o.accum_steps};
-  check_loop_options(loop);
   check(W == 1 || o.nonfinite.action == OnNonfinite::stop,
         "--on-nonfinite {}: a data-parallel run ({} ranks) can only stop on a non-finite loss", to_string(o.nonfinite.action), W);
-  // One writer per output directory, for the whole run.
-  const DirLock lock = writer ? claim_output_dir(o.out, o.overwrite, !o.resume.empty()) : DirLock();
-  o.resume = resume_dir(o.resume, o.out);
-  nlohmann::json saved;  // before anything else is read from the checkpoint: verified, and of pretraining
-  if (!o.resume.empty()) saved = read_checkpoint_state(o.resume, RunKind::pretraining);
+  RunSetup setup(RunKind::pretraining,
+                 {o.out, o.max_steps, o.eval_steps, o.save_steps, o.save_total_limit, true, writer, o.nonfinite, o.accum_steps},
+                 o.resume, o.overwrite);
+  o.resume = setup.resume();
   data::PretrainingDataset train_set(o.data, "train",
                                      {o.dynamic_masking, o.seed, std::max(o.masked_lm_prob, o.masked_lm_prob_final)});
   const int64_t S = static_cast<int64_t>(train_set.seq_len());
@@ -600,21 +449,22 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   TrainStepper stepper(model, train_run_spec(o, train_set, W), o.optimizer, o.seed);
   const nlohmann::json run_state = train_run_state(o, train_set, W, recipe);
   agree_across_ranks(world, run_state, o, config);
-  LoopState start;
-  if (!o.resume.empty()) {
-    check_resumable(saved, run_state, o);
-    load_training_weights(o.resume, model, stepper.state(), o.residual_scale);
-    start = LoopState::from_trainer_state(saved, (o.resume / "trainer_state.json").string());
-  }
+  if (setup.resuming()) check_resumable(setup.saved(), run_state, o);
+  // The checkpoint's weights in the training form (--residual-scale: as trained).
+  const RunSetup::Load load = [&](const fs::path& dir, const nlohmann::json&) {
+    load_training_weights(dir, model, stepper.state(), o.residual_scale);
+  };
+  const LoopState start = setup.start(load);
   // Every rank starts from rank 0's parameters (they already agree: same seed or checkpoint).
   world.broadcast(model.params.arena(), model.params.arena_size());
-  MetricsLog metrics = writer ? MetricsLog(o.out, start.step) : MetricsLog();
+  MetricsLog& metrics = setup.open_metrics(start.step);
 
   const std::optional<data::ContextYardsticks> yardsticks =
       writer && o.eval_diagnostics && eval_set->size() > 0 ? count_yardsticks(train_set, o.max_steps, on_event)
                                                            : std::nullopt;
 
   InstanceStream stream(train_set);
+  const LrScheduleOptions schedule = lr_schedule(o);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<BertInputs> micro(o.accum_steps);
   int64_t steps_run = 0;  // in this process, for the rate
@@ -628,7 +478,7 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
       micro[k] = to_inputs(stream.batch(first, static_cast<size_t>(o.batch_size), masked_lm_prob_at(o, step)));
       if (step <= o.seq_len_warmup_steps) micro[k] = truncate_sequences(micro[k], o.seq_len_warmup_len);
     }
-    const float lr = learning_rate(o, step);
+    const float lr = learning_rate(schedule, step);
     stepper.set_update_scale(kPositionTable, step <= o.position_lr_steps ? static_cast<float>(o.position_lr_scale) : 1.f);
     StepStats s = stepper.step(micro, step, lr, policy);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -663,19 +513,13 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
     on_event(ev);
   };
   hooks.save = [&](const fs::path& dir, const LoopState& at) {
-    nlohmann::json st = run_state;
-    st["step"] = at.step;
-    st["loop"] = at.to_json();
+    nlohmann::json st = RunSetup::checkpoint_state(run_state, at);
     st["instances_seen"] = at.step * o.accum_steps * o.batch_size * W;
     st["data"] = o.data.string();
     save_checkpoint(dir, PlainBert(model, o.residual_scale).get(), stepper.state(), st, o.data,
                     [&](const fs::path& tmp) { save_training_form(tmp, model, o.residual_scale); });
   };
-  hooks.restore = [&](const fs::path& dir) {
-    const auto st = read_checkpoint_state(dir, RunKind::pretraining);
-    load_training_weights(dir, model, stepper.state(), o.residual_scale);
-    return LoopState::from_trainer_state(st, (dir / "trainer_state.json").string());
-  };
+  hooks.restore = [&](const fs::path& dir) { return setup.restore(dir, load); };
   // A signal may reach the ranks in different steps: stop together when any rank has it.
   hooks.stop_requested = [&] {
     double votes = stop && stop->load() ? 1 : 0;
@@ -684,13 +528,13 @@ int64_t train(const TrainOptions& given, const std::function<void(const TrainEve
   };
   hooks.on_event = [&](const LoopEvent& e) {
     if (!writer) return;
-    on_event(to_train_event(e));
+    on_event(to_train_event(e, o.out));
   };
-  const LoopState end = run_loop(loop, start, hooks, metrics);
+  const LoopState end = setup.run(start, hooks);
   if (!writer || end.step < o.max_steps) return end.step;
   // The final model at the top of the output directory, as Hugging Face's Trainer leaves it.
   save_model_dir(o.out, model.config, PlainBert(model, o.residual_scale).get().params);
-  copy_vocab(o.data, o.out);
+  copy_tokenizer(o.data, o.out);
   return end.step;
 }
 

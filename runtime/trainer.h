@@ -1,6 +1,8 @@
 #pragma once
-// The pretraining loop: data, learning-rate schedule, gradient accumulation, evaluation,
-// metrics, checkpoints (Hugging Face model directory + optimizer state) and exact resume.
+// Pretraining (`bertlab train`): what is its own, on the setup, checkpoints and run loop that
+// every kind of training shares (runtime/run_setup.h, runtime/run_loop.h): the prepared MLM/NSP
+// data and its instance order, the model from a config, a model directory or a checkpoint, the
+// recipe options, the held-out evaluation with the plateau diagnostics, data parallelism.
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -10,18 +12,13 @@
 #include "base/enum_table.h"
 
 #include "runtime/eval_diagnostics.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/recipe.h"
 #include "runtime/run_loop.h"
+#include "runtime/run_setup.h"
 #include "runtime/train_step.h"
 
 namespace bertlab {
-
-// The learning rate after warmup (--lr-schedule): linear, polynomial or constant decay to
-// max_steps; one-cycle: the warmup is half of max_steps unless given; wsd (warmup-stable-decay,
-// trapezoid): held at the peak, then linear decay over the last decay steps.
-#define BERTLAB_LR_SCHEDULES(X) \
-  X(linear, "linear") X(polynomial, "polynomial") X(constant, "constant") X(one_cycle, "one-cycle") X(wsd, "wsd")
-BERTLAB_ENUM(LrSchedule, uint8_t, BERTLAB_LR_SCHEDULES)
 
 struct TrainOptions {
   std::filesystem::path config;      // config.json for a fresh model (or empty with model/resume)
@@ -88,16 +85,13 @@ struct TrainEvent {
   int64_t tokens = 0;            // yardsticks: the training tokens counted
   std::string path;              // checkpoint: where it was written; rolled_back: the one returned to
   std::string reason;            // skipped, rolled_back: why (the step's error); dropped: the micro-batch's
+  std::string text;              // the loop's events (checkpoint ... rolled_back): the line reporting it
 };
 
-// Learning rate at a 1-based step: linear warmup, then linear/polynomial decay to 0 at max_steps
-// (one-cycle: the warmup is half of max_steps unless warmup_steps is given; wsd: held at the
-// peak until the last wsd_decay_steps(o) steps, then linear down to lr x min_lr_ratio).
+// The learning-rate schedule of these options (runtime/lr_schedule.h), and its functions on them.
+LrScheduleOptions lr_schedule(const TrainOptions& o);
 float learning_rate(const TrainOptions& o, int64_t step);
-// wsd: the decay's steps, from decay_steps or decay_ratio x max_steps (rounded).
 int64_t wsd_decay_steps(const TrainOptions& o);
-// Refuses a schedule that does not fit max_steps (wsd: warmup + decay > max_steps), or decay
-// flags without wsd, naming the flags and their values.
 void check_lr_schedule(const TrainOptions& o);
 
 // The dynamic masking rate of a 1-based step: masked_lm_prob at step 1, linearly to
@@ -109,31 +103,6 @@ double masked_lm_prob_at(const TrainOptions& o, int64_t step);
 int64_t train(const TrainOptions& o, const std::function<void(const TrainEvent&)>& on_event,
               const std::atomic<bool>* stop = nullptr);
 
-// Which command wrote a checkpoint (trainer_state.json field "kind"; absent: pretraining).
-#define BERTLAB_RUN_KINDS(X) X(pretraining, "pretraining") X(finetune, "finetune")
-BERTLAB_ENUM(RunKind, uint8_t, BERTLAB_RUN_KINDS)
-// The fields every trainer_state.json starts with: format, version and kind.
-nlohmann::json trainer_state_header(RunKind kind);
-
-// Checkpoint I/O, exposed for tests: DIR holds config.json, model.safetensors, vocab.txt (when
-// the data has one), optimizer.safetensors and trainer_state.json, and whatever `extra` writes
-// into the directory (before the manifest, so that it is verified with the rest).
-void save_checkpoint(const std::filesystem::path& dir, const Model& m, const TrainingState& s,
-                     const nlohmann::json& trainer_state, const std::filesystem::path& vocab_dir,
-                     const std::function<void(const std::filesystem::path&)>& extra = {});
-// DIR/trainer_state.json: format, version and step checked (the other fields at resume).
-nlohmann::json read_trainer_state(const std::filesystem::path& file);
-// The same checks of a parsed trainer state; `file` names it in errors. Returns `state`.
-nlohmann::json check_trainer_state(nlohmann::json state, const std::string& file);
-// Verifies DIR's manifest and reads its trainer state, refusing a checkpoint of another kind
-// (a pretraining checkpoint given to finetune, or the reverse), naming the file.
-nlohmann::json read_checkpoint_state(const std::filesystem::path& dir, RunKind expected);
-// Refuses a resume whose settings differ from the checkpoint's: every key of `keys` must be in
-// `saved` (DIR/trainer_state.json) and equal to `now`'s; the error names the setting.
-void check_resume_settings(const nlohmann::json& saved, const nlohmann::json& now,
-                           std::initializer_list<const char*> keys, const std::filesystem::path& dir);
-// The weights (model.safetensors, checked to be of m's shape) and moments of a checkpoint.
-void load_checkpoint_weights(const std::filesystem::path& dir, Model& m, TrainingState& s);
 // read_checkpoint_state(dir, pretraining) + load_checkpoint_weights; returns the trainer state.
 nlohmann::json load_checkpoint(const std::filesystem::path& dir, Model& m, TrainingState& s);
 
