@@ -40,15 +40,7 @@ Heads heads_for(TaskKind t) {
   return Heads::none;
 }
 
-const char* architecture(Heads h) {
-  switch (h) {
-    case Heads::sequence_classification: return kSeqArch;
-    case Heads::token_classification: return kTokenArch;
-    case Heads::none: return "BertModel";
-    case Heads::pretraining: return "BertForPreTraining";
-  }
-  return "";
-}
+const char* architecture(Heads h) { return hf_architecture(h); }
 
 const char* task_flag(Heads h) { return h == Heads::token_classification ? "token-cls" : "seq-cls"; }
 
