@@ -14,6 +14,7 @@
 
 #include "apps/commands.h"
 #include "apps/plugins.h"
+#include "base/enum_table.h"
 #include "base/error.h"
 #include "base/file_util.h"
 
@@ -21,7 +22,12 @@ namespace bertlab::app {
 
 namespace {
 
-enum class LabBuild { labs, labs_and_kernel };
+// How a lab's grader is built: the CMake options it needs (lab 2 also routes bertlab's own
+// layernorm to the student's file).
+#define BERTLAB_LAB_BUILDS(X)                          \
+  X(labs, "labs", "-DBERTLAB_LABS=ON")                 \
+  X(labs_and_kernel, "labs_and_kernel", "-DBERTLAB_LABS=ON -DBERTLAB_LAB_KERNEL=ON")
+BERTLAB_ENUM(LabBuild, uint8_t, BERTLAB_LAB_BUILDS)
 // The startup hook lab 2's seam registers when it is linked in (labs/kernel/plugin.cpp).
 constexpr const char* kLabKernelHook = "lab-kernel";
 
@@ -41,11 +47,10 @@ constexpr std::array kLabs{
 };
 
 const char* cmake_options(LabBuild b) {
-  switch (b) {
-    case LabBuild::labs: return "-DBERTLAB_LABS=ON";
-    case LabBuild::labs_and_kernel: return "-DBERTLAB_LABS=ON -DBERTLAB_LAB_KERNEL=ON";
-  }
-  return "";
+#define BERTLAB_LAB_BUILD_OPTIONS(id, name, options) options,
+  static constexpr std::array<const char*, enum_count<LabBuild>> kOptions{BERTLAB_LAB_BUILDS(BERTLAB_LAB_BUILD_OPTIONS)};
+#undef BERTLAB_LAB_BUILD_OPTIONS
+  return kOptions.at(static_cast<size_t>(b));
 }
 
 std::string lab_list() {

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/dnnl_context.h"
@@ -97,19 +98,23 @@ bool cpu_has_bf16() { return active_isa() >= Isa::avx512_core_bf16; }
 
 std::string dnnl_isa_name() {
   using isa = dnnl::cpu_isa;
-  switch (dnnl::get_effective_cpu_isa()) {
-    case isa::sse41: return "sse41";
-    case isa::avx: return "avx";
-    case isa::avx2: return "avx2";
-    case isa::avx2_vnni: return "avx2_vnni";
-    case isa::avx512_mic: return "avx512_mic";
-    case isa::avx512_mic_4ops: return "avx512_mic_4ops";
-    case isa::avx512_core: return "avx512_core";
-    case isa::avx512_core_vnni: return "avx512_core_vnni";
-    case isa::avx512_core_bf16: return "avx512_core_bf16";
-    case isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "unknown";
-  }
+  // oneDNN's own list of levels is open (a newer oneDNN adds some): a level not here is "unknown".
+  static constexpr std::pair<isa, const char*> kNames[] = {
+      {isa::sse41, "sse41"},
+      {isa::avx, "avx"},
+      {isa::avx2, "avx2"},
+      {isa::avx2_vnni, "avx2_vnni"},
+      {isa::avx512_mic, "avx512_mic"},
+      {isa::avx512_mic_4ops, "avx512_mic_4ops"},
+      {isa::avx512_core, "avx512_core"},
+      {isa::avx512_core_vnni, "avx512_core_vnni"},
+      {isa::avx512_core_bf16, "avx512_core_bf16"},
+      {isa::avx512_core_amx, "avx512_core_amx"},
+  };
+  const isa effective = dnnl::get_effective_cpu_isa();
+  for (const auto& [level, name] : kNames)
+    if (level == effective) return name;
+  return "unknown";
 }
 
 namespace {
@@ -252,12 +257,12 @@ std::optional<size_t> elementwise_index(ElementwiseKernel k) {
 }
 
 std::string to_string(ElementwiseKernel k) {
-  switch (k.kind) {
-    case ElementwiseKernel::Kind::activation: return to_string(k.act);
-    case ElementwiseKernel::Kind::activation_grad: return std::string(to_string(k.act)) + "_grad";
-    case ElementwiseKernel::Kind::dropout: return "dropout";
-  }
-  return "?";
+#define BERTLAB_ELEMENTWISE_KEY_SUFFIX(id, name, suffix) suffix,
+  static constexpr std::array<const char*, enum_count<ElementwiseKind>> kSuffixes{
+      BERTLAB_ELEMENTWISE_KINDS(BERTLAB_ELEMENTWISE_KEY_SUFFIX)};
+#undef BERTLAB_ELEMENTWISE_KEY_SUFFIX
+  const char* suffix = kSuffixes.at(static_cast<size_t>(k.kind));
+  return suffix ? std::string(to_string(k.act)) + suffix : std::string(to_string(k.kind));
 }
 
 double measure_elementwise_rate(ElementwiseKernel k, int64_t elements, double seconds) {

@@ -75,6 +75,12 @@ int64_t cpu_cache_bytes(int level);
 // it grows whenever a thread waits for a core, and the median keeps that typical share.
 double measure_parallel_region_seconds(double seconds);
 
+// The kinds of element-wise kernel below, with the suffix of their machine.json key after the
+// activation's name (nullptr: a kernel of no activation, keyed by its kind's name).
+#define BERTLAB_ELEMENTWISE_KINDS(X) \
+  X(activation, "activation", "") X(activation_grad, "activation_grad", "_grad") X(dropout, "dropout", nullptr)
+BERTLAB_ENUM(ElementwiseKind, uint8_t, BERTLAB_ELEMENTWISE_KINDS)
+
 // Element-wise kernels of the executor whose cost is vector compute, not bytes: the forward
 // and backward of every activation whose row is `rated` (ops/activation.h: the erf GELU, SiLU;
 // ops::ActivationOp, ActivationGrad), named "<activation>" and "<activation>_grad", and the
@@ -82,7 +88,7 @@ double measure_parallel_region_seconds(double seconds);
 // kernel). A memory roofline prices them at a fraction of their time. The list follows the
 // activation table, so a rated row is calibrated and priced without further edits.
 struct ElementwiseKernel {
-  enum class Kind : uint8_t { activation, activation_grad, dropout };
+  using Kind = ElementwiseKind;
   Kind kind = Kind::dropout;
   Activation act = Activation::none;  // kind activation or activation_grad
   constexpr bool operator==(const ElementwiseKernel&) const = default;

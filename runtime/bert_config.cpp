@@ -1,5 +1,6 @@
 #include "runtime/bert_config.h"
 
+#include <array>
 #include <fstream>
 #include <type_traits>
 
@@ -146,6 +147,13 @@ nlohmann::json config_to_json(const BertConfig& c) {
           {"layer_norm_eps", c.layer_norm_eps},
           {"pad_token_id", c.pad_token_id},
           {"position_embedding_type", c.position_embedding_type}};
+}
+
+const char* hf_architecture(Heads h) {
+#define BERTLAB_HEADS_ARCHITECTURE(id, name, architecture) architecture,
+  static constexpr std::array<const char*, enum_count<Heads>> kArchitectures{BERTLAB_HEADS(BERTLAB_HEADS_ARCHITECTURE)};
+#undef BERTLAB_HEADS_ARCHITECTURE
+  return kArchitectures.at(static_cast<size_t>(h));
 }
 
 }  // namespace bertlab

@@ -38,10 +38,15 @@ BertConfig load_config(const std::filesystem::path& file);
 nlohmann::json config_to_json(const BertConfig& c);  // HF-compatible fields
 
 // BertModel, BertForPreTraining (MLM + NSP), BertForSequenceClassification (classifier on the
-// pooler output) or BertForTokenClassification (classifier on every token, no pooler).
-#define BERTLAB_HEADS(X) \
-  X(none, "none") X(pretraining, "pretraining") X(sequence_classification, "sequence_classification") X(token_classification, "token_classification")
+// pooler output) or BertForTokenClassification (classifier on every token, no pooler). Columns:
+// the enum; its name (to_string); the Hugging Face architecture (config.json "architectures").
+#define BERTLAB_HEADS(X)                                                                       \
+  X(none, "none", "BertModel") X(pretraining, "pretraining", "BertForPreTraining")            \
+  X(sequence_classification, "sequence_classification", "BertForSequenceClassification")      \
+  X(token_classification, "token_classification", "BertForTokenClassification")
 BERTLAB_ENUM(Heads, uint8_t, BERTLAB_HEADS)
+// The Hugging Face architecture of a model with these heads.
+const char* hf_architecture(Heads h);
 
 struct RunSpec {
   int64_t batch = 1;

@@ -19,8 +19,8 @@ using data::TaskKind;
 
 namespace {
 
-constexpr const char* kSeqArch = "BertForSequenceClassification";
-constexpr const char* kTokenArch = "BertForTokenClassification";
+const char* const kSeqArch = hf_architecture(Heads::sequence_classification);
+const char* const kTokenArch = hf_architecture(Heads::token_classification);
 
 // Softmax of one row of logits, in double.
 std::vector<double> softmax(const float* x, int64_t L) {
@@ -90,15 +90,7 @@ Heads heads_for(TaskKind t) {
   return Heads::none;
 }
 
-const char* architecture(Heads h) {
-  switch (h) {
-    case Heads::sequence_classification: return kSeqArch;
-    case Heads::token_classification: return kTokenArch;
-    case Heads::none: return "BertModel";
-    case Heads::pretraining: return "BertForPreTraining";
-  }
-  return "";
-}
+const char* architecture(Heads h) { return hf_architecture(h); }
 
 const char* task_flag(Heads h) { return h == Heads::token_classification ? "token-cls" : "seq-cls"; }
 

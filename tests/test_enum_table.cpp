@@ -11,8 +11,11 @@
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/lackey_replay.h"
 #include "hwmodel/system.h"
+#include "labs/arrangement/lab.h"
+#include "labs/profile/lab.h"
 #include "ops/activation.h"
 #include "ops/isa.h"
+#include "ops/peak.h"
 #include "runtime/bert_config.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/downstream.h"
@@ -80,6 +83,9 @@ TEST_CASE("Every named enum round-trips through its names and refuses others", "
   check_table<hw::AllreduceAlgorithm>("network.allreduce");
   check_table<hw::LayerOp>("encoder-layer op");
   check_table<hw::TraceFormat>("trace format");
+  check_table<ops::ElementwiseKind>("elementwise kernel");
+  check_table<lab::profile::Move>("move");
+  check_table<lab::arrangement::CoreCost>("core cost");
 }
 
 TEST_CASE("Tables with more columns keep them in the enum's order", "[enum]") {
@@ -95,4 +101,14 @@ TEST_CASE("Tables with more columns keep them in the enum's order", "[enum]") {
   for (size_t i = 0; i < ops::kIsas.size(); ++i) CHECK(static_cast<size_t>(ops::kIsas[i]) == i);
   // The profile categories' labels are their own column, not the ids.
   CHECK(std::string(category_label(ProfileCategory::gemm_dx)) == "backward dX GEMMs");
+  // The heads' Hugging Face architectures (config.json), as fine-tuned models name them.
+  CHECK(std::string(hf_architecture(Heads::none)) == "BertModel");
+  CHECK(std::string(hf_architecture(Heads::pretraining)) == "BertForPreTraining");
+  CHECK(std::string(hf_architecture(Heads::sequence_classification)) == "BertForSequenceClassification");
+  CHECK(std::string(hf_architecture(Heads::token_classification)) == "BertForTokenClassification");
+  // The element-wise kernels' machine.json keys: the activation's name and the kind's suffix.
+  using ops::ElementwiseKernel;
+  CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::activation, ops::Activation::gelu}) == "gelu");
+  CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::activation_grad, ops::Activation::silu}) == "silu_grad");
+  CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::dropout, ops::Activation::none}) == "dropout");
 }

@@ -7,6 +7,7 @@
 // drawn on the plots page.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -304,24 +305,12 @@ double layer_speedup(const Graph& g, const hw::NodeClasses& classes, hw::SystemD
   return t[0] / t[1];
 }
 
-const char* core_cost_name(la::CoreCost c) {
-  switch (c) {
-    case la::CoreCost::instructions: return "instructions";
-    case la::CoreCost::l1_misses: return "L1 misses";
-    case la::CoreCost::llc_misses: return "LLC misses";
-    case la::CoreCost::page_walks: return "page walks";
-  }
-  return "?";
-}
-// The paper table's column of each cost's share of "graph speedup - 1".
+// The paper table's column of each cost's share of "graph speedup - 1" (lab.h's list).
 const char* core_cost_column(la::CoreCost c) {
-  switch (c) {
-    case la::CoreCost::instructions: return "graph speedup - 1: instructions";
-    case la::CoreCost::l1_misses: return "L1";
-    case la::CoreCost::llc_misses: return "LLC";
-    case la::CoreCost::page_walks: return "TLB";
-  }
-  return "?";
+#define BERTLAB_LAB_CORE_COST_COLUMN(id, name, column) column,
+  static constexpr std::array<const char*, enum_count<la::CoreCost>> kColumns{BERTLAB_LAB_CORE_COSTS(BERTLAB_LAB_CORE_COST_COLUMN)};
+#undef BERTLAB_LAB_CORE_COST_COLUMN
+  return kColumns.at(static_cast<size_t>(c));
 }
 
 // Part D: the student's two predictions of step 8 against the full model's table (the cost whose
@@ -346,7 +335,7 @@ Outcome check_full_model_prediction(Graph layer) {
   return passed(fmt::format("both right: under the full model (whole graph, S = 8, 1 core) BWMA's speedup is {:.2f}x "
                             "against the array-only model's {:.2f}x on the layer, and {} change most ({:+.3f} of the "
                             "speedup - 1, {})",
-                            full, array_only, core_cost_name(most), paper_column(row, core_cost_column(most), path),
+                            full, array_only, to_string(most), paper_column(row, core_cost_column(most), path),
                             kPaperDoc));
 }
 

@@ -135,15 +135,6 @@ Shares step_shares(const Run& r, int accum) {
   return s;
 }
 
-const char* move_name(profile::Move m) {
-  switch (m) {
-    case profile::Move::up: return "up";
-    case profile::Move::down: return "down";
-    case profile::Move::same: return "same";
-  }
-  return "?";
-}
-
 // A share that changes by less than 0.01 percentage points counts as the same.
 profile::Move move_of(double before, double after) {
   if (std::abs(after - before) < 1e-4) return profile::Move::same;
@@ -245,17 +236,17 @@ Outcome check_predictions(const PlotPage& plots) {
   for (const Item& it : items) {
     const auto truth = move_of(it.before, it.after);
     detail += fmt::format("{}{}: {:.2f}% -> {:.2f}% ({})", detail.empty() ? "" : "; ", it.what, 100 * it.before,
-                          100 * it.after, move_name(truth));
+                          100 * it.after, to_string(truth));
     if (truth != it.predicted) ++wrong;
   }
   // The page shows the student's predictions; the shares beside them only once all are right.
   std::string table = "<h2>Your predictions</h2>\n<table>\n<tr><th>the share</th><th>you predicted</th>";
   table += wrong ? "</tr>\n" : "<th>BERT-mini s128 fp32 accum 1</th><th>after the change</th><th>it moved</th></tr>\n";
   for (const Item& it : items) {
-    table += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(it.what), move_name(it.predicted));
+    table += fmt::format("<tr><td>{}</td><td>{}</td>", html_escape(it.what), to_string(it.predicted));
     if (!wrong)
       table += fmt::format("<td>{:.2f}%</td><td>{:.2f}%</td><td class=\"right\">{}</td>", 100 * it.before,
-                           100 * it.after, move_name(move_of(it.before, it.after)));
+                           100 * it.after, to_string(move_of(it.before, it.after)));
     table += "</tr>\n";
   }
   table += "</table>\n";

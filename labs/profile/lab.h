@@ -10,6 +10,8 @@
 //   softmax: 5 FLOPs per element (max, subtract, exp, sum, divide).
 #include <cstdint>
 
+#include "base/enum_table.h"
+
 namespace bertlab::lab::profile {
 
 struct Cost {
@@ -38,7 +40,9 @@ Cost softmax(int64_t B, int64_t heads, int64_t S);
 // one micro-batch per step (accum 1). Does the named share of the step's FLOPs (or bytes) go up,
 // down, or stay the same when one thing changes? FLOPs and bytes here are those of the graph
 // (what you computed in part A, summed over all nodes), not measured time.
-enum class Move { up, down, same };
+// (An enum class Move { up, down, same }, declared with its names, which the grader prints.)
+#define BERTLAB_LAB_PROFILE_MOVES(X) X(up, "up") X(down, "down") X(same, "same")
+BERTLAB_ENUM(Move, uint8_t, BERTLAB_LAB_PROFILE_MOVES)
 
 struct Predictions {
   Move attention_flops_share_at_seq512;    // attention GEMMs + softmax, share of all FLOPs
