@@ -32,8 +32,10 @@ void add_finetune_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("finetune", "Fine-tune a BERT model for sequence or token classification");
   auto c = std::make_shared<FinetuneCli>();
   auto& o = c->o;
+  constexpr auto task_array = enum_names(data::TaskKind{});
+  const std::vector<std::string> task_names(task_array.begin(), task_array.end());
   cmd->add_option("--task", c->task, "seq-cls (text[, text_pair], label) or token-cls (CoNLL word<TAB>tag)")
-      ->required()->check(CLI::IsMember({"seq-cls", "token-cls"}));
+      ->required()->check(CLI::IsMember(task_names));
   cmd->add_option("--model", c->model, "bertlab or Hugging Face model directory (config.json, model.safetensors, vocab.txt)")->required();
   cmd->add_option("--train", c->train, "Training file (.csv, .tsv, .jsonl; CoNLL for token-cls)")->required();
   cmd->add_option("--eval", c->eval, "Evaluation file, same format")->required();
@@ -79,7 +81,7 @@ void add_finetune_command(CLI::App& root) {
   cmd->callback([c] {
     set_threads(c->threads);
     FinetuneOptions o = c->o;
-    o.task = c->task == "token-cls" ? data::TaskKind::token_classification : data::TaskKind::sequence_classification;
+    o.task = enum_from_string<data::TaskKind>(c->task, "--task");
     o.model = c->model, o.train = c->train, o.eval = c->eval, o.out = c->out, o.resume = c->resume;
     o.test = c->test;
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);

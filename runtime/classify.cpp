@@ -92,7 +92,9 @@ Heads heads_for(TaskKind t) {
 
 const char* architecture(Heads h) { return hf_architecture(h); }
 
-const char* task_flag(Heads h) { return h == Heads::token_classification ? "token-cls" : "seq-cls"; }
+const char* task_flag(Heads h) {
+  return to_string(h == Heads::token_classification ? TaskKind::token_classification : TaskKind::sequence_classification);
+}
 
 std::vector<std::string> id2label(const nlohmann::json& cfg, const fs::path& file) {
   check(cfg.contains("id2label") && cfg["id2label"].is_object(), "{}: no id2label; not a fine-tuned model",

@@ -13,11 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_table.h"
 #include "runtime/data/tokenizer.h"
 
 namespace bertlab::data {
 
-enum class TaskKind { sequence_classification, token_classification };
+// The fine-tuning tasks, with their spelling in `finetune --task`.
+#define BERTLAB_TASK_KINDS(X) X(sequence_classification, "seq-cls") X(token_classification, "token-cls")
+BERTLAB_ENUM(TaskKind, uint8_t, BERTLAB_TASK_KINDS)
 
 // One text (or text pair) with its label; `source` is "file:line" for messages.
 struct TextExample {
