@@ -73,7 +73,7 @@ if [ "$no_root" -eq 1 ]; then
   # The unpacked libraries bring no dependencies of their own: the arm64 loader must find every
   # library they need now, or every test program would fail to start after a long build.
   arm64_loadable "$(pwd)/build-arm64-overlay" build-arm64-overlay/usr/lib/aarch64-linux-gnu/libdnnl.so.2 \
-    build-arm64-overlay/usr/lib/aarch64-linux-gnu/openmpi/lib/libmpi.so.40
+    build-arm64-overlay/usr/lib/aarch64-linux-gnu/libmpi.so.40
   stage_done "install"
 
   stage "configure: $build (cmake/aarch64-linux-gnu.cmake, Release, BERTLAB_NATIVE=OFF)"
