@@ -144,9 +144,9 @@ void add_bench_command(CLI::App& root) {
   cmd->callback([o, optimizer, accum] {
     set_threads(o->threads);
     const auto& s = o->shape;
-    const bool train = s.mode == "train";
+    const bool train = s.mode == RunMode::train;
     if (!train && (o->optimizer_only || optimizer->count() > 0 || accum->count() > 0))
-      fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", s.mode);
+      fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", to_string(s.mode));
     BertConfig c = resolve_config(s.config);
     Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
     RunSpec run;
@@ -189,7 +189,7 @@ void add_bench_command(CLI::App& root) {
         ex.run();
     };
 
-    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, s.mode,
+    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, to_string(s.mode),
                train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads(),
                o->accum > 1 ? fmt::format(" accum={}", o->accum) : std::string());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step (+{:.1f} recomputed), activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",

@@ -92,7 +92,7 @@ Graph make_graph(const EstimateOptions& o) {
     m.config = o.config;
     m.batch = o.batch;
     m.seq = o.seq;
-    m.mode = o.train ? "train" : "infer";
+    m.mode = o.train ? RunMode::train : RunMode::infer;
     m.precision = o.precision;
     m.heads = o.heads;
     m.nsp = o.nsp;

@@ -48,11 +48,11 @@ struct ModelCache {
 
 ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   ModelShapeOptions s = o.shape;
-  s.mode = p.at("mode");
+  s.mode = enum_from_string<RunMode>(p.at("mode"), "--sweep mode");
   s.batch = std::stoll(p.at("batch"));
   s.seq = std::stoll(p.at("seq"));
   s.precision = precision_from_string(p.at("precision"));
-  if (!o.heads_given) s.heads = s.mode == "train" ? "pretraining" : "none";
+  if (!o.heads_given) s.heads = s.mode == RunMode::train ? "pretraining" : "none";
   return s;
 }
 
@@ -60,12 +60,12 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
                       ModelCache& models, std::optional<TimingOverhead>* overhead) {
   const auto s = shape_for(o, p);
   const int accum = std::stoi(p.at("accum"));
-  check(accum == 1 || s.mode == "train", "accum {}: gradient accumulation applies to --mode train only", accum);
+  check(accum == 1 || s.mode == RunMode::train, "accum {}: gradient accumulation applies to --mode train only", accum);
   Graph g = build_graph(s);
   BertConfig c = resolve_config(s.config);
   Model& model = models.get(c, s.heads);
   std::optional<TrainingState> state;
-  if (s.mode == "train") state.emplace(model.params);
+  if (s.mode == RunMode::train) state.emplace(model.params);
   Executor ex(std::move(g), model.params, state ? &*state : nullptr);
   set_inputs(ex, synthetic_inputs(c, ex.graph()));
   ProfileOptions po;
@@ -168,7 +168,7 @@ void add_profile_command(CLI::App& root) {
                  machine.threads, omp_threads());
 
     std::vector<SweepPoint> points = parse_sweeps(o->sweeps);
-    const SweepPoint defaults{{"mode", o->shape.mode}, {"batch", std::to_string(o->shape.batch)},
+    const SweepPoint defaults{{"mode", to_string(o->shape.mode)}, {"batch", std::to_string(o->shape.batch)},
                               {"seq", std::to_string(o->shape.seq)}, {"precision", to_string(o->shape.precision)},
                               {"accum", std::to_string(o->accum)}};
     for (auto& p : points)
@@ -183,7 +183,7 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 s.mode, s.heads, s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
+                 to_string(s.mode), s.heads, s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
       if (single) {
         check_precision_supported(machine, p.at("precision"));
       } else {

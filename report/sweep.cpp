@@ -27,7 +27,8 @@ std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
       if (key == "precision") {
         v = to_string(precision_from_string(v, "--sweep precision"));
       } else if (key == "mode") {
-        check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
+        check(enum_parse<RunMode>(v).has_value(), "--sweep mode: unknown value '{}' (expected {})", v,
+              fmt::join(enum_names(RunMode{}), " or "));
       } else {
         size_t used = 0;
         long long x = 0;

@@ -21,7 +21,7 @@ struct Builder {
   Graph g;
   int dropout_salt = 0;
 
-  bool training() const { return run.mode == "train"; }
+  bool training() const { return run.mode == RunMode::train; }
 
   // A parameter; `decay`: weight decay applies (not to biases and layernorm parameters).
   int weight(const std::string& name, Shape shape, bool decay = true) {
@@ -112,9 +112,8 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   check(run.seq <= c.max_position_embeddings,
         "sequence length {} exceeds max_position_embeddings {} of the config", run.seq,
         c.max_position_embeddings);
-  check(run.mode == "infer" || run.mode == "train", "mode '{}' is not infer or train", run.mode);
   check(run.residual_scale > 0, "residual scale {}: expected a positive factor", run.residual_scale);
-  const bool train = run.mode == "train";
+  const bool train = run.mode == RunMode::train;
   const bool classifier = run.heads == Heads::sequence_classification || run.heads == Heads::token_classification;
   check(!train || run.heads != Heads::none, "training needs the pretraining or a classification head");
   check(!classifier || run.num_labels > 0, "a classification head needs num_labels > 0, got {}", run.num_labels);
@@ -198,7 +197,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
             {"run",
              {{"batch", run.batch},
               {"seq", run.seq},
-              {"mode", run.mode},
+              {"mode", to_string(run.mode)},
               {"heads", to_string(run.heads)},
               {"precision", to_string(run.precision)}}}};
   if (train) {

@@ -48,10 +48,15 @@ BERTLAB_ENUM(Heads, uint8_t, BERTLAB_HEADS)
 // The Hugging Face architecture of a model with these heads.
 const char* hf_architecture(Heads h);
 
+// What a graph is built for: inference (the forward pass) or a training step (forward, losses,
+// backward and the optimizer update). The names are --mode's and the graph's meta.run.mode.
+#define BERTLAB_RUN_MODES(X) X(infer, "infer") X(train, "train")
+BERTLAB_ENUM(RunMode, uint8_t, BERTLAB_RUN_MODES)
+
 struct RunSpec {
   int64_t batch = 1;
   int64_t seq = 128;
-  std::string mode = "infer";  // infer | train
+  RunMode mode = RunMode::infer;
   Heads heads = Heads::pretraining;
   Precision precision = Precision::fp32;  // GEMM inputs (runtime/graph.h gemm_precision)
   int64_t num_labels = 0;          // classification heads: classes

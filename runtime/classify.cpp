@@ -194,7 +194,7 @@ Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t 
                            bool train, Precision precision, const std::string& optimizer) {
   RunSpec run;
   run.batch = B, run.seq = S, run.heads = heads, run.num_labels = L, run.precision = precision;
-  run.mode = train ? "train" : "infer";
+  run.mode = train ? RunMode::train : RunMode::infer;
   run.optimizer = optimizer;
   Graph g = build_bert(c, run);
   apply_fusions(g);

@@ -16,7 +16,7 @@ namespace bertlab {
 namespace {
 // `diagnostics`: an evaluation graph that also outputs what the plateau diagnostics read.
 Graph training_graph(const BertConfig& c, RunSpec run, bool diagnostics = false) {
-  run.mode = "train";
+  run.mode = RunMode::train;
   run.heads = Heads::pretraining;
   Graph g = build_bert(c, run);
   if (diagnostics) mark_diagnostic_outputs(g, c);
@@ -28,7 +28,7 @@ Graph training_graph(const BertConfig& c, RunSpec run, bool diagnostics = false)
 TrainStepper::TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed)
     : model_(model),
       run_([&] {
-        run.mode = "train";
+        run.mode = RunMode::train;
         run.optimizer = opt.name;
         return run;
       }()),

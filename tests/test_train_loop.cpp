@@ -353,7 +353,7 @@ TEST_CASE("Masked-LM-only training has no pooler or NSP head and the same masked
   const BertConfig c = small_config();
   const int64_t S = 12, P = 3, B = 4;
   RunSpec r;
-  r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = false, r.mode = "train", r.nsp = false;
+  r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = false, r.mode = RunMode::train, r.nsp = false;
   const Graph g = build_bert(c, r);
   for (const auto& t : g.tensors()) {
     INFO(t.name);
