@@ -25,7 +25,7 @@ struct BenchOptions {
   int runs = 5, warmup = 2, threads = 0;
   int accum = 1;  // train mode: micro-batches of --batch per optimizer step
   bool no_peak = false;
-  std::string optimizer = "adamw";  // train mode: adamw | lamb
+  OptimizerKind optimizer = OptimizerKind::adamw;  // train mode
   bool optimizer_only = false;      // train mode: time the optimizer's work alone
 };
 
@@ -70,7 +70,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 1e-3f);
   for (auto& x : saved) x = dist(rng);
-  const bool lamb = o.optimizer == "lamb";
+  const bool lamb = o.optimizer == OptimizerKind::lamb;
   auto& ctx = ex.context();
   ctx.lr = 1e-5f;
   std::vector<double> norm_s, update_s, zero_s, node_s;
@@ -93,7 +93,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   const auto read = ops::measure_bandwidth(ops::BandwidthKernel::read, triad_bytes, 0.5);
   const auto write = ops::measure_bandwidth(ops::BandwidthKernel::write, triad_bytes, 0.5);
   fmt::print("  optimizer {}: {:.1f} M trained parameters, gradient arena {:.0f} MB; median of {} runs after {} warm-up\n",
-             o.optimizer, update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
+             to_string(o.optimizer), update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
   fmt::print("  triad: {:.1f} GB/s (3 arrays of {:.0f} MB, a = b + s*c, 2 read + 1 written, 90th percentile)\n",
              triad.gbs, triad_bytes / 1e6);
   fmt::print("  read: {:.1f} GB/s, write: {:.1f} GB/s (one array, 90th percentile; the write not counting write-allocate)\n",
@@ -106,7 +106,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   const double f = sizeof(float);
   const Part parts[] = {
       {"norm", median(norm_s), f * norm_elems, "reads g"},
-      {lamb ? "lamb" : "adamw", median(update_s), f * update_elems * (lamb ? 10 : 7),
+      {to_string(o.optimizer), median(update_s), f * update_elems * (lamb ? 10 : 7),
        lamb ? "pass 1 reads p m v g, writes m v; pass 2 reads p m v, writes p" : "reads p m v g, writes p m v"},
       {"zero", median(zero_s), f * arena, "writes g (the whole arena)"},
   };
@@ -136,8 +136,7 @@ void add_bench_command(CLI::App& root) {
   CLI::Option* accum = cmd->add_option("--accum-steps", o->accum,
                                        "Training: micro-batches of --batch per optimizer step (gradient accumulation)")
                            ->check(CLI::Range(1, 1024));
-  CLI::Option* optimizer =
-      cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  CLI::Option* optimizer = add_enum_option(*cmd, "--optimizer", o->optimizer, "Training: adamw or lamb");
   cmd->add_flag("--optimizer-only", o->optimizer_only,
                 "Training: time the optimizer's work alone (gradient norm, update, gradient zeroing) "
                 "against the triad bandwidth");
@@ -160,7 +159,7 @@ void add_bench_command(CLI::App& root) {
     std::vector<BertInputs> micro;  // training: the step's micro-batches (copies of one batch)
     if (train) {
       OptimizerConfig opt;
-      opt.name = o->optimizer;
+      opt.kind = o->optimizer;
       stepper = std::make_unique<TrainStepper>(m, run, opt, 1);
       batch = synthetic_inputs(c, stepper->executor().graph());
       micro.assign(static_cast<size_t>(o->accum), batch);

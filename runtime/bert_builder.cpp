@@ -204,7 +204,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
     if (run.heads == Heads::pretraining) g.meta["run"]["nsp"] = run.nsp;
-    g.meta["run"]["optimizer"] = run.optimizer;
+    g.meta["run"]["optimizer"] = to_string(run.optimizer);
     g.meta["run"]["world_size"] = run.world_size;
     // The classifier loss ("loss": "classifier") is divided by StepContext::nsp_denominator:
     // the labelled sequences or tokens of the whole accumulated batch.

@@ -144,7 +144,7 @@ nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labe
                 {"group_by_length", o.group_by_length},
                 {"learning_rate", o.lr},
                 {"warmup_steps", warmup_steps},
-                {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
+                {"optimizer", {to_string(opt.kind), opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
                 {"precision", to_string(o.precision)},
                 {"metric", to_string(o.metric)},
                 {"from_scratch", o.from_scratch},
@@ -431,7 +431,7 @@ class FinetuneRun {
   }
 
   std::unique_ptr<Executor> make_executor(int64_t S, bool train) {
-    Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.name);
+    Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.kind);
     if (!train) return std::make_unique<Executor>(std::move(g), static_cast<const ParamStore&>(model_.params));
     auto ex = std::make_unique<Executor>(std::move(g), model_.params, &state_);
     auto& ctx = ex->context();

@@ -29,7 +29,7 @@ TrainStepper::TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint6
     : model_(model),
       run_([&] {
         run.mode = RunMode::train;
-        run.optimizer = opt.name;
+        run.optimizer = opt.kind;
         return run;
       }()),
       state_(model.params),
