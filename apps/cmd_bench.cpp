@@ -127,7 +127,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
 void add_bench_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("bench", "Measure throughput of a BERT configuration");
   auto o = std::make_shared<BenchOptions>();
-  o->shape.heads = "none";
+  o->shape.heads = Heads::none;
   add_model_shape_options(*cmd, o->shape);
   cmd->add_option("--runs", o->runs, "Timed runs (median reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
@@ -147,7 +147,8 @@ void add_bench_command(CLI::App& root) {
     if (!train && (o->optimizer_only || optimizer->count() > 0 || accum->count() > 0))
       fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", to_string(s.mode));
     BertConfig c = resolve_config(s.config);
-    Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
+    const Heads heads = train ? Heads::pretraining : s.heads;  // training always has the pretraining heads
+    Model m = init_model(c, heads, 1);
     RunSpec run;
     run.batch = s.batch;
     run.seq = s.seq;
@@ -189,7 +190,7 @@ void add_bench_command(CLI::App& root) {
     };
 
     fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, to_string(s.mode),
-               train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads(),
+               to_string(heads), s.batch, s.seq, to_string(s.precision), omp_threads(),
                o->accum > 1 ? fmt::format(" accum={}", o->accum) : std::string());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step (+{:.1f} recomputed), activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, recomputed_flops / 1e9, ex.plan().arena_bytes / 1e6,

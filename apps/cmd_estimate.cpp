@@ -94,7 +94,7 @@ Graph make_graph(const EstimateOptions& o) {
     m.seq = o.seq;
     m.mode = o.train ? RunMode::train : RunMode::infer;
     m.precision = o.precision;
-    m.heads = o.heads;
+    m.heads = enum_from_string<Heads>(o.heads, "--heads");
     m.nsp = o.nsp;
     g = build_graph(m);
   }

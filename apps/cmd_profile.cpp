@@ -37,11 +37,10 @@ void check_precision_supported(const MachineInfo& machine, const std::string& pr
 }
 
 struct ModelCache {
-  std::map<std::string, Model> by_heads;
-  Model& get(const BertConfig& c, const std::string& heads) {
+  std::map<Heads, Model> by_heads;
+  Model& get(const BertConfig& c, Heads heads) {
     auto it = by_heads.find(heads);
-    if (it == by_heads.end())
-      it = by_heads.emplace(heads, init_model(c, heads == "none" ? Heads::none : Heads::pretraining, 1)).first;
+    if (it == by_heads.end()) it = by_heads.emplace(heads, init_model(c, heads, 1)).first;
     return it->second;
   }
 };
@@ -52,7 +51,7 @@ ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   s.batch = std::stoll(p.at("batch"));
   s.seq = std::stoll(p.at("seq"));
   s.precision = precision_from_string(p.at("precision"));
-  if (!o.heads_given) s.heads = s.mode == RunMode::train ? "pretraining" : "none";
+  if (!o.heads_given) s.heads = s.mode == RunMode::train ? Heads::pretraining : Heads::none;
   return s;
 }
 
@@ -183,7 +182,7 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 to_string(s.mode), s.heads, s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
+                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
       if (single) {
         check_precision_supported(machine, p.at("precision"));
       } else {

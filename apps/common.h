@@ -21,7 +21,7 @@ struct ModelShapeOptions {
   int64_t batch = 1;
   int64_t seq = 128;
   RunMode mode = RunMode::infer;
-  std::string heads = "pretraining";
+  Heads heads = Heads::pretraining;  // --heads: pretraining or none (inference graphs)
   std::vector<std::string> no_fuse;
   Precision precision = Precision::fp32;  // GEMM inputs
   int64_t world_size = 1;          // data-parallel ranks (training graphs: gradient allreduce)
