@@ -143,11 +143,9 @@ void Differentiator::seed_loss(const Node& n) {
         to_string(n.kind));
   // Which denominator scales it: mlm (masked tokens), nsp or classifier (labelled sequences
   // or tokens: StepContext::nsp_denominator).
-  const auto loss = n.attrs.find("loss");
-  check(loss != n.attrs.end() && (*loss == "mlm" || *loss == "nsp" || *loss == "classifier"),
-        "loss node '{}' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\"", n.name);
+  const LossKind loss = loss_kind_of(n);
   int dlogits = emit1(OpKind::cross_entropy_grad, n.name + ".grad", {n.inputs[0], n.inputs[1]},
-                      {{"loss", *loss}});
+                      {{"loss", to_string(loss)}});
   contribute(n.inputs[0], dlogits);
 }
 

@@ -4,6 +4,7 @@
 
 #include "runtime/autodiff.h"
 #include "base/error.h"
+#include "runtime/op_rules.h"
 
 namespace bertlab {
 
@@ -162,7 +163,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     int logits = b.linear("classifier", "classifier", in, L, H);
     if (train) {
       int labels = g.add_tensor("labels", {labels_len}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}, {{"loss", "classifier"}}), "loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}, {{"loss", to_string(LossKind::classifier)}}), "loss");
     } else {
       g.mark_output(logits, "logits");
     }
@@ -183,10 +184,10 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     int nsp = mlm_only ? -1 : b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
     if (train) {
       int labels = g.add_tensor("masked_lm_labels", {B * P}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", "mlm"}}), "mlm_loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", to_string(LossKind::mlm)}}), "mlm_loss");
       if (!mlm_only) {
         int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
-        g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", "nsp"}}), "nsp_loss");
+        g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", to_string(LossKind::nsp)}}), "nsp_loss");
       }
     } else {
       g.mark_output(logits, "mlm_logits");

@@ -36,6 +36,13 @@ ops::Activation activation_of(const Node& n) {
   return a;
 }
 
+LossKind loss_kind_of(const Node& n) {
+  const auto it = n.attrs.find("loss");
+  const auto kind = it != n.attrs.end() && it->is_string() ? enum_parse<LossKind>(it->get<std::string>()) : std::nullopt;
+  check(kind.has_value(), "loss node '{}' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\"", n.name);
+  return *kind;
+}
+
 OutputTypes infer_outputs(const Graph& g, const Node& n) { return op_rules(n.kind).infer(g, n); }
 
 Precision gemm_precision(const Node& n) {
