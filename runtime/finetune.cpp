@@ -400,7 +400,7 @@ class FinetuneRun {
       fill_batch(*ex, micro[k], B, s, heads_, tok_.pad_id(), tok_.cls_id());
       ex->run(nullptr, kForward | kBackward);
       const float* out = ex->output("loss");
-      const double loss_sum = injected && injected->kind == NonfiniteInjection::loss
+      const double loss_sum = injected && injected->kind == NonfiniteKind::loss
                                   ? std::numeric_limits<double>::quiet_NaN() : double(out[0]);
       loss_reasons.push_back(std::isfinite(loss_sum) ? ""
                                                      : fmt::format("the loss is not finite ({} over {} labelled)",

@@ -90,7 +90,7 @@ StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std:
     set_inputs(*active_, micro[k]);
     active_->run(nullptr, kForward | kBackward);
     StepStats one = collect(*active_, {});
-    if (injected && injected->kind == NonfiniteInjection::loss) one.mlm_loss = nan;
+    if (injected && injected->kind == NonfiniteKind::loss) one.mlm_loss = nan;
     const StepStats mean = finish(one);
     loss_reasons.push_back(std::isfinite(one.mlm_loss) && std::isfinite(one.nsp_loss)
                                ? ""
