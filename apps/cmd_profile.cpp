@@ -47,10 +47,10 @@ struct ModelCache {
 
 ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   ModelShapeOptions s = o.shape;
-  s.mode = enum_from_string<RunMode>(p.at("mode"), "--sweep mode");
-  s.batch = std::stoll(p.at("batch"));
-  s.seq = std::stoll(p.at("seq"));
-  s.precision = precision_from_string(p.at("precision"));
+  s.mode = enum_from_string<RunMode>(p.at(SweepKey::mode), "--sweep mode");
+  s.batch = std::stoll(p.at(SweepKey::batch));
+  s.seq = std::stoll(p.at(SweepKey::seq));
+  s.precision = precision_from_string(p.at(SweepKey::precision));
   if (!o.heads_given) s.heads = s.mode == RunMode::train ? Heads::pretraining : Heads::none;
   return s;
 }
@@ -58,7 +58,7 @@ ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
 Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const MachineInfo& machine,
                       ModelCache& models, std::optional<TimingOverhead>* overhead) {
   const auto s = shape_for(o, p);
-  const int accum = std::stoi(p.at("accum"));
+  const int accum = std::stoi(p.at(SweepKey::accum));
   check(accum == 1 || s.mode == RunMode::train, "accum {}: gradient accumulation applies to --mode train only", accum);
   Graph g = build_graph(s);
   BertConfig c = resolve_config(s.config);
@@ -76,7 +76,7 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
   if (state) start_step = [&state] { state->grads.zero(); };
   Profile prof = profile_executor(ex, roofline_for(machine, s.precision), po, start_step);
   prof.run["config"] = s.config;
-  prof.run["precision"] = p.at("precision");
+  prof.run["precision"] = p.at(SweepKey::precision);
   prof.run["threads"] = omp_threads();
   if (overhead) *overhead = measure_timing_overhead(ex, std::max(o.runs, 5), accum, start_step);
   return prof;
@@ -128,7 +128,7 @@ void print_profile(const Profile& p, const ProfileCliOptions& o, bool full) {
 nlohmann::json sweep_json(const std::vector<SweepEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
-    nlohmann::json j = {{"point", e.point}};
+    nlohmann::json j = {{"point", sweep_point_json(e.point)}};
     if (e.profile) j["profile"] = profile_to_json(*e.profile);
     else j["skipped"] = e.skipped;
     out.push_back(j);
@@ -153,7 +153,8 @@ void add_profile_command(CLI::App& root) {
   cmd->add_option("--csv", o->csv, "Write the category breakdown per configuration as CSV");
   cmd->add_option("--html", o->html, "Write a self-contained HTML report with SVG charts");
   cmd->add_option("--markdown", o->markdown, "Write Markdown summary tables");
-  cmd->add_option("--sweep", o->sweeps, "key=v1,v2 with key in mode, batch, seq, precision, accum (repeatable)");
+  cmd->add_option("--sweep", o->sweeps,
+                  fmt::format("key=v1,v2 with key in {} (repeatable)", fmt::join(enum_names(SweepKey{}), ", ")));
   cmd->add_flag("--overhead", o->overhead, "Also measure the cost of node timing (runs with and without it)");
   cmd->callback([o, cmd] {
     o->heads_given = cmd->count("--heads") > 0;
@@ -167,9 +168,11 @@ void add_profile_command(CLI::App& root) {
                  machine.threads, omp_threads());
 
     std::vector<SweepPoint> points = parse_sweeps(o->sweeps);
-    const SweepPoint defaults{{"mode", to_string(o->shape.mode)}, {"batch", std::to_string(o->shape.batch)},
-                              {"seq", std::to_string(o->shape.seq)}, {"precision", to_string(o->shape.precision)},
-                              {"accum", std::to_string(o->accum)}};
+    const SweepPoint defaults{{SweepKey::mode, to_string(o->shape.mode)},
+                              {SweepKey::batch, std::to_string(o->shape.batch)},
+                              {SweepKey::seq, std::to_string(o->shape.seq)},
+                              {SweepKey::precision, to_string(o->shape.precision)},
+                              {SweepKey::accum, std::to_string(o->accum)}};
     for (auto& p : points)
       for (const auto& [k, v] : defaults) p.emplace(k, v);
     const bool single = points.size() == 1;
@@ -182,12 +185,12 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
+                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at(SweepKey::precision), p.at(SweepKey::accum), omp_threads());
       if (single) {
-        check_precision_supported(machine, p.at("precision"));
+        check_precision_supported(machine, p.at(SweepKey::precision));
       } else {
         try {
-          check_precision_supported(machine, p.at("precision"));
+          check_precision_supported(machine, p.at(SweepKey::precision));
         } catch (const Error& err) {
           e.skipped = err.what();
           fmt::print("  skipped: {}\n", e.skipped);
@@ -197,7 +200,7 @@ void add_profile_command(CLI::App& root) {
       }
       e.profile = profile_point(*o, p, machine, models, o->overhead && !overhead ? &overhead : nullptr);
       fmt::print("  roofline ({}): GEMM peak {:.1f} GFLOP/s, triad {:.1f} GB/s, ridge {:.1f} FLOP/B ({}, {})\n",
-                 p.at("precision"), e.profile->roof.peak_gflops, e.profile->roof.bandwidth_gbs,
+                 p.at(SweepKey::precision), e.profile->roof.peak_gflops, e.profile->roof.bandwidth_gbs,
                  e.profile->roof.ridge_intensity(), o->machine, machine.date);
       print_profile(*e.profile, *o, single);
       entries.push_back(std::move(e));
