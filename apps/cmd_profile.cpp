@@ -32,9 +32,7 @@ struct ProfileCliOptions {
 
 // Throws when the machine cannot run (or machine.json has no peak for) the precision; sweeps
 // record the message as the reason for skipping the point.
-void check_precision_supported(const MachineInfo& machine, const std::string& precision) {
-  machine.gemm_peak(precision_from_string(precision));
-}
+void check_precision_supported(const MachineInfo& machine, Precision precision) { machine.gemm_peak(precision); }
 
 struct ModelCache {
   std::map<Heads, Model> by_heads;
@@ -185,12 +183,13 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at(SweepKey::precision), p.at(SweepKey::accum), omp_threads());
+                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at(SweepKey::precision),
+                 p.at(SweepKey::accum), omp_threads());
       if (single) {
-        check_precision_supported(machine, p.at(SweepKey::precision));
+        check_precision_supported(machine, s.precision);
       } else {
         try {
-          check_precision_supported(machine, p.at(SweepKey::precision));
+          check_precision_supported(machine, s.precision);
         } catch (const Error& err) {
           e.skipped = err.what();
           fmt::print("  skipped: {}\n", e.skipped);
