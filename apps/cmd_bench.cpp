@@ -25,7 +25,7 @@ struct BenchOptions {
   int runs = 5, warmup = 2, threads = 0;
   int accum = 1;  // train mode: micro-batches of --batch per optimizer step
   bool no_peak = false;
-  std::string optimizer = "adamw";  // train mode: adamw | lamb
+  OptimizerKind optimizer = OptimizerKind::adamw;  // train mode
   bool optimizer_only = false;      // train mode: time the optimizer's work alone
 };
 
@@ -70,7 +70,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.f, 1e-3f);
   for (auto& x : saved) x = dist(rng);
-  const bool lamb = o.optimizer == "lamb";
+  const bool lamb = o.optimizer == OptimizerKind::lamb;
   auto& ctx = ex.context();
   ctx.lr = 1e-5f;
   std::vector<double> norm_s, update_s, zero_s, node_s;
@@ -93,7 +93,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   const auto read = ops::measure_bandwidth(ops::BandwidthKernel::read, triad_bytes, 0.5);
   const auto write = ops::measure_bandwidth(ops::BandwidthKernel::write, triad_bytes, 0.5);
   fmt::print("  optimizer {}: {:.1f} M trained parameters, gradient arena {:.0f} MB; median of {} runs after {} warm-up\n",
-             o.optimizer, update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
+             to_string(o.optimizer), update_elems / 1e6, arena * 4 / 1e6, o.runs, o.warmup);
   fmt::print("  triad: {:.1f} GB/s (3 arrays of {:.0f} MB, a = b + s*c, 2 read + 1 written, 90th percentile)\n",
              triad.gbs, triad_bytes / 1e6);
   fmt::print("  read: {:.1f} GB/s, write: {:.1f} GB/s (one array, 90th percentile; the write not counting write-allocate)\n",
@@ -106,7 +106,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
   const double f = sizeof(float);
   const Part parts[] = {
       {"norm", median(norm_s), f * norm_elems, "reads g"},
-      {lamb ? "lamb" : "adamw", median(update_s), f * update_elems * (lamb ? 10 : 7),
+      {to_string(o.optimizer), median(update_s), f * update_elems * (lamb ? 10 : 7),
        lamb ? "pass 1 reads p m v g, writes m v; pass 2 reads p m v, writes p" : "reads p m v g, writes p m v"},
       {"zero", median(zero_s), f * arena, "writes g (the whole arena)"},
   };
@@ -127,7 +127,7 @@ void bench_optimizer(const BenchOptions& o, TrainStepper& stepper) {
 void add_bench_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("bench", "Measure throughput of a BERT configuration");
   auto o = std::make_shared<BenchOptions>();
-  o->shape.heads = "none";
+  o->shape.heads = Heads::none;
   add_model_shape_options(*cmd, o->shape);
   cmd->add_option("--runs", o->runs, "Timed runs (median reported)")->check(CLI::Range(1, 1000));
   cmd->add_option("--warmup", o->warmup, "Untimed warm-up runs")->check(CLI::Range(0, 100));
@@ -136,19 +136,19 @@ void add_bench_command(CLI::App& root) {
   CLI::Option* accum = cmd->add_option("--accum-steps", o->accum,
                                        "Training: micro-batches of --batch per optimizer step (gradient accumulation)")
                            ->check(CLI::Range(1, 1024));
-  CLI::Option* optimizer =
-      cmd->add_option("--optimizer", o->optimizer, "Training: adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  CLI::Option* optimizer = add_enum_option(*cmd, "--optimizer", o->optimizer, "Training: adamw or lamb");
   cmd->add_flag("--optimizer-only", o->optimizer_only,
                 "Training: time the optimizer's work alone (gradient norm, update, gradient zeroing) "
                 "against the triad bandwidth");
   cmd->callback([o, optimizer, accum] {
     set_threads(o->threads);
     const auto& s = o->shape;
-    const bool train = s.mode == "train";
+    const bool train = s.mode == RunMode::train;
     if (!train && (o->optimizer_only || optimizer->count() > 0 || accum->count() > 0))
-      fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", s.mode);
+      fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", to_string(s.mode));
     BertConfig c = resolve_config(s.config);
-    Model m = init_model(c, train || s.heads == "pretraining" ? Heads::pretraining : Heads::none, 1);
+    const Heads heads = train ? Heads::pretraining : s.heads;  // training always has the pretraining heads
+    Model m = init_model(c, heads, 1);
     RunSpec run;
     run.batch = s.batch;
     run.seq = s.seq;
@@ -160,7 +160,7 @@ void add_bench_command(CLI::App& root) {
     std::vector<BertInputs> micro;  // training: the step's micro-batches (copies of one batch)
     if (train) {
       OptimizerConfig opt;
-      opt.name = o->optimizer;
+      opt.kind = o->optimizer;
       stepper = std::make_unique<TrainStepper>(m, run, opt, 1);
       batch = synthetic_inputs(c, stepper->executor().graph());
       micro.assign(static_cast<size_t>(o->accum), batch);
@@ -189,8 +189,8 @@ void add_bench_command(CLI::App& root) {
         ex.run();
     };
 
-    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, s.mode,
-               train ? "pretraining" : s.heads, s.batch, s.seq, to_string(s.precision), omp_threads(),
+    fmt::print("bench: {} mode={} heads={} batch={} seq={} precision={} threads={}{}\n", s.config, to_string(s.mode),
+               to_string(heads), s.batch, s.seq, to_string(s.precision), omp_threads(),
                o->accum > 1 ? fmt::format(" accum={}", o->accum) : std::string());
     fmt::print("  graph: {} nodes, {:.1f} GFLOP per step (+{:.1f} recomputed), activations {:.0f} MB (planned, {:.0f} MB without reuse), packed weights {:.0f} MB\n",
                ex.graph().nodes().size(), flops / 1e9, recomputed_flops / 1e9, ex.plan().arena_bytes / 1e6,

@@ -48,7 +48,8 @@ Graph load_graph_file(const std::string& path) {
     // each multiplies): a value that names no precision is an error, not ignored.
     if (g.meta.is_object() && g.meta.contains("run") && g.meta["run"].is_object() && g.meta["run"].contains("precision")) {
       const auto& p = g.meta["run"]["precision"];
-      check(p == "fp32" || p == "bf16", "field 'meta.run.precision' must be \"fp32\" or \"bf16\", got {}", p.dump());
+      check(p.is_string() && enum_parse<Precision>(p.get<std::string>()),
+            "field 'meta.run.precision' must be \"fp32\" or \"bf16\", got {}", p.dump());
     }
     // attrs.precision of every GEMM node: fp32 or bf16 (docs/graph-format.md); checked here
     // since the accelerator model does not otherwise read it.
@@ -92,9 +93,9 @@ Graph make_graph(const EstimateOptions& o) {
     m.config = o.config;
     m.batch = o.batch;
     m.seq = o.seq;
-    m.mode = o.train ? "train" : "infer";
+    m.mode = o.train ? RunMode::train : RunMode::infer;
     m.precision = o.precision;
-    m.heads = o.heads;
+    m.heads = enum_from_string<Heads>(o.heads, "--heads");
     m.nsp = o.nsp;
     g = build_graph(m);
   }

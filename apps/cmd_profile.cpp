@@ -32,40 +32,37 @@ struct ProfileCliOptions {
 
 // Throws when the machine cannot run (or machine.json has no peak for) the precision; sweeps
 // record the message as the reason for skipping the point.
-void check_precision_supported(const MachineInfo& machine, const std::string& precision) {
-  machine.gemm_peak(precision_from_string(precision));
-}
+void check_precision_supported(const MachineInfo& machine, Precision precision) { machine.gemm_peak(precision); }
 
 struct ModelCache {
-  std::map<std::string, Model> by_heads;
-  Model& get(const BertConfig& c, const std::string& heads) {
+  std::map<Heads, Model> by_heads;
+  Model& get(const BertConfig& c, Heads heads) {
     auto it = by_heads.find(heads);
-    if (it == by_heads.end())
-      it = by_heads.emplace(heads, init_model(c, heads == "none" ? Heads::none : Heads::pretraining, 1)).first;
+    if (it == by_heads.end()) it = by_heads.emplace(heads, init_model(c, heads, 1)).first;
     return it->second;
   }
 };
 
 ModelShapeOptions shape_for(const ProfileCliOptions& o, const SweepPoint& p) {
   ModelShapeOptions s = o.shape;
-  s.mode = p.at("mode");
-  s.batch = std::stoll(p.at("batch"));
-  s.seq = std::stoll(p.at("seq"));
-  s.precision = precision_from_string(p.at("precision"));
-  if (!o.heads_given) s.heads = s.mode == "train" ? "pretraining" : "none";
+  s.mode = enum_from_string<RunMode>(p.at(SweepKey::mode), "--sweep mode");
+  s.batch = std::stoll(p.at(SweepKey::batch));
+  s.seq = std::stoll(p.at(SweepKey::seq));
+  s.precision = precision_from_string(p.at(SweepKey::precision));
+  if (!o.heads_given) s.heads = s.mode == RunMode::train ? Heads::pretraining : Heads::none;
   return s;
 }
 
 Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const MachineInfo& machine,
                       ModelCache& models, std::optional<TimingOverhead>* overhead) {
   const auto s = shape_for(o, p);
-  const int accum = std::stoi(p.at("accum"));
-  check(accum == 1 || s.mode == "train", "accum {}: gradient accumulation applies to --mode train only", accum);
+  const int accum = std::stoi(p.at(SweepKey::accum));
+  check(accum == 1 || s.mode == RunMode::train, "accum {}: gradient accumulation applies to --mode train only", accum);
   Graph g = build_graph(s);
   BertConfig c = resolve_config(s.config);
   Model& model = models.get(c, s.heads);
   std::optional<TrainingState> state;
-  if (s.mode == "train") state.emplace(model.params);
+  if (s.mode == RunMode::train) state.emplace(model.params);
   Executor ex(std::move(g), model.params, state ? &*state : nullptr);
   set_inputs(ex, synthetic_inputs(c, ex.graph()));
   ProfileOptions po;
@@ -77,7 +74,7 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
   if (state) start_step = [&state] { state->grads.zero(); };
   Profile prof = profile_executor(ex, roofline_for(machine, s.precision), po, start_step);
   prof.run["config"] = s.config;
-  prof.run["precision"] = p.at("precision");
+  prof.run["precision"] = p.at(SweepKey::precision);
   prof.run["threads"] = omp_threads();
   if (overhead) *overhead = measure_timing_overhead(ex, std::max(o.runs, 5), accum, start_step);
   return prof;
@@ -129,7 +126,7 @@ void print_profile(const Profile& p, const ProfileCliOptions& o, bool full) {
 nlohmann::json sweep_json(const std::vector<SweepEntry>& entries) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& e : entries) {
-    nlohmann::json j = {{"point", e.point}};
+    nlohmann::json j = {{"point", sweep_point_json(e.point)}};
     if (e.profile) j["profile"] = profile_to_json(*e.profile);
     else j["skipped"] = e.skipped;
     out.push_back(j);
@@ -154,7 +151,8 @@ void add_profile_command(CLI::App& root) {
   cmd->add_option("--csv", o->csv, "Write the category breakdown per configuration as CSV");
   cmd->add_option("--html", o->html, "Write a self-contained HTML report with SVG charts");
   cmd->add_option("--markdown", o->markdown, "Write Markdown summary tables");
-  cmd->add_option("--sweep", o->sweeps, "key=v1,v2 with key in mode, batch, seq, precision, accum (repeatable)");
+  cmd->add_option("--sweep", o->sweeps,
+                  fmt::format("key=v1,v2 with key in {} (repeatable)", fmt::join(enum_names(SweepKey{}), ", ")));
   cmd->add_flag("--overhead", o->overhead, "Also measure the cost of node timing (runs with and without it)");
   cmd->callback([o, cmd] {
     o->heads_given = cmd->count("--heads") > 0;
@@ -168,9 +166,11 @@ void add_profile_command(CLI::App& root) {
                  machine.threads, omp_threads());
 
     std::vector<SweepPoint> points = parse_sweeps(o->sweeps);
-    const SweepPoint defaults{{"mode", o->shape.mode}, {"batch", std::to_string(o->shape.batch)},
-                              {"seq", std::to_string(o->shape.seq)}, {"precision", to_string(o->shape.precision)},
-                              {"accum", std::to_string(o->accum)}};
+    const SweepPoint defaults{{SweepKey::mode, to_string(o->shape.mode)},
+                              {SweepKey::batch, std::to_string(o->shape.batch)},
+                              {SweepKey::seq, std::to_string(o->shape.seq)},
+                              {SweepKey::precision, to_string(o->shape.precision)},
+                              {SweepKey::accum, std::to_string(o->accum)}};
     for (auto& p : points)
       for (const auto& [k, v] : defaults) p.emplace(k, v);
     const bool single = points.size() == 1;
@@ -183,12 +183,13 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 s.mode, s.heads, s.batch, s.seq, p.at("precision"), p.at("accum"), omp_threads());
+                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at(SweepKey::precision),
+                 p.at(SweepKey::accum), omp_threads());
       if (single) {
-        check_precision_supported(machine, p.at("precision"));
+        check_precision_supported(machine, s.precision);
       } else {
         try {
-          check_precision_supported(machine, p.at("precision"));
+          check_precision_supported(machine, s.precision);
         } catch (const Error& err) {
           e.skipped = err.what();
           fmt::print("  skipped: {}\n", e.skipped);
@@ -198,7 +199,7 @@ void add_profile_command(CLI::App& root) {
       }
       e.profile = profile_point(*o, p, machine, models, o->overhead && !overhead ? &overhead : nullptr);
       fmt::print("  roofline ({}): GEMM peak {:.1f} GFLOP/s, triad {:.1f} GB/s, ridge {:.1f} FLOP/B ({}, {})\n",
-                 p.at("precision"), e.profile->roof.peak_gflops, e.profile->roof.bandwidth_gbs,
+                 p.at(SweepKey::precision), e.profile->roof.peak_gflops, e.profile->roof.bandwidth_gbs,
                  e.profile->roof.ridge_intensity(), o->machine, machine.date);
       print_profile(*e.profile, *o, single);
       entries.push_back(std::move(e));

@@ -22,7 +22,7 @@ std::string clock_str(double seconds) {
 
 struct TrainCli {
   TrainOptions o;
-  std::string config, model, data, eval_data, out, resume, optimizer = "adamw";
+  std::string config, model, data, eval_data, out, resume;
   int threads = 0;
   double bucket_mb = 25;
   std::string allreduce_dtype = "fp32";
@@ -114,7 +114,7 @@ void add_train_command(CLI::App& root) {
                 "No dropout while pretraining (the saved config keeps its dropout probabilities for fine-tuning)");
   cmd->add_option("--power", o.power, "Power of the polynomial decay");
   cmd->add_option("--weight-decay", o.optimizer.weight_decay, "Decoupled weight decay")->check(non_negative_number());
-  cmd->add_option("--optimizer", c->optimizer, "adamw or lamb")->check(CLI::IsMember({"adamw", "lamb"}));
+  add_enum_option(*cmd, "--optimizer", o.optimizer.kind, "adamw or lamb");
   cmd->add_option("--adam-beta1", o.optimizer.beta1, "First-moment decay");
   cmd->add_option("--adam-beta2", o.optimizer.beta2, "Second-moment decay");
   cmd->add_option("--adam-epsilon", o.optimizer.eps, "Denominator epsilon");
@@ -154,7 +154,7 @@ void add_train_command(CLI::App& root) {
     o.allreduce.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(c->bucket_mb * (1 << 20)));
     o.allreduce.wire = precision_from_string(c->allreduce_dtype, "--allreduce-dtype");
     o.config = c->config, o.model = c->model, o.data = c->data, o.eval_data = c->eval_data;
-    o.out = c->out, o.resume = c->resume, o.optimizer.name = c->optimizer;
+    o.out = c->out, o.resume = c->resume;
     parse_recipe_options(*c, o);
     parse_nonfinite_options(c->on_nonfinite, c->inject_nonfinite, o.nonfinite);
     const std::atomic<bool>* stop = stop_on_signals();

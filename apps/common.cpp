@@ -45,9 +45,9 @@ void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o) {
   cmd.add_option("--config,--model", o.config, "config.json or a model directory")->required();
   cmd.add_option("--batch", o.batch, "Batch size")->check(positive_number());
   cmd.add_option("--seq", o.seq, "Sequence length")->check(positive_number());
-  cmd.add_option("--mode", o.mode, "infer or train")->check(CLI::IsMember({"infer", "train"}));
-  cmd.add_option("--heads", o.heads, "pretraining (MLM + NSP) or none (encoder and pooler)")
-      ->check(CLI::IsMember({"pretraining", "none"}));
+  add_enum_option(cmd, "--mode", o.mode, "infer or train");
+  add_enum_option(cmd, "--heads", o.heads, "pretraining (MLM + NSP) or none (encoder and pooler)",
+                  {Heads::pretraining, Heads::none});
   cmd.add_option("--no-fuse", o.no_fuse, "Switch off a fusion pass (repeatable)");
   add_precision_option(cmd, o.precision);
   cmd.add_option("--world-size", o.world_size,
@@ -91,7 +91,7 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.world_size = o.world_size;
   run.nsp = o.nsp;
   // Training always has the pretraining heads (the losses live there).
-  run.heads = o.heads == "none" && o.mode != "train" ? Heads::none : Heads::pretraining;
+  run.heads = o.heads == Heads::none && o.mode != RunMode::train ? Heads::none : Heads::pretraining;
   Graph g = build_bert(resolve_config(o.config), run);
   apply_fusions(g, std::set<std::string>(o.no_fuse.begin(), o.no_fuse.end()));
   return g;

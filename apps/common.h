@@ -20,14 +20,35 @@ struct ModelShapeOptions {
   std::string config;  // a config.json, or a model directory holding one
   int64_t batch = 1;
   int64_t seq = 128;
-  std::string mode = "infer";
-  std::string heads = "pretraining";
+  RunMode mode = RunMode::infer;
+  Heads heads = Heads::pretraining;  // --heads: pretraining or none (inference graphs)
   std::vector<std::string> no_fuse;
   Precision precision = Precision::fp32;  // GEMM inputs
   int64_t world_size = 1;          // data-parallel ranks (training graphs: gradient allreduce)
   bool nsp = true;                 // false: masked LM only (training graphs, as train --no-nsp)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
+
+// Every value of enum E (base/enum_table.h), in declaration order.
+template <typename E>
+std::vector<E> enum_values() {
+  std::vector<E> v;
+  for (size_t i = 0; i < enum_count<E>; ++i) v.push_back(static_cast<E>(i));
+  return v;
+}
+// A flag taking the name of one of `accepted` (default: every value of E) into `value`, parsed
+// once: CLI11 checks the name against theirs (the help shows {a,b}, a bad value's error lists
+// them), then it is read into the enum.
+template <typename E>
+CLI::Option* add_enum_option(CLI::App& cmd, const std::string& flag, E& value, const std::string& help,
+                             const std::vector<E>& accepted = enum_values<E>()) {
+  std::vector<std::string> names;
+  for (const E e : accepted) names.emplace_back(to_string(e));
+  return cmd
+      .add_option_function<std::string>(
+          flag, [&value, flag](const std::string& s) { value = enum_from_string<E>(s, flag); }, help)
+      ->check(CLI::IsMember(names));
+}
 // fp32, bf16, or auto: bf16 when the CPU has a native bf16 matmul; `note` (when given) receives
 // why auto chose fp32. Throws Error naming `what` for anything else.
 Precision parse_precision(const std::string& s, const std::string& what, std::string* note);

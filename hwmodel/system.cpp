@@ -3,6 +3,7 @@
 #include "hwmodel/json_fields.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
@@ -22,11 +23,14 @@ namespace {
 
 using nlohmann::json;
 
-// SCALE-Sim's long names of the dataflows.
+// SCALE-Sim's long names of the dataflows (the table's third column), read as the short ones.
+#define BERTLAB_DATAFLOW_LONG_NAME(id, name, long_name) long_name,
+constexpr std::array<const char*, enum_count<Dataflow>> kDataflowLongNames{BERTLAB_DATAFLOWS(BERTLAB_DATAFLOW_LONG_NAME)};
+#undef BERTLAB_DATAFLOW_LONG_NAME
+
 std::string dataflow_alias(const std::string& s) {
-  if (s == "weight_stationary") return "ws";
-  if (s == "output_stationary") return "os";
-  if (s == "input_stationary") return "is";
+  for (size_t i = 0; i < kDataflowLongNames.size(); ++i)
+    if (s == kDataflowLongNames[i]) return to_string(static_cast<Dataflow>(i));
   return s;
 }
 

@@ -15,7 +15,10 @@
 
 namespace bertlab::hw {
 
-#define BERTLAB_DATAFLOWS(X) X(ws, "ws") X(os, "os") X(is, "is")
+// The systolic array's dataflow: weight, output or input stationary. Columns: the enum; its name
+// in system files (to_string); SCALE-Sim's long name, which system files may give instead.
+#define BERTLAB_DATAFLOWS(X) \
+  X(ws, "ws", "weight_stationary") X(os, "os", "output_stationary") X(is, "is", "input_stationary")
 BERTLAB_ENUM(Dataflow, uint8_t, BERTLAB_DATAFLOWS)
 // What a description models: an accelerator (cores with systolic arrays, caches, DRAM) or a
 // CPU described by measured peaks.

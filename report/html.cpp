@@ -21,10 +21,10 @@ const char* category_color(ProfileCategory c) {
 
 std::string point_label(const SweepPoint& p) {
   std::string s;
-  for (const auto& k : sweep_keys()) {
+  for (const SweepKey k : kSweepKeys) {
     if (!p.count(k)) continue;
     if (!s.empty()) s += " ";
-    s += k == "mode" || k == "precision" ? p.at(k) : k + "=" + p.at(k);
+    s += value_alone_in_label(k) ? p.at(k) : std::string(to_string(k)) + "=" + p.at(k);
   }
   return s;
 }
@@ -166,16 +166,16 @@ std::string comparisons(const std::vector<const SweepEntry*>& done) {
   };
   for (size_t i = 0; i < done.size(); ++i)
     for (size_t j = i + 1; j < done.size(); ++j) {
-      std::string differing;
+      SweepKey differing{};
       int n = 0;
-      for (const auto& k : sweep_keys())
+      for (const SweepKey k : kSweepKeys)
         if (done[i]->point.count(k) && done[i]->point.at(k) != done[j]->point.at(k)) differing = k, ++n;
       if (n != 1) continue;
       const auto &a = *done[i]->profile, &b = *done[j]->profile;
       SweepPoint common = done[i]->point;
       common.erase(differing);
       s += fmt::format("- {} {} -> {} ({}): step {:.1f} -> {:.1f} ms; GEMMs {:.1f}% -> {:.1f}%",
-                       differing, done[i]->point.at(differing), done[j]->point.at(differing),
+                       to_string(differing), done[i]->point.at(differing), done[j]->point.at(differing),
                        point_label(common), a.step_seconds * 1e3, b.step_seconds * 1e3,
                        100 * a.gemm_seconds() / a.step_seconds, 100 * b.gemm_seconds() / b.step_seconds);
       if (a.categories[static_cast<size_t>(ProfileCategory::optimizer)].nodes > 0)

@@ -8,26 +8,42 @@
 
 namespace bertlab {
 
+namespace {
+#define BERTLAB_SWEEP_KEY_ALONE(id, name, alone) alone,
+constexpr std::array<bool, enum_count<SweepKey>> kValueAlone{BERTLAB_SWEEP_KEYS(BERTLAB_SWEEP_KEY_ALONE)};
+#undef BERTLAB_SWEEP_KEY_ALONE
+}  // namespace
+
+bool value_alone_in_label(SweepKey k) { return kValueAlone.at(static_cast<size_t>(k)); }
+
+nlohmann::json sweep_point_json(const SweepPoint& p) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : p) j[to_string(k)] = v;
+  return j;
+}
+
 std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> axes;
-  std::set<std::string> seen;
+  std::vector<std::pair<SweepKey, std::vector<std::string>>> axes;
+  std::set<SweepKey> seen;
   for (const auto& a : args) {
     auto eq = a.find('=');
     check(eq != std::string::npos && eq > 0 && eq + 1 < a.size(),
           "--sweep '{}': expected key=value[,value...], e.g. batch=1,8,32", a);
-    std::string key = a.substr(0, eq);
-    const auto& keys = sweep_keys();
-    check(std::find(keys.begin(), keys.end(), key) != keys.end(),
-          "--sweep: unknown key '{}' (expected one of {})", key, fmt::join(keys, ", "));
-    check(seen.insert(key).second, "--sweep: key '{}' given twice", key);
+    const std::string name = a.substr(0, eq);
+    const auto parsed = enum_parse<SweepKey>(name);
+    check(parsed.has_value(), "--sweep: unknown key '{}' (expected one of {})", name,
+          fmt::join(enum_names(SweepKey{}), ", "));
+    const SweepKey key = *parsed;
+    check(seen.insert(key).second, "--sweep: key '{}' given twice", name);
     std::vector<std::string> values;
     std::stringstream ss(a.substr(eq + 1));
     for (std::string v; std::getline(ss, v, ',');) {
       check(!v.empty(), "--sweep '{}': empty value", a);
-      if (key == "precision") {
+      if (key == SweepKey::precision) {
         v = to_string(precision_from_string(v, "--sweep precision"));
-      } else if (key == "mode") {
-        check(v == "infer" || v == "train", "--sweep mode: unknown value '{}' (expected infer or train)", v);
+      } else if (key == SweepKey::mode) {
+        check(enum_parse<RunMode>(v).has_value(), "--sweep mode: unknown value '{}' (expected {})", v,
+              fmt::join(enum_names(RunMode{}), " or "));
       } else {
         size_t used = 0;
         long long x = 0;
@@ -36,7 +52,7 @@ std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
         } catch (const std::exception&) {
           used = 0;
         }
-        check(used == v.size() && x > 0, "--sweep {}: '{}' is not a positive integer", key, v);
+        check(used == v.size() && x > 0, "--sweep {}: '{}' is not a positive integer", name, v);
       }
       values.push_back(v);
     }
@@ -58,11 +74,11 @@ std::vector<SweepPoint> parse_sweeps(const std::vector<std::string>& args) {
 
 std::string sweep_csv(const std::vector<SweepEntry>& entries) {
   std::string out;
-  for (const auto& k : sweep_keys()) out += k + ",";
+  for (const SweepKey k : kSweepKeys) out += std::string(to_string(k)) + ",";
   out += "status,step_ms,category,label,ms,share_pct,gflop,mbytes,nodes\n";
   for (const auto& e : entries) {
     std::string prefix;
-    for (const auto& k : sweep_keys()) prefix += (e.point.count(k) ? e.point.at(k) : "") + ",";
+    for (const SweepKey k : kSweepKeys) prefix += (e.point.count(k) ? e.point.at(k) : "") + ",";
     if (!e.profile) {
       std::string reason = e.skipped;
       std::replace(reason.begin(), reason.end(), '"', '\'');

@@ -143,11 +143,9 @@ void Differentiator::seed_loss(const Node& n) {
         to_string(n.kind));
   // Which denominator scales it: mlm (masked tokens), nsp or classifier (labelled sequences
   // or tokens: StepContext::nsp_denominator).
-  const auto loss = n.attrs.find("loss");
-  check(loss != n.attrs.end() && (*loss == "mlm" || *loss == "nsp" || *loss == "classifier"),
-        "loss node '{}' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\"", n.name);
+  const LossKind loss = loss_kind_of(n);
   int dlogits = emit1(OpKind::cross_entropy_grad, n.name + ".grad", {n.inputs[0], n.inputs[1]},
-                      {{"loss", *loss}});
+                      {{"loss", to_string(loss)}});
   contribute(n.inputs[0], dlogits);
 }
 
@@ -190,16 +188,14 @@ void append_allreduce(Graph& g, int64_t world_size, const RunSpec::Allreduce& ho
   g.append_node(std::move(n));
 }
 
-void append_optimizer(Graph& g, const std::string& optimizer) {
-  check(optimizer == "adamw" || optimizer == "lamb", "unknown optimizer '{}' (expected adamw or lamb)",
-        optimizer);
+void append_optimizer(Graph& g, OptimizerKind optimizer) {
   std::vector<int> grads;
   for (const auto& t : g.tensors())
     if (t.role == Role::gradient) grads.push_back(t.id);
   check(!grads.empty(), "the graph has no parameter gradients to optimise");
   int norm = g.node(g.add_node(OpKind::grad_norm, "optimizer.grad_norm", grads, {}, Phase::optimizer))
                  .outputs[0];
-  const OpKind kind = optimizer == "adamw" ? OpKind::adamw_update : OpKind::lamb_update;
+  const OpKind kind = optimizer == OptimizerKind::adamw ? OpKind::adamw_update : OpKind::lamb_update;
   for (int grad : grads) {
     const std::string param = param_of(g.tensor(grad).name);
     const int p = g.tensor_id(param);

@@ -30,7 +30,7 @@ std::vector<int> append_backward_for(Graph& g, const std::vector<std::string>& l
 // Appends grad_norm over every parameter gradient, then one update node per parameter
 // (adamw_update or lamb_update). Weight decay and LAMB segments follow the parameter tensor's
 // attributes "decay" (default true) and "segments" (default 1), set by the builder.
-void append_optimizer(Graph& g, const std::string& optimizer);
+void append_optimizer(Graph& g, OptimizerKind optimizer);
 // Data parallelism: one allreduce node (phase communication) summing every parameter gradient
 // over `world_size` ranks; append after the backward and before the optimizer. Its attributes
 // say how it runs: bucket_bytes, overlap, precision (on the wire).

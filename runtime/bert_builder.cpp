@@ -4,6 +4,7 @@
 
 #include "runtime/autodiff.h"
 #include "base/error.h"
+#include "runtime/op_rules.h"
 
 namespace bertlab {
 
@@ -21,7 +22,7 @@ struct Builder {
   Graph g;
   int dropout_salt = 0;
 
-  bool training() const { return run.mode == "train"; }
+  bool training() const { return run.mode == RunMode::train; }
 
   // A parameter; `decay`: weight decay applies (not to biases and layernorm parameters).
   int weight(const std::string& name, Shape shape, bool decay = true) {
@@ -112,9 +113,8 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
   check(run.seq <= c.max_position_embeddings,
         "sequence length {} exceeds max_position_embeddings {} of the config", run.seq,
         c.max_position_embeddings);
-  check(run.mode == "infer" || run.mode == "train", "mode '{}' is not infer or train", run.mode);
   check(run.residual_scale > 0, "residual scale {}: expected a positive factor", run.residual_scale);
-  const bool train = run.mode == "train";
+  const bool train = run.mode == RunMode::train;
   const bool classifier = run.heads == Heads::sequence_classification || run.heads == Heads::token_classification;
   check(!train || run.heads != Heads::none, "training needs the pretraining or a classification head");
   check(!classifier || run.num_labels > 0, "a classification head needs num_labels > 0, got {}", run.num_labels);
@@ -163,7 +163,7 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     int logits = b.linear("classifier", "classifier", in, L, H);
     if (train) {
       int labels = g.add_tensor("labels", {labels_len}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}, {{"loss", "classifier"}}), "loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "classifier.loss", {logits, labels}, {{"loss", to_string(LossKind::classifier)}}), "loss");
     } else {
       g.mark_output(logits, "logits");
     }
@@ -184,10 +184,10 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
     int nsp = mlm_only ? -1 : b.linear("nsp", "cls.seq_relationship", pooled, 2, H);
     if (train) {
       int labels = g.add_tensor("masked_lm_labels", {B * P}, DType::i32, Role::input);
-      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", "mlm"}}), "mlm_loss");
+      g.mark_output(g.apply(OpKind::cross_entropy, "mlm.loss", {logits, labels}, {{"loss", to_string(LossKind::mlm)}}), "mlm_loss");
       if (!mlm_only) {
         int nsp_labels = g.add_tensor("next_sentence_labels", {B}, DType::i32, Role::input);
-        g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", "nsp"}}), "nsp_loss");
+        g.mark_output(g.apply(OpKind::cross_entropy, "nsp.loss", {nsp, nsp_labels}, {{"loss", to_string(LossKind::nsp)}}), "nsp_loss");
       }
     } else {
       g.mark_output(logits, "mlm_logits");
@@ -198,14 +198,14 @@ Graph build_bert(const BertConfig& c, const RunSpec& run) {
             {"run",
              {{"batch", run.batch},
               {"seq", run.seq},
-              {"mode", run.mode},
+              {"mode", to_string(run.mode)},
               {"heads", to_string(run.heads)},
               {"precision", to_string(run.precision)}}}};
   if (train) {
     g.meta["run"]["max_predictions"] = P;
     g.meta["run"]["dropout"] = run.dropout;
     if (run.heads == Heads::pretraining) g.meta["run"]["nsp"] = run.nsp;
-    g.meta["run"]["optimizer"] = run.optimizer;
+    g.meta["run"]["optimizer"] = to_string(run.optimizer);
     g.meta["run"]["world_size"] = run.world_size;
     // The classifier loss ("loss": "classifier") is divided by StepContext::nsp_denominator:
     // the labelled sequences or tokens of the whole accumulated batch.

@@ -48,10 +48,19 @@ BERTLAB_ENUM(Heads, uint8_t, BERTLAB_HEADS)
 // The Hugging Face architecture of a model with these heads.
 const char* hf_architecture(Heads h);
 
+// What a graph is built for: inference (the forward pass) or a training step (forward, losses,
+// backward and the optimizer update). The names are --mode's and the graph's meta.run.mode.
+#define BERTLAB_RUN_MODES(X) X(infer, "infer") X(train, "train")
+BERTLAB_ENUM(RunMode, uint8_t, BERTLAB_RUN_MODES)
+// The optimizer a training graph updates with: AdamW or LAMB. The names are --optimizer's and
+// the graph's meta.run.optimizer.
+#define BERTLAB_OPTIMIZER_KINDS(X) X(adamw, "adamw") X(lamb, "lamb")
+BERTLAB_ENUM(OptimizerKind, uint8_t, BERTLAB_OPTIMIZER_KINDS)
+
 struct RunSpec {
   int64_t batch = 1;
   int64_t seq = 128;
-  std::string mode = "infer";  // infer | train
+  RunMode mode = RunMode::infer;
   Heads heads = Heads::pretraining;
   Precision precision = Precision::fp32;  // GEMM inputs (runtime/graph.h gemm_precision)
   int64_t num_labels = 0;          // classification heads: classes
@@ -63,7 +72,7 @@ struct RunSpec {
   double residual_scale = 1;
   bool nsp = true;                 // pretraining heads: false trains the masked LM alone (no
                                    // pooler, NSP head or loss in the graph, as BertForMaskedLM)
-  std::string optimizer = "adamw"; // adamw | lamb
+  OptimizerKind optimizer = OptimizerKind::adamw;
   int64_t world_size = 1;          // data-parallel ranks: > 1 adds the gradient allreduce
   struct Allreduce {               // how it runs (runtime/grad_sync.h)
     int64_t bucket_bytes = int64_t{25} << 20;  // PyTorch DDP's default bucket_cap_mb

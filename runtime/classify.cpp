@@ -191,10 +191,10 @@ int64_t fill_batch(Executor& ex, const std::vector<const EncodedExample*>& rows,
 }
 
 Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t B, int64_t S,
-                           bool train, Precision precision, const std::string& optimizer) {
+                           bool train, Precision precision, OptimizerKind optimizer) {
   RunSpec run;
   run.batch = B, run.seq = S, run.heads = heads, run.num_labels = L, run.precision = precision;
-  run.mode = train ? "train" : "infer";
+  run.mode = train ? RunMode::train : RunMode::infer;
   run.optimizer = optimizer;
   Graph g = build_bert(c, run);
   apply_fusions(g);
@@ -308,7 +308,7 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
   const int64_t S = std::min<int64_t>(static_cast<int64_t>(max_len), (static_cast<int64_t>(set.longest) + 7) / 8 * 8);
   const int64_t B = std::max<int64_t>(1, std::min<int64_t>(o.batch_size, static_cast<int64_t>(set.items.size())));
   LengthExecutors ex(S, false, [&](int64_t s) {
-    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, Precision::fp32, "adamw"),
+    return std::make_unique<Executor>(classification_graph(config, heads, L, B, s, false, Precision::fp32, OptimizerKind::adamw),
                                       static_cast<const ParamStore&>(model.params));
   });
 

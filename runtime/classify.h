@@ -80,7 +80,7 @@ int64_t fill_batch(Executor& ex, const std::vector<const data::EncodedExample*>&
 
 // The fused graph of `heads` with L labels for (B, S) batches: training (with `optimizer`) or inference.
 Graph classification_graph(const BertConfig& c, Heads heads, int64_t L, int64_t B, int64_t S, bool train,
-                           Precision precision, const std::string& optimizer);
+                           Precision precision, OptimizerKind optimizer);
 
 // Grouping by length pads a batch to a multiple of S/4 (rounded up to 8), so that at most four
 // graphs of one run exist and padding stays under a quarter of S.

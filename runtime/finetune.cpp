@@ -144,7 +144,7 @@ nlohmann::json finetune_run_state(const FinetuneOptions& o, const LabelSet& labe
                 {"group_by_length", o.group_by_length},
                 {"learning_rate", o.lr},
                 {"warmup_steps", warmup_steps},
-                {"optimizer", {opt.name, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
+                {"optimizer", {to_string(opt.kind), opt.beta1, opt.beta2, opt.eps, opt.weight_decay, opt.max_grad_norm}},
                 {"precision", to_string(o.precision)},
                 {"metric", to_string(o.metric)},
                 {"from_scratch", o.from_scratch},
@@ -400,7 +400,7 @@ class FinetuneRun {
       fill_batch(*ex, micro[k], B, s, heads_, tok_.pad_id(), tok_.cls_id());
       ex->run(nullptr, kForward | kBackward);
       const float* out = ex->output("loss");
-      const double loss_sum = injected && injected->kind == NonfiniteInjection::loss
+      const double loss_sum = injected && injected->kind == NonfiniteKind::loss
                                   ? std::numeric_limits<double>::quiet_NaN() : double(out[0]);
       loss_reasons.push_back(std::isfinite(loss_sum) ? ""
                                                      : fmt::format("the loss is not finite ({} over {} labelled)",
@@ -431,7 +431,7 @@ class FinetuneRun {
   }
 
   std::unique_ptr<Executor> make_executor(int64_t S, bool train) {
-    Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.name);
+    Graph g = classification_graph(config_, heads_, L_, o_.batch_size, S, train, o_.precision, o_.optimizer.kind);
     if (!train) return std::make_unique<Executor>(std::move(g), static_cast<const ParamStore&>(model_.params));
     auto ex = std::make_unique<Executor>(std::move(g), model_.params, &state_);
     auto& ctx = ex->context();

@@ -39,7 +39,7 @@ struct FinetuneOptions {
   int64_t warmup_steps = 0;  // > 0: overrides warmup_ratio
   double warmup_ratio = 0;
   // Hugging Face TrainingArguments defaults: no weight decay, epsilon 1e-8, clip at 1.
-  OptimizerConfig optimizer{"adamw", 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f};
+  OptimizerConfig optimizer{OptimizerKind::adamw, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f};
   uint64_t seed = 42;
   Precision precision = Precision::fp32;  // GEMM inputs (master weights, grads stay f32)
   int64_t eval_steps = 0;  // 0: at the end of every epoch

@@ -73,7 +73,7 @@ struct Node {
   OpKind kind{};
   std::vector<int> inputs, outputs;  // tensor ids
   // Per-kind attributes (docs/graph-format.md) and builder facts: "region" (attention | ffn)
-  // for hwmodel's per-region totals, "loss" (mlm | nsp) on cross-entropy nodes.
+  // for hwmodel's per-region totals, "loss" (mlm | nsp | classifier, op_rules.h LossKind) on cross-entropy nodes.
   nlohmann::json attrs = nlohmann::json::object();
   Phase phase = Phase::forward;
   Category category = Category::memory_bound;

@@ -36,14 +36,22 @@ ops::Activation activation_of(const Node& n) {
   return a;
 }
 
+LossKind loss_kind_of(const Node& n) {
+  const auto it = n.attrs.find("loss");
+  const auto kind = it != n.attrs.end() && it->is_string() ? enum_parse<LossKind>(it->get<std::string>()) : std::nullopt;
+  check(kind.has_value(), "loss node '{}' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\"", n.name);
+  return *kind;
+}
+
 OutputTypes infer_outputs(const Graph& g, const Node& n) { return op_rules(n.kind).infer(g, n); }
 
 Precision gemm_precision(const Node& n) {
   auto it = n.attrs.find("precision");
   if (it == n.attrs.end()) return Precision::fp32;
-  check(it->is_string() && (*it == "fp32" || *it == "bf16"),
-        "node '{}': attribute 'precision' must be \"fp32\" or \"bf16\", got {}", n.name, it->dump());
-  return precision_from_string(it->get<std::string>());
+  const auto precision = it->is_string() ? enum_parse<Precision>(it->get<std::string>()) : std::nullopt;
+  check(precision.has_value(), "node '{}': attribute 'precision' must be \"fp32\" or \"bf16\", got {}", n.name,
+        it->dump());
+  return *precision;
 }
 
 void set_gemm_precision(Graph& g, Precision precision) {

@@ -40,6 +40,14 @@ inline const OpRules& op_rules(OpKind k) { return *kOpRules[static_cast<size_t>(
 // The activation of a node: its "activation" attribute (none when a linear has none); throws
 // Error naming the node on an unknown name, or when an activation node lacks it.
 ops::Activation activation_of(const Node& n);
+// Which loss a cross_entropy node computes, its attribute "loss" (passed on to its
+// cross_entropy_grad), and so its denominator: mlm, the masked tokens (StepContext's
+// mlm_denominator); nsp and classifier, the labelled sequences or tokens (nsp_denominator). The
+// names are the graph file's.
+#define BERTLAB_LOSS_KINDS(X) X(mlm, "mlm") X(nsp, "nsp") X(classifier, "classifier")
+BERTLAB_ENUM(LossKind, uint8_t, BERTLAB_LOSS_KINDS)
+// A node's "loss" attribute; throws Error naming the node when it has none or it names no loss.
+LossKind loss_kind_of(const Node& n);
 // Whether a backward pass recomputes this forward node's output rather than keeping it: the op
 // table's `saved` column, and for activations the activation's row (ops/activation.h, keep).
 bool recomputed_in_backward(const Node& n);

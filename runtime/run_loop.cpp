@@ -88,8 +88,9 @@ NonfiniteInjection nonfinite_injection_from_string(const std::string& s, const s
   in.data_step = integer(parts[0], 1);
   if (parts.size() > 1) in.micro = integer(parts[1], 0);
   if (parts.size() > 2) {
-    if (parts[2] == "grad") in.kind = NonfiniteInjection::gradients;
-    else if (parts[2] != "loss") bad();
+    const auto kind = enum_parse<NonfiniteKind>(parts[2]);
+    if (!kind) bad();
+    in.kind = *kind;
   }
   return in;
 }

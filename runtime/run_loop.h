@@ -48,13 +48,14 @@ OnNonfinite on_nonfinite_from_string(const std::string& s, const std::string& wh
 // Test hook (--debug-nonfinite-batch STEP[:MICRO[:loss|grad]]): micro-batch `micro` (0-based;
 // every one of the step when kEveryMicroBatch) of the data of step `data_step` (1-based, in the
 // original order) gives a non-finite loss and gradients (`loss`), or finite loss and
-// non-finite gradients (`gradients`), as a corrupted batch would.
+// non-finite gradients (`gradients`, spelled grad in the flag), as a corrupted batch would.
+#define BERTLAB_NONFINITE_KINDS(X) X(loss, "loss") X(gradients, "grad")
+BERTLAB_ENUM(NonfiniteKind, uint8_t, BERTLAB_NONFINITE_KINDS)
 struct NonfiniteInjection {
-  enum Kind : uint8_t { loss, gradients };
   static constexpr int64_t kEveryMicroBatch = -1;
   int64_t data_step = 1;
   int64_t micro = kEveryMicroBatch;
-  Kind kind = loss;
+  NonfiniteKind kind = NonfiniteKind::loss;
   bool operator==(const NonfiniteInjection&) const = default;
 };
 // Parses STEP[:MICRO[:loss|grad]]; throws Error naming `what` (the flag) and the expected form.

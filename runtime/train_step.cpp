@@ -16,7 +16,7 @@ namespace bertlab {
 namespace {
 // `diagnostics`: an evaluation graph that also outputs what the plateau diagnostics read.
 Graph training_graph(const BertConfig& c, RunSpec run, bool diagnostics = false) {
-  run.mode = "train";
+  run.mode = RunMode::train;
   run.heads = Heads::pretraining;
   Graph g = build_bert(c, run);
   if (diagnostics) mark_diagnostic_outputs(g, c);
@@ -28,8 +28,8 @@ Graph training_graph(const BertConfig& c, RunSpec run, bool diagnostics = false)
 TrainStepper::TrainStepper(Model& model, RunSpec run, OptimizerConfig opt, uint64_t seed)
     : model_(model),
       run_([&] {
-        run.mode = "train";
-        run.optimizer = opt.name;
+        run.mode = RunMode::train;
+        run.optimizer = opt.kind;
         return run;
       }()),
       state_(model.params),
@@ -90,7 +90,7 @@ StepStats TrainStepper::accumulate(std::span<const BertInputs> micro, const std:
     set_inputs(*active_, micro[k]);
     active_->run(nullptr, kForward | kBackward);
     StepStats one = collect(*active_, {});
-    if (injected && injected->kind == NonfiniteInjection::loss) one.mlm_loss = nan;
+    if (injected && injected->kind == NonfiniteKind::loss) one.mlm_loss = nan;
     const StepStats mean = finish(one);
     loss_reasons.push_back(std::isfinite(one.mlm_loss) && std::isfinite(one.nsp_loss)
                                ? ""

@@ -15,7 +15,7 @@
 namespace bertlab {
 
 struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | lamb
+  OptimizerKind kind = OptimizerKind::adamw;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-6f, weight_decay = 0.01f;
   float max_grad_norm = 1.0f;  // <= 0: no clipping
 };

@@ -399,7 +399,7 @@ nlohmann::json train_run_state(const TrainOptions& o, const data::PretrainingDat
   nlohmann::json run_state = trainer_state_header(RunKind::pretraining);
   run_state.update({{"seed", o.seed},               {"batch_size", o.batch_size},
                     {"accum_steps", o.accum_steps}, {"seq_len", static_cast<int64_t>(train_set.seq_len())},
-                    {"optimizer", o.optimizer.name}, {"dynamic_masking", o.dynamic_masking},
+                    {"optimizer", to_string(o.optimizer.kind)}, {"dynamic_masking", o.dynamic_masking},
                     {"world_size", W},              {"nsp", o.nsp},
                     {"dropout", o.dropout},
                     {"data_fingerprint", fmt::format("{:016x}", train_set.fingerprint())}});

@@ -411,7 +411,7 @@ namespace {
 
 BertConfig bf16_test_config() { return testing::bert_config(200, 64, 2, 4, 128, 64); }
 
-RunSpec run_spec(const std::string& mode, const std::string& precision) {
+RunSpec run_spec(RunMode mode, const std::string& precision) {
   RunSpec r;
   r.batch = 3, r.seq = 16, r.mode = mode, r.precision = precision_from_string(precision);
   r.dropout = false;
@@ -420,7 +420,7 @@ RunSpec run_spec(const std::string& mode, const std::string& precision) {
 
 // The fused training graph of bf16_test_config.
 Graph train_graph(const std::string& precision) {
-  Graph g = build_bert(bf16_test_config(), run_spec("train", precision));
+  Graph g = build_bert(bf16_test_config(), run_spec(RunMode::train, precision));
   apply_fusions(g);
   return g;
 }
@@ -431,7 +431,7 @@ TEST_CASE("bf16 inference: the GELU output goes from one FFN GEMM to the next in
   const auto c = bf16_test_config();
   for (const char* precision : {"bf16", "fp32"})
     for (bool fused : {true, false}) {
-      Graph g = build_bert(c, run_spec("infer", precision));
+      Graph g = build_bert(c, run_spec(RunMode::infer, precision));
       if (fused) apply_fusions(g);
       const auto handoff = bf16_linear_handoffs(g);
       std::vector<std::string> names;
@@ -530,7 +530,7 @@ TEST_CASE("bf16 training: attention backward GEMMs reuse the casts of dctx, dS, 
 TEST_CASE("bf16 training: the attention dropouts hand their probabilities over in bf16", "[graph][bf16]") {
   const auto c = bf16_test_config();
   for (const char* precision : {"bf16", "fp32"}) {
-    RunSpec r = run_spec("train", precision);
+    RunSpec r = run_spec(RunMode::train, precision);
     r.dropout = true;
     Graph g = build_bert(c, r);
     apply_fusions(g);
@@ -553,7 +553,7 @@ TEST_CASE("bf16 training: the attention dropouts hand their probabilities over i
 
 TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only those", "[graph][bf16]") {
   const auto c = bf16_test_config();
-  for (const char* mode : {"infer", "train"}) {
+  for (const RunMode mode : {RunMode::infer, RunMode::train}) {
     Graph g = build_bert(c, run_spec(mode, "bf16"));
     apply_fusions(g);
     int gemms = 0, backward_gemms = 0;
@@ -564,7 +564,7 @@ TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only thos
       backward_gemms += gemm && n.phase == Phase::backward;
     }
     CHECK(gemms >= 6 * c.num_hidden_layers);
-    CHECK((std::string(mode) == "train") == (backward_gemms > 0));
+    CHECK((mode == RunMode::train) == (backward_gemms > 0));
     CHECK(g.meta["run"]["precision"] == "bf16");
     // The attribute survives the JSON round trip.
     Graph back = graph_from_json(graph_to_json(g));
@@ -574,9 +574,9 @@ TEST_CASE("A bf16 run marks every GEMM node, forward and backward, and only thos
     for (const auto& n : f32.nodes()) CHECK_FALSE(gemm_bf16(n));
   }
   // A precision is parsed where it enters; both spellings of f32 in files are accepted.
-  CHECK_THROWS_WITH(run_spec("infer", "fp16"), Catch::Matchers::Contains("fp16"));
+  CHECK_THROWS_WITH(run_spec(RunMode::infer, "fp16"), Catch::Matchers::Contains("fp16"));
   CHECK(precision_from_string("f32") == Precision::fp32);
-  Graph g = build_bert(c, run_spec("infer", "fp32"));
+  Graph g = build_bert(c, run_spec(RunMode::infer, "fp32"));
   auto& n = g.node(5);
   n.attrs["precision"] = "half";
   CHECK_THROWS_WITH(gemm_bf16(n), Catch::Matchers::Contains(n.name) && Catch::Matchers::Contains("precision"));
@@ -590,7 +590,7 @@ TEST_CASE("BERT inference and training in bf16 stay close to fp32", "[bf16][trai
   const auto c = bf16_test_config();
   const Model model = init_model(c, Heads::pretraining, 11);
   auto infer = [&](const std::string& precision) {
-    Graph g = build_bert(c, run_spec("infer", precision));
+    Graph g = build_bert(c, run_spec(RunMode::infer, precision));
     apply_fusions(g);
     BertInputs in = synthetic_inputs(c, g);
     Executor ex(std::move(g), model.params);
@@ -609,7 +609,7 @@ TEST_CASE("BERT inference and training in bf16 stay close to fp32", "[bf16][trai
   // within a few percent of each other (master weights, gradients and moments stay f32).
   auto train = [&](const std::string& precision) {
     Model m = init_model(c, Heads::pretraining, 11);
-    RunSpec r = run_spec("train", precision);
+    RunSpec r = run_spec(RunMode::train, precision);
     TrainStepper stepper(m, r, OptimizerConfig{}, 1);
     BertInputs batch = synthetic_inputs(c, stepper.executor().graph());
     std::vector<double> losses;

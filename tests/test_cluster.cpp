@@ -44,7 +44,7 @@ ClusterDesc load(const TempDir& dir, const nlohmann::json& j) {
 
 Graph training_graph() {
   RunSpec r;
-  r.batch = 2, r.seq = 16, r.mode = "train";
+  r.batch = 2, r.seq = 16, r.mode = RunMode::train;
   return build_bert(small_train_config(), r);
 }
 

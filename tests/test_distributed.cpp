@@ -53,7 +53,7 @@ struct SmallTraining {
   SmallTraining()
       : g(build_bert(small_config(), [] {
           RunSpec r;
-          r.batch = 2, r.seq = 8, r.mode = "train", r.world_size = 2;
+          r.batch = 2, r.seq = 8, r.mode = RunMode::train, r.world_size = 2;
           return r;
         }())),
         model(init_model(small_config(), Heads::pretraining, 1)),
@@ -75,7 +75,7 @@ std::map<int, double> losses(const fs::path& file) {
 
 TEST_CASE("A data-parallel training graph sums the gradients before the optimizer", "[distributed]") {
   RunSpec r;
-  r.batch = 2, r.seq = 8, r.mode = "train", r.world_size = 4;
+  r.batch = 2, r.seq = 8, r.mode = RunMode::train, r.world_size = 4;
   Graph g = build_bert(small_config(), r);
   int allreduce = -1, first_optimizer = -1, last_backward = -1, gradients = 0;
   for (const auto& n : g.nodes()) {

@@ -5,8 +5,10 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "base/enum_table.h"
+#include "base/json_file.h"
 #include "hwmodel/cluster.h"
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/lackey_replay.h"
@@ -20,8 +22,10 @@
 #include "runtime/data/corpus.h"
 #include "runtime/data/downstream.h"
 #include "runtime/graph.h"
+#include "runtime/op_rules.h"
 #include "runtime/precision.h"
 #include "runtime/profiler.h"
+#include "runtime/run_loop.h"
 #include "runtime/trainer.h"
 
 using namespace bertlab;
@@ -54,6 +58,12 @@ void check_table(const char* what) {
                     Contains(std::string(what) + ": unknown value 'no-such-name' " + expected + ")"));
 }
 
+template <typename E>
+std::vector<std::string> names_of() {
+  const auto names = enum_names(E{});
+  return {names.begin(), names.end()};
+}
+
 }  // namespace
 
 TEST_CASE("Every named enum round-trips through its names and refuses others", "[enum]") {
@@ -66,6 +76,10 @@ TEST_CASE("Every named enum round-trips through its names and refuses others", "
   check_table<Role>("role");
   check_table<Precision>("--precision");
   check_table<Heads>("heads");
+  check_table<RunMode>("--mode");
+  check_table<OptimizerKind>("--optimizer");
+  check_table<LossKind>("loss");
+  check_table<NonfiniteKind>("--debug-nonfinite-batch");
   check_table<RunKind>("kind");
   check_table<LrSchedule>("--lr-schedule");
   check_table<PositionInit>("--position-init");
@@ -111,4 +125,41 @@ TEST_CASE("Tables with more columns keep them in the enum's order", "[enum]") {
   CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::activation, ops::Activation::gelu}) == "gelu");
   CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::activation_grad, ops::Activation::silu}) == "silu_grad");
   CHECK(ops::to_string(ElementwiseKernel{ElementwiseKernel::Kind::dropout, ops::Activation::none}) == "dropout");
+}
+
+TEST_CASE("Names that flags and files spell are pinned", "[enum]") {
+  // --mode, --sweep mode and a graph's meta.run.mode; --optimizer, meta.run.optimizer and
+  // trainer_state.json; --heads (the two it accepts) and meta.run.heads.
+  CHECK(names_of<RunMode>() == std::vector<std::string>{"infer", "train"});
+  CHECK(names_of<OptimizerKind>() == std::vector<std::string>{"adamw", "lamb"});
+  CHECK(std::string(to_string(Heads::pretraining)) == "pretraining");
+  CHECK(std::string(to_string(Heads::none)) == "none");
+  // A cross-entropy node's attribute 'loss' in graph files, read where it is used.
+  CHECK(names_of<LossKind>() == std::vector<std::string>{"mlm", "nsp", "classifier"});
+  Node n;
+  n.name = "nsp.loss";
+  n.attrs = {{"loss", "nsp"}};
+  CHECK(loss_kind_of(n) == LossKind::nsp);
+  for (const nlohmann::json& bad : {nlohmann::json::object(), nlohmann::json{{"loss", "sop"}}, nlohmann::json{{"loss", 1}}}) {
+    n.attrs = bad;
+    CHECK_THROWS_WITH(loss_kind_of(n), Contains("loss node 'nsp.loss' needs attribute 'loss': \"mlm\", \"nsp\" or \"classifier\""));
+  }
+  // --debug-nonfinite-batch STEP:MICRO:KIND, the kind spelled loss or grad.
+  CHECK(names_of<NonfiniteKind>() == std::vector<std::string>{"loss", "grad"});
+  CHECK(nonfinite_injection_from_string("5:1:grad") == NonfiniteInjection{5, 1, NonfiniteKind::gradients});
+  CHECK(nonfinite_injection_from_string("5:1:loss") == NonfiniteInjection{5, 1, NonfiniteKind::loss});
+  CHECK(nonfinite_injection_from_string("5") == NonfiniteInjection{5, NonfiniteInjection::kEveryMicroBatch, NonfiniteKind::loss});
+  CHECK_THROWS_WITH(nonfinite_injection_from_string("5:1:gradients"),
+                    Contains("--debug-nonfinite-batch 5:1:gradients: expected STEP[:MICRO[:loss|grad]]"));
+  // System files' array.dataflow: the short names, or SCALE-Sim's long ones (the table's column).
+  CHECK(names_of<hw::Dataflow>() == std::vector<std::string>{"ws", "os", "is"});
+  auto system = read_json_file(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/scalesim-32x32.json", "system");
+  for (const auto& [name, df] : {std::pair{"weight_stationary", hw::Dataflow::ws}, {"output_stationary", hw::Dataflow::os},
+                                 {"input_stationary", hw::Dataflow::is}, {"is", hw::Dataflow::is}}) {
+    system["array"]["dataflow"] = name;
+    CHECK(hw::system_from_json(system, "scalesim-32x32.json").array.dataflow == df);
+  }
+  system["array"]["dataflow"] = "row_stationary";
+  CHECK_THROWS_WITH(hw::system_from_json(system, "s.json"),
+                    Contains("s.json: field 'array.dataflow': unknown value 'row_stationary' (expected one of: ws, os, is)"));
 }

@@ -65,7 +65,7 @@ void check_head(const HeadCase& hc) {
   run.batch = in.batch, run.seq = in.seq, run.heads = hc.heads, run.num_labels = hc.labels;
   run.dropout = false;
   // Forward: logits of the inference graph.
-  run.mode = "infer";
+  run.mode = RunMode::infer;
   Graph ig = build_bert(c, run);
   apply_fusions(ig);
   Executor infer(std::move(ig), static_cast<const ParamStore&>(m.params));
@@ -81,7 +81,7 @@ void check_head(const HeadCase& hc) {
   CHECK(rel_err(infer.output("logits"), want_logits) < 1e-5);
 
   // Loss and gradients of the training graph (the loss divided by the labelled count).
-  run.mode = "train";
+  run.mode = RunMode::train;
   Graph tg = build_bert(c, run);
   apply_fusions(tg);
   TrainingState state(m.params);

@@ -43,10 +43,10 @@ RunSpec run_for(const BertInputs& in) {
   return r;
 }
 
-OptimizerConfig optimizer(const std::string& name) {
+OptimizerConfig optimizer(OptimizerKind kind) {
   auto c = read_json("train_expected.json").at("optimizer_config");
   OptimizerConfig o;
-  o.name = name;
+  o.kind = kind;
   o.beta1 = c.at("betas")[0].get<float>();
   o.beta2 = c.at("betas")[1].get<float>();
   o.eps = c.at("eps").get<float>();
@@ -65,7 +65,7 @@ double l2(const float* a, const float* b, int64_t n) {
 TEST_CASE("Tiny BERT losses and gradients match PyTorch", "[golden][train]") {
   Model m = load_model(kFixture, Heads::pretraining);
   BertInputs batch = training_batch();
-  TrainStepper stepper(m, run_for(batch), optimizer("adamw"), 0);
+  TrainStepper stepper(m, run_for(batch), optimizer(OptimizerKind::adamw), 0);
   auto& ex = stepper.executor();
   auto& ctx = ex.context();
   ctx.mlm_denominator = static_cast<float>(batch.masked_count());
@@ -119,11 +119,12 @@ TEST_CASE("Tiny BERT losses and gradients match PyTorch", "[golden][train]") {
 TEST_CASE("AdamW and LAMB trajectories match PyTorch over 5 steps", "[golden][train]") {
   auto expected = read_json("train_expected.json");
   const float lr = expected.at("optimizer_config").at("lr").get<float>();
-  for (const char* name : {"adamw", "lamb"}) {
+  for (const OptimizerKind kind : {OptimizerKind::adamw, OptimizerKind::lamb}) {
     Model m = load_model(kFixture, Heads::pretraining);
     BertInputs batch = training_batch();
-    TrainStepper stepper(m, run_for(batch), optimizer(name), 0);
-    auto want = expected.at(std::string(name) + "_losses").get<std::vector<double>>();
+    TrainStepper stepper(m, run_for(batch), optimizer(kind), 0);
+    const std::string name = to_string(kind);
+    auto want = expected.at(name + "_losses").get<std::vector<double>>();
     std::vector<double> got;
     double worst = 0;
     for (int step = 1; step <= 5; ++step) {

@@ -129,7 +129,7 @@ TEST_CASE("The executor runs each layer's attention scores, softmax and context 
     CHECK(std::count(enough.begin(), enough.end(), kFusedAttention) == c.num_hidden_layers);
   }
   RunSpec train = run(2, 7);
-  train.mode = "train";
+  train.mode = RunMode::train;
   // With attention dropout the context reads the dropout's output, not the softmax's: no run.
   CHECK(attention_runs(train) == 0);
   // Without dropout the forward chain is one step; the backward's recomputed probabilities

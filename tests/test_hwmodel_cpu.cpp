@@ -558,7 +558,7 @@ TEST_CASE("cpu model: a kept bf16 x costs its dW GEMM no conversion, and the rec
           "[hwmodel][hwmodel_cpu]") {
   const SystemDesc s = machine();
   RunSpec r;
-  r.batch = 2, r.seq = 16, r.mode = "train", r.precision = Precision::bf16, r.dropout = false;
+  r.batch = 2, r.seq = 16, r.mode = RunMode::train, r.precision = Precision::bf16, r.dropout = false;
   auto graph = [&](bool keep) {
     Graph g = build_bert(bertlab::testing::bert_config(200, 64, 2, 4, 128, 64), r);
     apply_fusions(g);

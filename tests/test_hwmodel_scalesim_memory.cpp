@@ -18,10 +18,9 @@ namespace {
 
 // The fixture's dataflow by bertlab's own names of the three (to_string).
 Dataflow dataflow_named(const std::string& s) {
-  for (const Dataflow df : {Dataflow::ws, Dataflow::os, Dataflow::is})
-    if (to_string(df) == s) return df;
-  FAIL("unknown dataflow '" << s << "' in a fixture");
-  return Dataflow::ws;
+  const auto df = enum_parse<Dataflow>(s);
+  if (!df) FAIL("unknown dataflow '" << s << "' in a fixture");
+  return *df;
 }
 
 // Every case of a fixture file, compared exactly: stall and total cycles and the DRAM words.

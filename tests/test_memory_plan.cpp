@@ -357,7 +357,7 @@ TEST_CASE("Training graph: outputs of recomputed kinds are read in the backward 
   RunSpec run;
   run.batch = 2;
   run.seq = 13;
-  run.mode = "train";
+  run.mode = RunMode::train;
   const Graph g = build_bert(small_config(), run);
   std::vector<int> producer(g.tensors().size(), -1);
   for (const auto& n : g.nodes())

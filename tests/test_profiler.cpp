@@ -194,8 +194,9 @@ TEST_CASE("Profiling the executor gives a breakdown summing to the step and a tr
 TEST_CASE("Sweep arguments give the cartesian product and are validated and CSV has one row per category", "[profiler]") {
   auto pts = parse_sweeps({"batch=1,8", "precision=fp32,bf16", "seq=128"});
   REQUIRE(pts.size() == 4);
-  CHECK(pts[0] == SweepPoint{{"batch", "1"}, {"precision", "fp32"}, {"seq", "128"}});
-  CHECK(pts[3] == SweepPoint{{"batch", "8"}, {"precision", "bf16"}, {"seq", "128"}});
+  CHECK(pts[0] == SweepPoint{{SweepKey::batch, "1"}, {SweepKey::precision, "fp32"}, {SweepKey::seq, "128"}});
+  CHECK(pts[3] == SweepPoint{{SweepKey::batch, "8"}, {SweepKey::precision, "bf16"}, {SweepKey::seq, "128"}});
+  CHECK(sweep_point_json(pts[3]) == nlohmann::json{{"batch", "8"}, {"precision", "bf16"}, {"seq", "128"}});
   CHECK(parse_sweeps({}).size() == 1);
   CHECK_THROWS_WITH(parse_sweeps({"heads=1"}), Catch::Contains("unknown key 'heads'"));
   CHECK_THROWS_WITH(parse_sweeps({"batch=0"}), Catch::Contains("not a positive integer"));
@@ -206,8 +207,8 @@ TEST_CASE("Sweep arguments give the cartesian product and are validated and CSV 
 
   Graph g = tiny_graph(1, 4);
   std::vector<SweepEntry> entries{
-      {{{"batch", "1"}, {"precision", "fp32"}}, make_profile(g, std::vector<double>(g.nodes().size(), 1e-4), 1.0, kRoof), ""},
-      {{{"batch", "1"}, {"precision", "bf16"}}, std::nullopt, "machine.json has no bf16 GEMM peak"}};
+      {{{SweepKey::batch, "1"}, {SweepKey::precision, "fp32"}}, make_profile(g, std::vector<double>(g.nodes().size(), 1e-4), 1.0, kRoof), ""},
+      {{{SweepKey::batch, "1"}, {SweepKey::precision, "bf16"}}, std::nullopt, "machine.json has no bf16 GEMM peak"}};
   auto csv = sweep_csv(entries);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + static_cast<long>(kProfileCategoryCount) + 1);
   CHECK(csv.find("skipped: machine.json has no bf16 GEMM peak") != std::string::npos);

@@ -267,8 +267,8 @@ TEST_CASE("train step, skip with accumulation: only the micro-batch at fault is 
   // position, and so its dropout masks.
   const BertConfig c = small_config();
   const bool dropout = GENERATE(false, true);
-  const auto kind = GENERATE(NonfiniteInjection::loss, NonfiniteInjection::gradients);
-  INFO("dropout " << dropout << ", injected into the " << (kind == NonfiniteInjection::loss ? "loss" : "gradients"));
+  const auto kind = GENERATE(NonfiniteKind::loss, NonfiniteKind::gradients);
+  INFO("dropout " << dropout << ", injected into the " << (kind == NonfiniteKind::loss ? "loss" : "gradients"));
   auto batches = [&](int64_t step) {
     std::vector<BertInputs> micro;
     for (int64_t k = 0; k < 3; ++k) micro.push_back(random_batch(c, (step * 3 + k) * 2, 2, 12, 3));
@@ -284,7 +284,7 @@ TEST_CASE("train step, skip with accumulation: only the micro-batch at fault is 
   REQUIRE(s.dropped.size() == 1);
   CHECK(s.dropped[0].micro == 1);
   CHECK_THAT(s.dropped[0].reason, Contains("step 2, micro-batch 1 of 3: ") &&
-                                      Contains(kind == NonfiniteInjection::loss ? "the loss is not finite"
+                                      Contains(kind == NonfiniteKind::loss ? "the loss is not finite"
                                                                                 : "gradients are not finite; first: grad of"));
   std::vector<BertInputs> others = batches(2);
   if (dropout) {
@@ -333,16 +333,16 @@ TEST_CASE("train step, skip with accumulation: all micro-batches at fault, or mo
     return NonfiniteError("");
   };
   // Every micro-batch (the hook's STEP alone), within the allowance: the step is undone.
-  NonfiniteError all = fails({3, {{2, NonfiniteInjection::kEveryMicroBatch, NonfiniteInjection::loss}}});
+  NonfiniteError all = fails({3, {{2, NonfiniteInjection::kEveryMicroBatch, NonfiniteKind::loss}}});
   CHECK_THAT(all.what(), Contains("step 2: all 3 micro-batches are not finite"));
   CHECK(all.at_fault.size() == 3);
   // Two of three with one allowed.
-  NonfiniteError two = fails({1, {{2, 0, NonfiniteInjection::loss}, {2, 2, NonfiniteInjection::gradients}}});
+  NonfiniteError two = fails({1, {{2, 0, NonfiniteKind::loss}, {2, 2, NonfiniteKind::gradients}}});
   CHECK_THAT(two.what(), Contains("step 2: 2 of 3 micro-batches are not finite"));
   REQUIRE(two.at_fault.size() == 2);
   CHECK((two.at_fault[0].micro == 0 && two.at_fault[1].micro == 2));
   // Nothing allowed (stop, rollback, or the window's allowance used up): as without skip.
-  NonfiniteError none = fails({0, {{2, 1, NonfiniteInjection::loss}}});
+  NonfiniteError none = fails({0, {{2, 1, NonfiniteKind::loss}}});
   CHECK_THAT(none.what(), Contains("step 2: the loss is not finite (masked LM nan"));
   CHECK(none.at_fault.size() == 1);
   CHECK(t.params() == before);
@@ -353,7 +353,7 @@ TEST_CASE("Masked-LM-only training has no pooler or NSP head and the same masked
   const BertConfig c = small_config();
   const int64_t S = 12, P = 3, B = 4;
   RunSpec r;
-  r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = false, r.mode = "train", r.nsp = false;
+  r.batch = B, r.seq = S, r.max_predictions = P, r.dropout = false, r.mode = RunMode::train, r.nsp = false;
   const Graph g = build_bert(c, r);
   for (const auto& t : g.tensors()) {
     INFO(t.name);

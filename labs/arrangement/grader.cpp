@@ -232,7 +232,7 @@ Graph encoder_layer() {
   RunSpec run;
   run.batch = 1;
   run.seq = 512;
-  run.mode = "infer";
+  run.mode = RunMode::infer;
   Graph g = build_bert(load_config(source_dir() + "/configs/bert-base.json"), run);
   apply_fusions(g);
   std::vector<bool> dead(g.nodes().size());

@@ -38,7 +38,7 @@ Graph training_graph(const Run& r) {
   RunSpec spec;
   spec.batch = r.batch;
   spec.seq = r.seq;
-  spec.mode = "train";
+  spec.mode = RunMode::train;
   spec.precision = r.precision;
   Graph g = build_bert(load_config(source_dir() + "/configs/" + r.config + ".json"), spec);
   apply_fusions(g);

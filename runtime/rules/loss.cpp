@@ -52,7 +52,7 @@ std::function<void()> cross_entropy_grad_kernel(StepBinder& b, const Node& n) {
   auto s = b.shape(n, 0);
   const float* logits = b.in(n, 0);
   const int32_t* labels = b.ids(n, 1);
-  const bool mlm = n.attrs.at("loss") == "mlm";
+  const bool mlm = loss_kind_of(n) == LossKind::mlm;
   return [=] {
     ops::cross_entropy_backward(out, logits, labels, s[0], s[1], mlm ? ctx->mlm_denominator : ctx->nsp_denominator);
   };
