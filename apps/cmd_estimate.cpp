@@ -181,11 +181,11 @@ std::string layer_split_cells(const hw::GraphEstimate& r, const hw::GraphEstimat
 std::string summary_header() {
   const auto all = hw::arrangements();
   std::string h = fmt::format("{:>6} {:>5}", "kernel", "cores");
-  for (const auto& d : all) h += fmt::format(" {:>12}", fmt::format("{} ms", d.name));
-  for (const auto& d : all) h += fmt::format(" {:>14}", fmt::format("{} DRAM B", d.name));
+  for (const auto& d : all) h += fmt::format(" {:>12}", fmt::format("{} ms", to_string(d.id)));
+  for (const auto& d : all) h += fmt::format(" {:>14}", fmt::format("{} DRAM B", to_string(d.id)));
   for (size_t i = 1; i < all.size(); ++i)
     h += all.size() == 2 ? fmt::format(" {:>8} {:>9}", "speedup", "traffic-")
-                         : fmt::format(" {:>8} {:>9}", fmt::format("{} x", all[i].name), fmt::format("{} -", all[i].name));
+                         : fmt::format(" {:>8} {:>9}", fmt::format("{} x", to_string(all[i].id)), fmt::format("{} -", to_string(all[i].id)));
   return h + "\n";
 }
 std::string summary_row(int64_t S, int64_t P, std::map<hw::Arrangement, hw::GraphEstimate>& est) {
@@ -503,8 +503,8 @@ void add_estimate_command(CLI::App& root) {
       ->check([](const std::string& v) {
         std::string names;
         for (const auto& d : hw::arrangements()) {
-          if (v == d.name) return std::string();
-          names += std::string(d.name) + ", ";
+          if (v == to_string(d.id)) return std::string();
+          names += std::string(to_string(d.id)) + ", ";
         }
         return v == "both" ? std::string() : fmt::format("'{}' is not an arrangement (expected one of: {}both)", v, names);
       });

@@ -1,6 +1,6 @@
 // The row-wise arrangement (RWMA): every matrix row-major (layout.h); the GEMM schedule
 // gives each core whole sequence blocks (work.h). Its row of the arrangement table
-// (arrangement.cpp) points here; the analytic traffic of one product is gemm_rwma
+// (desc, at the end) points here; the analytic traffic of one product is gemm_rwma
 // (analytic_rwma.cpp).
 #include <fmt/format.h>
 
@@ -72,5 +72,23 @@ void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, s
         "weight tiles and pays {} rows of fill/drain per tile",
         MB, Mb, P, NT * KT, 2 * S - 1));
 }
+
+constinit const ArrangementDesc desc = {
+    .id = Arrangement::rwma,
+    .panel_width = panel_width,
+    .transposed_operand = TransposedOperand::converted_copy,
+    .analytic_gemm = analytic_gemm,
+    .trace_gemm = trace_gemm,
+    .gemm_compute = gemm_compute,
+    .head_split = "by strided rows",
+    .head_operand = "strided rows",
+    .head_concat = "strided rows",
+    .transpose = "row-major transpose",
+    .row_access = "each row contiguous",
+    .rows_gathered = "read contiguously",
+    .rows_scattered = "as a contiguous row",
+    .transposed_dy = "from a row-major transposed copy (conversion node)",
+    .transposed_ll = "the (L,L) operand transposed into a row-major copy first",
+};
 
 }  // namespace bertlab::hw::rwma
