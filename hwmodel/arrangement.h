@@ -35,6 +35,7 @@ inline constexpr Arrangement kBaselineArrangement{};
 
 struct GemmWork;
 struct NodeEstimate;
+struct Placement;
 struct SystemDesc;
 struct Traffic;
 class TraceSim;
@@ -50,7 +51,14 @@ enum class TransposedOperand : uint8_t {
 
 struct ArrangementDesc {
   Arrangement id;  // its value: row i of the table has id i (checked when the table is built)
-  // Layout (layout.h): columns per panel of a matrix at kernel S; 0 means row-major.
+  // Layout (layout.h): the address of element (r, c) of a matrix placed at p, and the bytes
+  // the matrix occupies (padding included); every address the estimate and the trace
+  // simulator use is this function's (MatrixView::addr).
+  uint64_t (*address)(const Placement& p, int64_t r, int64_t c);
+  int64_t (*bytes)(int64_t rows, int64_t cols, int64_t elem, int64_t S);
+  // The same layout's panel form, when it has one: columns per panel at kernel S (0:
+  // row-major), MatrixView's arithmetic, which the closed-form line counts read; null for any
+  // other layout, whose views call `address` (test_hwmodel_arrangements.cpp checks the two agree).
   int64_t (*panel_width)(int64_t S);
   TransposedOperand transposed_operand;
   // GEMM schedule entries, all over the same work items (work.h):

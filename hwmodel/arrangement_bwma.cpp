@@ -11,11 +11,18 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/compute.h"
 #include "hwmodel/estimate.h"
+#include "hwmodel/layout.h"
 #include "hwmodel/tracesim.h"
 
 namespace bertlab::hw::bwma {
 
-// Panels of S columns.
+// Column panels of S columns, each rows x S row-major: element (r, c) in panel c / S, row r,
+// column c % S of it; the columns padded to a multiple of S.
+uint64_t address(const Placement& p, int64_t r, int64_t c) {
+  return p.base + ((c / p.S) * p.rows * p.S + r * p.S + c % p.S) * p.elem;
+}
+int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t S) { return rows * ((cols + S - 1) / S * S) * elem; }
+// Its panel form: panels of S columns.
 int64_t panel_width(int64_t S) { return S; }
 
 // Products with fewer output panels than cores run several at once on groups of cores
@@ -88,6 +95,8 @@ void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, s
 
 constinit const ArrangementDesc desc = {
     .id = Arrangement::bwma,
+    .address = address,
+    .bytes = bytes,
     .panel_width = panel_width,
     .transposed_operand = TransposedOperand::tiles_in_array,
     .analytic_gemm = analytic_gemm,

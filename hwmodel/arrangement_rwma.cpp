@@ -11,11 +11,15 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/compute.h"
 #include "hwmodel/estimate.h"
+#include "hwmodel/layout.h"
 #include "hwmodel/tracesim.h"
 
 namespace bertlab::hw::rwma {
 
-// Row-major: no panels.
+// Row-major: element (r, c) at r * cols + c elements from the base.
+uint64_t address(const Placement& p, int64_t r, int64_t c) { return p.base + (r * p.cols + c) * p.elem; }
+int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t) { return rows * cols * elem; }
+// Its panel form: no panels.
 int64_t panel_width(int64_t) { return 0; }
 
 void analytic_gemm(const GemmWork& w, const SystemDesc& s, int64_t cores, analytic_detail::DramStreams& dram,
@@ -75,6 +79,8 @@ void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, s
 
 constinit const ArrangementDesc desc = {
     .id = Arrangement::rwma,
+    .address = address,
+    .bytes = bytes,
     .panel_width = panel_width,
     .transposed_operand = TransposedOperand::converted_copy,
     .analytic_gemm = analytic_gemm,
