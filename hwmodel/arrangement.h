@@ -22,7 +22,8 @@ namespace bertlab::hw {
 // its row, `const ArrangementDesc <id>::desc`.
 #define BERTLAB_ARRANGEMENTS(X) \
   X(rwma, "rwma")               \
-  X(bwma, "bwma")
+  X(bwma, "bwma")               \
+  X(tiled, "tiled")
 BERTLAB_ENUM(Arrangement, uint8_t, BERTLAB_ARRANGEMENTS)
 
 // The arrangement paper's two (row-wise and block-wise): what `bertlab estimate --arrangement both`
