@@ -1,9 +1,11 @@
 // bertlab estimate: replays an op graph on an accelerator (or CPU) description and reports
-// time and off-chip traffic per node and end to end, RWMA against BWMA (docs/hwmodel.md). On
+// time and off-chip traffic per node and end to end, RWMA against BWMA (docs/hwmodel.md; any
+// arrangement of the table with --arrangement NAME or all). On
 // a cpu description, --compare-profile checks the estimate against `bertlab profile --json`.
 #include <fmt/core.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <ctime>
@@ -112,17 +114,28 @@ Graph make_graph(const EstimateOptions& o) {
   return g;
 }
 
-// --arrangement: one name of the arrangement table (hwmodel/arrangement.h), or "both" for
-// every arrangement of the table.
+// --arrangement: one name of the arrangement table (hwmodel/arrangement.h), "both" for the
+// paper's two (rwma, bwma) or "all" for every arrangement of the table.
 std::vector<hw::Arrangement> arrangements(const std::string& a) {
-  if (a != "both") return {hw::arrangement_from_string(a, "--arrangement")};
+  if (a == "both") return {hw::kPaperArrangements.begin(), hw::kPaperArrangements.end()};
+  if (a != "all") return {hw::arrangement_from_string(a, "--arrangement")};
   std::vector<hw::Arrangement> all;
   for (const auto& d : hw::arrangements()) all.push_back(d.id);
   return all;
 }
 
-// The summary table: time and DRAM bytes under every arrangement, then the speedup and
-// DRAM traffic reduction of each arrangement after the first (the RWMA baseline) over it.
+// The summary's columns: the paper's two arrangements always ('-' where one was not
+// estimated), then every other arrangement that was, in table order.
+std::vector<hw::Arrangement> summary_columns(const std::vector<hw::Arrangement>& estimated) {
+  std::vector<hw::Arrangement> cols;
+  auto in = [](const auto& v, hw::Arrangement a) { return std::find(v.begin(), v.end(), a) != v.end(); };
+  for (const auto& d : hw::arrangements())
+    if (in(hw::kPaperArrangements, d.id) || in(estimated, d.id)) cols.push_back(d.id);
+  return cols;
+}
+
+// The summary table: time and DRAM bytes under every column's arrangement, then the speedup and
+// DRAM traffic reduction of each column after the first (the RWMA baseline) over it.
 // in_order_core systems: the busiest cores' cycles by component and their events, summed over
 // the nodes of one region (empty: every node). The DRAM floor is counted as the cycles by which
 // it exceeds a node's core time.
@@ -179,27 +192,26 @@ std::string layer_split_cells(const hw::GraphEstimate& r, const hw::GraphEstimat
   return fmt::format(" {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} | {:+.3f} |", d[0], d[1], d[2], d[3], d[4], d[5]);
 }
 
-std::string summary_header() {
-  const auto all = hw::arrangements();
+std::string summary_header(const std::vector<hw::Arrangement>& all) {
   std::string h = fmt::format("{:>6} {:>5}", "kernel", "cores");
-  for (const auto& d : all) h += fmt::format(" {:>12}", fmt::format("{} ms", d.name));
-  for (const auto& d : all) h += fmt::format(" {:>14}", fmt::format("{} DRAM B", d.name));
+  for (const auto a : all) h += fmt::format(" {:>12}", fmt::format("{} ms", to_string(a)));
+  for (const auto a : all) h += fmt::format(" {:>14}", fmt::format("{} DRAM B", to_string(a)));
   for (size_t i = 1; i < all.size(); ++i)
     h += all.size() == 2 ? fmt::format(" {:>8} {:>9}", "speedup", "traffic-")
-                         : fmt::format(" {:>8} {:>9}", fmt::format("{} x", all[i].name), fmt::format("{} -", all[i].name));
+                         : fmt::format(" {:>8} {:>9}", fmt::format("{} x", to_string(all[i])), fmt::format("{} -", to_string(all[i])));
   return h + "\n";
 }
-std::string summary_row(int64_t S, int64_t P, std::map<hw::Arrangement, hw::GraphEstimate>& est) {
-  const auto all = hw::arrangements();
+std::string summary_row(const std::vector<hw::Arrangement>& all, int64_t S, int64_t P,
+                        std::map<hw::Arrangement, hw::GraphEstimate>& est) {
   std::string r = fmt::format("{:>6} {:>5}", S, P);
-  for (const auto& d : all)
-    r += fmt::format(" {:>12}", est.count(d.id) ? fmt::format("{:.3f}", est[d.id].seconds() * 1e3) : "-");
-  for (const auto& d : all) r += fmt::format(" {:>14}", est.count(d.id) ? fmt::format("{}", est[d.id].dram_bytes()) : "-");
-  const hw::Arrangement base = all[0].id;
+  for (const auto a : all)
+    r += fmt::format(" {:>12}", est.count(a) ? fmt::format("{:.3f}", est[a].seconds() * 1e3) : "-");
+  for (const auto a : all) r += fmt::format(" {:>14}", est.count(a) ? fmt::format("{}", est[a].dram_bytes()) : "-");
+  const hw::Arrangement base = all[0];
   for (size_t i = 1; i < all.size(); ++i) {
     std::string speed = "-", red = "-";
-    if (est.count(base) && est.count(all[i].id)) {
-      const auto &b = est[base], &x = est[all[i].id];
+    if (est.count(base) && est.count(all[i])) {
+      const auto &b = est[base], &x = est[all[i]];
       speed = fmt::format("{:.2f}x", b.seconds() / x.seconds());
       red = fmt::format("{:.1f}%", 100.0 * (1 - double(x.dram_bytes()) / b.dram_bytes()));
     }
@@ -361,7 +373,7 @@ void run(const EstimateOptions& o) {
       check(P <= hw::kMaxAcceleratorCores, "--cores {}: an accelerator description takes 1..{} cores", P,
             hw::kMaxAcceleratorCores);
   }
-  const auto arrs = base.kind == hw::SystemKind::cpu ? std::vector<hw::Arrangement>{hw::Arrangement::rwma} : arrangements(o.arrangement);
+  const auto arrs = base.kind == hw::SystemKind::cpu ? std::vector<hw::Arrangement>{hw::kBaselineArrangement} : arrangements(o.arrangement);
 
   if (o.bench > 0) {
     // The analytic model over `bench` distinct system configurations (kernel x cores x LLC
@@ -375,9 +387,9 @@ void run(const EstimateOptions& o) {
       s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 5);
       s.dram.peak_gbps = base.dram.peak_gbps * (1 + (i / 60) % 4);
       hw::validate(s, o.system);
-      // Both arrangements at every kernel size.
-      const auto all = hw::arrangements();
-      configs.emplace_back(s, all[((i / 4) + i + 1) % all.size()].id);
+      // The paper's two arrangements at every kernel size.
+      const auto& two = hw::kPaperArrangements;
+      configs.emplace_back(s, two[((i / 4) + i + 1) % two.size()]);
     }
     const auto t0 = std::chrono::steady_clock::now();
     const hw::NodeClasses classes = hw::classify_nodes(g);
@@ -418,7 +430,8 @@ void run(const EstimateOptions& o) {
   nlohmann::json all = nlohmann::json::array();
   std::string table;
   fmt::print("system {} ({}), {} nodes\n", base.name, o.system, g.nodes().size());
-  fmt::print("{}", summary_header());
+  const auto columns = summary_columns(arrs);
+  fmt::print("{}", summary_header(columns));
   for (int64_t S : kernels)
     for (int64_t P : cores) {
       hw::SystemDesc s = base;
@@ -448,7 +461,7 @@ void run(const EstimateOptions& o) {
             }
         }
       }
-      fmt::print("{}", summary_row(S, P, est));
+      fmt::print("{}", summary_row(columns, S, P, est));
       if (!o.explain.empty() && s.array.compute_model == hw::ComputeModel::in_order_core &&
           est.count(hw::Arrangement::rwma) && est.count(hw::Arrangement::bwma))
         fmt::print("{}", region_breakdown(est[hw::Arrangement::rwma], est[hw::Arrangement::bwma]));
@@ -500,14 +513,14 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--cluster", o->cluster,
                   "Cluster description JSON (docs/hwmodel-cluster.md): data-parallel training on N nodes, instead of --system");
   cmd->add_option("--accum", o->accum, "Micro-batches per optimizer step (--cluster)")->check(positive_number());
-  cmd->add_option("--arrangement", o->arrangement, "An arrangement (rwma, bwma) or both")
-      ->check([](const std::string& v) {
-        std::string names;
-        for (const auto& d : hw::arrangements()) {
-          if (v == d.name) return std::string();
-          names += std::string(d.name) + ", ";
-        }
-        return v == "both" ? std::string() : fmt::format("'{}' is not an arrangement (expected one of: {}both)", v, names);
+  std::string names;
+  for (const auto& d : hw::arrangements()) names += std::string(to_string(d.id)) + ", ";
+  cmd->add_option("--arrangement", o->arrangement,
+                  fmt::format("An arrangement ({}), both (the paper's two, rwma and bwma: the default) or all",
+                              names.substr(0, names.size() - 2)))
+      ->check([names](const std::string& v) {
+        if (v == "both" || v == "all" || enum_parse<hw::Arrangement>(v).has_value()) return std::string();
+        return fmt::format("'{}' is not an arrangement (expected one of: {}both, all)", v, names);
       });
   cmd->add_option("--kernel", o->kernels, "Kernel sizes S to sweep, e.g. 4,8,16,32")
       ->delimiter(',')

@@ -2,6 +2,7 @@
 
 #include "hwmodel/analytic_detail.h"
 #include "hwmodel/arrangement.h"
+#include "hwmodel/tracesim.h"
 
 namespace bertlab::hw {
 
@@ -52,13 +53,31 @@ Traffic analytic_traffic(const StreamWork& w, const SystemDesc& s, int64_t cores
   return t;
 }
 
+// Views of a layout with no panel form (MatrixView::address): the closed forms below read
+// panels, so their row ops are simulated exactly (every address, tracesim.h).
+static bool has_panel_form(const RowWork& w) {
+  for (const auto& mat : w.matrices) {
+    if (mat.output.address) return false;
+    for (const auto& v : mat.inputs)
+      if (v.address) return false;
+  }
+  return true;
+}
+
 Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
+  if (!has_panel_form(w)) {
+    TraceSim sim(s, cores);
+    sim.run(w);
+    Traffic t = sim.finish();
+    for (auto& [name, o] : t.operands) o.why = "simulated exactly (a layout with no closed form here)";
+    return t;
+  }
   Traffic t = empty_traffic(s, cores);
   DramStreams dram(s, t);
   const int64_t L = s.llc.line_bytes, P = cores, C = s.llc.lines();
   for (const auto& mat : w.matrices) {
     const MatrixView& o = mat.output;
-    const int64_t group = o.panel_width ? std::max<int64_t>(1, L / o.row_stride) : 1;
+    const int64_t group = rows_sharing_a_line(o, L);
     const int64_t chunk = ((w.rows + P - 1) / P + group - 1) / group * group;
     // Lines one row touches over all operands: the reuse footprint of a line shared by the
     // `group` rows of a panel (BWMA), and of a row re-read by the passes.

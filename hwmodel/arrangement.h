@@ -2,11 +2,14 @@
 // The data arrangements the accelerator estimate compares, as one table: each row says what
 // differs between them (docs/hwmodel.md, "Adding an arrangement"). Code that depends on the
 // arrangement asks its row instead of testing the enum, so a new arrangement is one file
-// with its schedule's entries plus one row in arrangement.cpp.
+// (arrangement_<name>.cpp, defining its row) plus one line in BERTLAB_ARRANGEMENTS.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "base/enum_table.h"
 
 namespace bertlab {
 struct GemmShape;
@@ -14,10 +17,26 @@ struct GemmShape;
 
 namespace bertlab::hw {
 
-enum class Arrangement : uint8_t { rwma, bwma };
+// Every arrangement, in table order: its enum value and its name (CLI --arrangement, CSV and
+// JSON field, summary columns). Each names a namespace whose file (arrangement_<id>.cpp) defines
+// its row, `const ArrangementDesc <id>::desc`.
+#define BERTLAB_ARRANGEMENTS(X) \
+  X(rwma, "rwma")               \
+  X(bwma, "bwma")               \
+  X(tiled, "tiled")
+BERTLAB_ENUM(Arrangement, uint8_t, BERTLAB_ARRANGEMENTS)
+
+// The arrangement paper's two (row-wise and block-wise): what `bertlab estimate --arrangement both`
+// runs and the summary always shows, and all that the code written for the paper's kernels
+// covers (the in-order core model, the reference kernels, --paper-table).
+inline constexpr std::array<Arrangement, 2> kPaperArrangements{Arrangement::rwma, Arrangement::bwma};
+// The first row: the baseline of the summary's speedups, and the label of estimates that do not
+// depend on the arrangement (the cpu kind).
+inline constexpr Arrangement kBaselineArrangement{};
 
 struct GemmWork;
 struct NodeEstimate;
+struct Placement;
 struct SystemDesc;
 struct Traffic;
 class TraceSim;
@@ -32,9 +51,15 @@ enum class TransposedOperand : uint8_t {
 };
 
 struct ArrangementDesc {
-  Arrangement id;
-  const char* name;  // CLI value, CSV/JSON field, column headers
-  // Layout (layout.h): columns per panel of a matrix at kernel S; 0 means row-major.
+  Arrangement id;  // its value: row i of the table has id i (checked when the table is built)
+  // Layout (layout.h): the address of element (r, c) of a matrix placed at p, and the bytes
+  // the matrix occupies (padding included); every address the estimate and the trace
+  // simulator use is this function's (MatrixView::addr).
+  uint64_t (*address)(const Placement& p, int64_t r, int64_t c);
+  int64_t (*bytes)(int64_t rows, int64_t cols, int64_t elem, int64_t S);
+  // The same layout's panel form, when it has one: columns per panel at kernel S (0:
+  // row-major), MatrixView's arithmetic, which the closed-form line counts read; null for any
+  // other layout, whose views call `address` (test_hwmodel_arrangements.cpp checks the two agree).
   int64_t (*panel_width)(int64_t S);
   TransposedOperand transposed_operand;
   // GEMM schedule entries, all over the same work items (work.h):
@@ -58,10 +83,17 @@ struct ArrangementDesc {
   const char* transposed_ll;  // the (L,L) operand of dK, dV
 };
 
+// Each arrangement's row, defined in its own file.
+#define BERTLAB_ARRANGEMENT_ROW_DECL_(id, name) \
+  namespace id {                                \
+  extern const ArrangementDesc desc;            \
+  }
+BERTLAB_ARRANGEMENTS(BERTLAB_ARRANGEMENT_ROW_DECL_)
+#undef BERTLAB_ARRANGEMENT_ROW_DECL_
+
 // Every arrangement, in enum order.
 std::span<const ArrangementDesc> arrangements();
 const ArrangementDesc& arrangement_desc(Arrangement a);
-const char* to_string(Arrangement a);
 // The arrangement named `name`; throws Error naming `what` and the valid names otherwise.
 Arrangement arrangement_from_string(const std::string& name, const std::string& what);
 

@@ -1,6 +1,6 @@
 // The block-wise arrangement (BWMA): every matrix stored as column panels of width S
 // (layout.h); the GEMM schedule gives each core its output panels (work.h). Its row of the
-// arrangement table (arrangement.cpp) points here; the analytic traffic of one product is
+// arrangement table (desc, at the end) points here; the analytic traffic of one product is
 // gemm_bwma (analytic_bwma.cpp).
 #include <fmt/format.h>
 
@@ -11,11 +11,18 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/compute.h"
 #include "hwmodel/estimate.h"
+#include "hwmodel/layout.h"
 #include "hwmodel/tracesim.h"
 
 namespace bertlab::hw::bwma {
 
-// Panels of S columns.
+// Column panels of S columns, each rows x S row-major: element (r, c) in panel c / S, row r,
+// column c % S of it; the columns padded to a multiple of S.
+uint64_t address(const Placement& p, int64_t r, int64_t c) {
+  return p.base + ((c / p.S) * p.rows * p.S + r * p.S + c % p.S) * p.elem;
+}
+int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t S) { return rows * ((cols + S - 1) / S * S) * elem; }
+// Its panel form: panels of S columns.
 int64_t panel_width(int64_t S) { return S; }
 
 // Products with fewer output panels than cores run several at once on groups of cores
@@ -85,5 +92,25 @@ void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, s
                        : std::string(),
         tc.weight_issues, tc.stream_issues, gm.m, 2 * S - 1, tc.output_issues));
 }
+
+constinit const ArrangementDesc desc = {
+    .id = Arrangement::bwma,
+    .address = address,
+    .bytes = bytes,
+    .panel_width = panel_width,
+    .transposed_operand = TransposedOperand::tiles_in_array,
+    .analytic_gemm = analytic_gemm,
+    .trace_gemm = trace_gemm,
+    .gemm_compute = gemm_compute,
+    .head_split = "free: a head owns its panels",
+    .head_operand = "a head owns its panels",
+    .head_concat = "free: panels",
+    .transpose = "S x S tiles moved whole",
+    .row_access = "each row gathered from its column panels (strided)",
+    .rows_gathered = "gathered from the column panels",
+    .rows_scattered = "scattered into the column panels",
+    .transposed_dy = "read as S x S tiles of dy's panels, transposed on the way into the array",
+    .transposed_ll = "the (L,L) operand transposed tile by tile",
+};
 
 }  // namespace bertlab::hw::bwma

@@ -1,6 +1,6 @@
 // The row-wise arrangement (RWMA): every matrix row-major (layout.h); the GEMM schedule
 // gives each core whole sequence blocks (work.h). Its row of the arrangement table
-// (arrangement.cpp) points here; the analytic traffic of one product is gemm_rwma
+// (desc, at the end) points here; the analytic traffic of one product is gemm_rwma
 // (analytic_rwma.cpp).
 #include <fmt/format.h>
 
@@ -11,11 +11,15 @@
 #include "hwmodel/arrangement.h"
 #include "hwmodel/compute.h"
 #include "hwmodel/estimate.h"
+#include "hwmodel/layout.h"
 #include "hwmodel/tracesim.h"
 
 namespace bertlab::hw::rwma {
 
-// Row-major: no panels.
+// Row-major: element (r, c) at r * cols + c elements from the base.
+uint64_t address(const Placement& p, int64_t r, int64_t c) { return p.base + (r * p.cols + c) * p.elem; }
+int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t) { return rows * cols * elem; }
+// Its panel form: no panels.
 int64_t panel_width(int64_t) { return 0; }
 
 void analytic_gemm(const GemmWork& w, const SystemDesc& s, int64_t cores, analytic_detail::DramStreams& dram,
@@ -72,5 +76,25 @@ void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, s
         "weight tiles and pays {} rows of fill/drain per tile",
         MB, Mb, P, NT * KT, 2 * S - 1));
 }
+
+constinit const ArrangementDesc desc = {
+    .id = Arrangement::rwma,
+    .address = address,
+    .bytes = bytes,
+    .panel_width = panel_width,
+    .transposed_operand = TransposedOperand::converted_copy,
+    .analytic_gemm = analytic_gemm,
+    .trace_gemm = trace_gemm,
+    .gemm_compute = gemm_compute,
+    .head_split = "by strided rows",
+    .head_operand = "strided rows",
+    .head_concat = "strided rows",
+    .transpose = "row-major transpose",
+    .row_access = "each row contiguous",
+    .rows_gathered = "read contiguously",
+    .rows_scattered = "as a contiguous row",
+    .transposed_dy = "from a row-major transposed copy (conversion node)",
+    .transposed_ll = "the (L,L) operand transposed into a row-major copy first",
+};
 
 }  // namespace bertlab::hw::rwma

@@ -132,7 +132,7 @@ ClusterEstimate estimate_cluster(const Graph& g, const ClusterDesc& c, int64_t n
       seconds[n.name] = it->second;
     }
   } else {
-    const GraphEstimate est = estimate_graph(g, c.node, Arrangement::bwma);  // the cpu kind ignores the arrangement
+    const GraphEstimate est = estimate_graph(g, c.node, kBaselineArrangement);  // the cpu kind ignores the arrangement
     for (const auto& n : est.nodes) seconds[n.name] += n.seconds, per_step[n.name] += n.per_step_seconds;
   }
   // The node's timeline of one micro-batch (forward then backward, graph order), the optimizer

@@ -23,7 +23,7 @@ namespace {
 MatrixView layer_view(Arrangement arr, uint64_t base, int64_t rows, int64_t cols, int64_t ld, int64_t panel, int64_t S) {
   MatrixView v;
   v.base = base, v.rows = rows, v.cols = cols, v.elem = 1;
-  if (arr == Arrangement::rwma) {
+  if (!paper_bwma(arr, "the in-order core model")) {
     v.row_stride = ld;
   } else {
     v.row_stride = S, v.panel_width = S, v.panel_stride = panel;
@@ -54,7 +54,7 @@ CoreShare layer_share(LayerOp op, Arrangement arr, const LayerDims& d, const Sys
       std::vector<TransposePair> pairs;
       for (int64_t head = 0; head < d.heads; ++head) {
         const int64_t col = h + head * hd;
-        pairs.push_back({layer_view(arr, at(0) + (arr == Arrangement::bwma ? col * s : col), s, hd, 3 * h, s * S, S),
+        pairs.push_back({layer_view(arr, at(0) + (paper_bwma(arr, "the in-order core model") ? col * s : col), s, hd, 3 * h, s * S, S),
                          layer_view(arr, at(1) + head * hd * s, hd, s, s, hd * S, S)});
       }
       return transpose_share(pairs, S, P, core, ids[0], ids[1]);
@@ -181,21 +181,22 @@ std::string paper_table_markdown(const LayerDims& d, const SystemDesc& sys0, con
   std::string detail =
       "| S | cores | region | arrangement | instructions | array | L1-miss stalls | LLC-miss stalls | "
       "DRAM floor | time | DRAM bytes |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
-  using Regions = std::array<std::array<Region, 2>, 2>;  // [arrangement][attention, ffn]
+  using Regions = std::array<std::array<Region, 2>, 2>;  // [the paper's arrangement: rwma, bwma][attention, ffn]
   auto one = [&](int64_t S, int64_t P) {
     SystemDesc sys = sys0;
     sys.cores = P;
     sys.array.kernel = S;
     Regions r{};
-    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma})
+    for (size_t ai = 0; ai < kPaperArrangements.size(); ++ai)
       for (const auto& e : kLayerOpTable) {
+        const Arrangement a = kPaperArrangements[ai];
         const OpModel m = model_op(e.op, a, d, sys, c);
         const OpTime t = op_time(m, sys);
         const bool attention = e.region == LayerRegion::attention;
         for (int region = 0; region < 2; ++region) {
           // Ops that run twice (residual add, layernorm) run once after each sub-layer.
           if (e.per_layer == 1 && region != (attention ? 0 : 1)) continue;
-          Region& x = r[static_cast<int>(a)][region];
+          Region& x = r[ai][region];
           x.sum.instructions += t.instructions, x.sum.array += t.array;
           x.sum.l1_stall += t.l1_stall, x.sum.llc_stall += t.llc_stall, x.sum.dram += t.dram;
           x.time += t.total();

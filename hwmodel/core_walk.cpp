@@ -157,7 +157,7 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
       return Tile{bv.addr(kt * S, nt * S), av.addr(row0, kt * S), yv.addr(row0, nt * S), whole ? 0 : bv.row_stride,
                   whole ? 1 : S, whole ? S * S * e : S * e, av.row_stride, yv.row_stride, rows};
     };
-    if (w.arrangement == Arrangement::bwma) {
+    if (paper_bwma(w.arrangement, "the in-order core model (gemm_share)")) {
       const auto [p0, p1] = core_rows(NT, P, core, 1);
       // Per panel the weight panel and the output panel advance: the block spans a page of the smaller.
       const int64_t block = page_period(s, std::min(bv.panel_stride, yv.panel_stride));

@@ -38,9 +38,17 @@ int64_t region_bytes(const std::vector<Operand>& v) {
   return v.empty() ? 0 : v.back().offset + (v.back().bytes + 4095) / 4096 * 4096;
 }
 
+bool paper_bwma(Arrangement a, const char* what) {
+  if (a == Arrangement::rwma) return false;
+  if (a == Arrangement::bwma) return true;
+  fail("{}: arrangement '{}' is not one of the paper's two (rwma, bwma), the only ones TiC-SAT's kernels and the "
+       "in-order core model that prices them are written for",
+       what, to_string(a));
+}
+
 LayerGemm layer_gemm(LayerOp op, Arrangement a, const LayerDims& d, int64_t S) {
   const int64_t s = d.seq, h = d.hidden, hd = d.head_dim;
-  const bool bw = a == Arrangement::bwma;
+  const bool bw = paper_bwma(a, "the paper's encoder layer (layer_gemm)");
   // Column c0 of a matrix with `rows` rows and row stride `ld`: its byte offset.
   auto col = [&](int64_t c0, int64_t rows) { return bw ? c0 * rows : c0; };
   LayerGemm g;

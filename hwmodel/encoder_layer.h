@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/enum_table.h"
+#include "hwmodel/arrangement.h"
 #include "hwmodel/layout.h"
 
 namespace bertlab::hw {
@@ -94,6 +95,12 @@ std::vector<Operand> op_operands(LayerOp op, const LayerDims& d);
 int64_t region_bytes(const std::vector<Operand>& v);
 // The GEMM an op runs (op must be a GEMM op).
 LayerGemm layer_gemm(LayerOp op, Arrangement a, const LayerDims& d, int64_t S);
+
+// The paper's kernels (TiC-SAT's encoder layer: the reference kernels, the in-order core model
+// that prices them, the paper table) exist for the paper's two arrangements only
+// (kPaperArrangements): whether `a` is BWMA (column panels) rather than RWMA (row-major).
+// Throws Error naming `a` and `what` (the code it reached) for any other arrangement.
+bool paper_bwma(Arrangement a, const char* what);
 
 // Rows [first, last) of `rows` that core `core` of `cores` works on: contiguous chunks of
 // ceil(rows / cores), a multiple of `align` rows (BWMA rows sharing a line stay on one core).

@@ -169,6 +169,12 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       cpu_optimizer_runs(g, s, ge.nodes, optimizer_runs(g), terms);
     return ge;
   }
+  if (s.array.compute_model == ComputeModel::in_order_core)
+    check(std::find(kPaperArrangements.begin(), kPaperArrangements.end(), a) != kPaperArrangements.end(),
+          "system '{}' (kind {}, array.compute_model {}) prices TiC-SAT's kernels, which exist for the paper's two "
+          "arrangements (rwma, bwma) only, not '{}': estimate '{}' with an array compute model (e.g. "
+          "configs/systems/paper-ticsat-array.json)",
+          s.name, to_string(s.kind), to_string(s.array.compute_model), to_string(a), to_string(a));
   NodeClasses local;
   const NodeClasses* classes = o.classes;
   if (!classes && !o.terms) {

@@ -45,7 +45,7 @@ struct NodeEstimate {
 
 struct GraphEstimate {
   SystemDesc system;
-  Arrangement arrangement = Arrangement::bwma;
+  Arrangement arrangement = kBaselineArrangement;
   std::vector<NodeEstimate> nodes;
   double seconds() const;
   int64_t dram_bytes() const;

@@ -60,11 +60,12 @@ class Lowering {
     const uint64_t base = place(t.name, bytes * m.batch);
     return make_view(a_, base + index * bytes, m.rows, m.cols, e_, S_);
   }
+  // A matrix of its own in the arrangement, or row-major whatever the arrangement.
   MatrixView fresh(const std::string& key, int64_t rows, int64_t cols, int64_t index = 0,
                    int64_t batch = 1, bool row_major = false) {
-    const Arrangement arr = row_major ? Arrangement::rwma : a_;
-    const int64_t bytes = view_bytes(arr, rows, cols, e_, S_);
-    return make_view(arr, place(key, bytes * batch) + index * bytes, rows, cols, e_, S_);
+    const int64_t bytes = row_major ? row_major_bytes(rows, cols, e_) : view_bytes(a_, rows, cols, e_, S_);
+    const uint64_t base = place(key, bytes * batch) + index * bytes;
+    return row_major ? row_major_view(base, rows, cols, e_) : make_view(a_, base, rows, cols, e_, S_);
   }
   Sweep whole(const std::string& key, int64_t bytes) {
     return {place(key, bytes), 1, bytes, bytes};

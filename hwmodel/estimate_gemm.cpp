@@ -64,7 +64,7 @@ bool NodeModel::lower_attention(const Node& node, GemmRole role, GemmWork& w, St
     // TiC-SAT per head under RWMA: each head's context (L,d) written head after head into one
     // buffer, then copied row by row into ctx (its multihead_transpose); under BWMA the
     // head-major buffer is ctx's own panels.
-    const bool copy = split && a_ == Arrangement::rwma;
+    const bool copy = split && !paper_bwma(a_, "TiC-SAT's per-head attention (qkv per_head)");
     const std::string heads_key = g_.tensor(node.outputs[0]).name + "#heads";
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < heads; ++h)

@@ -15,7 +15,13 @@ MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, i
   v.rows = rows;
   v.cols = cols;
   v.elem = elem;
-  const int64_t pw = arrangement_desc(a).panel_width(S);
+  const ArrangementDesc& d = arrangement_desc(a);
+  if (!d.panel_width) {  // no panel form: every address through the layout's function
+    v.address = d.address;
+    v.whole = {base, rows, cols, elem, S};
+    return v;
+  }
+  const int64_t pw = d.panel_width(S);
   if (pw == 0) {
     v.row_stride = cols * elem;
   } else {
@@ -27,15 +33,33 @@ MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, i
 }
 
 int64_t view_bytes(Arrangement a, int64_t rows, int64_t cols, int64_t elem, int64_t S) {
-  const int64_t pw = arrangement_desc(a).panel_width(S);
-  return pw == 0 ? rows * cols * elem : rows * round_up(cols, pw) * elem;
+  return arrangement_desc(a).bytes(rows, cols, elem, S);
+}
+
+MatrixView row_major_view(uint64_t base, int64_t rows, int64_t cols, int64_t elem) {
+  MatrixView v;
+  v.base = base;
+  v.rows = rows;
+  v.cols = cols;
+  v.elem = elem;
+  v.row_stride = cols * elem;
+  return v;
+}
+
+int64_t rows_sharing_a_line(const MatrixView& v, int64_t line) {
+  if (!v.address) return v.panel_width ? std::max<int64_t>(1, line / v.row_stride) : 1;
+  int64_t n = 1;
+  const uint64_t first = v.addr(0, 0) / line;
+  while (n < v.rows && v.addr(n, 0) / line == first) ++n;
+  return n;
 }
 
 MatrixView sub_view(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
   check(r0 >= 0 && c0 >= 0 && r0 + nr <= v.rows && c0 + nc <= v.cols,
         "sub-view [{}+{}, {}+{}] outside a {} x {} matrix", r0, nr, c0, nc, v.rows, v.cols);
   MatrixView s = v;
-  s.base = v.base + r0 * v.row_stride;
+  if (v.address) s.row0 = v.row0 + r0;
+  else s.base = v.base + r0 * v.row_stride;
   s.rows = nr;
   s.cols = nc;
   s.col0 = v.col0 + c0;
@@ -84,7 +108,8 @@ int64_t distinct_blocks(const Sweep& s, int64_t block) {
   return static_cast<int64_t>(per_segment - shared);
 }
 
-static void push_merged(std::vector<Sweep>& out, Sweep s) {
+// Inlined into block_sweeps, the closed forms' hottest caller, whatever the other callers (speed only).
+[[gnu::always_inline]] static inline void push_merged(std::vector<Sweep>& out, Sweep s) {
   if (s.count > 1 && s.stride == s.width) {  // contiguous rows: one span
     s.width = s.count * s.stride;
     s.count = 1;
@@ -101,10 +126,29 @@ static void push_merged(std::vector<Sweep>& out, Sweep s) {
   out.push_back(s);
 }
 
+// A layout with no panel form: the runs of consecutive addresses of each row, sorted by
+// address (storage order), adjacent ones merged.
+static std::vector<Sweep> layout_sweeps(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+  std::vector<Sweep> runs, out;
+  const int64_t e = v.elem;
+  for (int64_t r = r0; r < r0 + nr; ++r)
+    for (int64_t c = c0; c < c0 + nc;) {
+      const uint64_t a = v.addr(r, c);
+      int64_t n = 1;
+      while (c + n < c0 + nc && v.addr(r, c + n) == a + n * e) ++n;
+      runs.push_back({a, 1, n * e, n * e});
+      c += n;
+    }
+  std::sort(runs.begin(), runs.end(), [](const Sweep& x, const Sweep& y) { return x.start < y.start; });
+  for (const auto& s : runs) push_merged(out, s);
+  return out;
+}
+
 std::vector<Sweep> block_sweeps(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0,
                                 int64_t nc) {
   std::vector<Sweep> out;
   if (nr <= 0 || nc <= 0) return out;
+  if (v.address) return layout_sweeps(v, r0, nr, c0, nc);
   if (v.panel_width == 0) {
     push_merged(out, {v.addr(r0, c0), nr, v.row_stride, nc * v.elem});
     return out;
@@ -121,7 +165,7 @@ std::vector<Sweep> block_sweeps(const MatrixView& v, int64_t r0, int64_t nr, int
 
 std::vector<Sweep> strip_sweeps(const MatrixView& v, int64_t r0, int64_t nr, int64_t c0,
                                 int64_t nc, int64_t line) {
-  if (v.panel_width != 0) return block_sweeps(v, r0, nr, c0, nc);
+  if (v.panel_width != 0 || v.address) return block_sweeps(v, r0, nr, c0, nc);
   std::vector<Sweep> out;
   int64_t c = c0;
   while (c < c0 + nc) {

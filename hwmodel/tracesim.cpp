@@ -225,8 +225,8 @@ void TraceSim::run(const RowWork& w) {
   const int64_t P = cores_;
   for (const auto& mat : w.matrices) {
     const MatrixView& o = mat.output;
-    // Rows that share a cache line (BWMA: L / (S*e) rows of a panel) stay on one core.
-    const int64_t group = o.panel_width ? std::max<int64_t>(1, line_ / o.row_stride) : 1;
+    // Rows that share a cache line (column panels: L / (S*e) rows of a panel) stay on one core.
+    const int64_t group = rows_sharing_a_line(o, line_);
     const int64_t chunk = ((w.rows + P - 1) / P + group - 1) / group * group;
     auto touch_row = [&](int64_t core, int op, const MatrixView& v, int64_t r, bool write) {
       for (const auto& sw : block_sweeps(v, r, 1, 0, v.cols))

@@ -24,7 +24,7 @@ inline constexpr int64_t kWriteQueueLines = 64;
 //   output column tile, per k-tile: load the tile (S rows of S elements), stream the block's
 //   rows of A and read-modify-write the block's rows of Y.
 struct GemmWork {
-  Arrangement arrangement = Arrangement::bwma;
+  Arrangement arrangement = kBaselineArrangement;
   int64_t S = 8;
   int64_t m = 0, n = 0, k = 0;
   int64_t block_rows = 128;

@@ -9,6 +9,7 @@
 
 #include "base/enum_table.h"
 #include "base/json_file.h"
+#include "hwmodel/arrangement.h"
 #include "hwmodel/cluster.h"
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/lackey_replay.h"
@@ -89,6 +90,7 @@ TEST_CASE("Every named enum round-trips through its names and refuses others", "
   check_table<ops::Activation>("activation");
   check_table<hw::Dataflow>("array.dataflow");
   check_table<hw::SystemKind>("kind");
+  check_table<hw::Arrangement>("--arrangement");
   check_table<hw::ComputeModel>("array.compute_model");
   check_table<hw::CoreIsa>("core.isa");
   check_table<hw::QkvSchedule>("qkv");

@@ -1,4 +1,5 @@
 // hwmodel: SCALE-Sim closed forms, system validation, estimate of a graph, bad input.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
@@ -207,11 +208,24 @@ TEST_CASE("system descriptions: shipped files load, bad values name the field", 
   CHECK(system_from_json(desc, "x.json").name.find("placeholder") != std::string::npos);
 }
 
+// Every arrangement on the array-only paper system; the paper's two on the paper system itself
+// (its in-order core model prices TiC-SAT's kernels, which exist for those two only: any other
+// arrangement is refused there, naming itself and the system's compute model).
 TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
   Graph g = testing::inference_graph(testing::bert_config(100, 64, 1, 4, 256, BertConfig{}.max_position_embeddings), 2, 32);
-  SystemDesc s = paper_system();
+  const SystemDesc array_only = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat-array.json");
+  std::vector<std::pair<SystemDesc, Arrangement>> runs;
   for (const auto& d : arrangements()) {
-    auto e = estimate_graph(g, s, d.id);
+    runs.push_back({array_only, d.id});
+    const bool paper = std::find(kPaperArrangements.begin(), kPaperArrangements.end(), d.id) != kPaperArrangements.end();
+    if (paper) runs.push_back({paper_system(), d.id});
+    else
+      CHECK_THROWS_WITH(estimate_graph(g, paper_system(), d.id),
+                        Catch::Contains(to_string(d.id)) && Catch::Contains("in_order_core"));
+  }
+  for (const auto& [sys, a] : runs) {
+    INFO(to_string(a) << " on " << sys.name);
+    auto e = estimate_graph(g, sys, a);
     CHECK(e.seconds() > 0);
     CHECK(e.dram_bytes() > 0);
     bool conv = false, fallback = false;
@@ -223,6 +237,7 @@ TEST_CASE("estimate a BERT graph under every arrangement", "[hwmodel]") {
     CHECK(conv);      // K^T for the attention scores
     CHECK(fallback);  // mask_bias, first_token: generic streaming model
   }
+  SystemDesc s = paper_system();
   s.pad_to_kernel = false;
   s.array.compute_model = ComputeModel::loosely_coupled;  // in_order_core has S = 4, 8, 16, 32 only
   s.array.kernel = 24;

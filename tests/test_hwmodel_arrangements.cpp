@@ -23,13 +23,13 @@ TEST_CASE("the arrangement table has one row per enum value, found by its name",
   std::set<std::string> names;
   for (size_t i = 0; i < all.size(); ++i) {
     const ArrangementDesc& d = all[i];
-    INFO("row " << i << " " << d.name);
+    INFO("row " << i << " " << to_string(d.id));
     CHECK(static_cast<size_t>(d.id) == i);  // enum order: arrangement_desc() indexes by value
     CHECK(&arrangement_desc(d.id) == &d);
-    CHECK(std::string(to_string(d.id)) == d.name);
-    CHECK(arrangement_from_string(d.name, "--arrangement") == d.id);
-    CHECK(names.insert(d.name).second);
-    CHECK(d.panel_width != nullptr);
+    CHECK(arrangement_from_string(to_string(d.id), "--arrangement") == d.id);
+    CHECK(names.insert(to_string(d.id)).second);
+    CHECK(d.address != nullptr);
+    CHECK(d.bytes != nullptr);
     CHECK(d.analytic_gemm != nullptr);
     CHECK(d.trace_gemm != nullptr);
     CHECK(d.gemm_compute != nullptr);
@@ -46,7 +46,7 @@ TEST_CASE("the arrangement table has one row per enum value, found by its name",
     const std::string what = e.what();
     CHECK(what.find("--arrangement") != std::string::npos);
     CHECK(what.find("'cwma'") != std::string::npos);
-    for (const auto& d : all) CHECK(what.find(d.name) != std::string::npos);
+    for (const auto& d : all) CHECK(what.find(to_string(d.id)) != std::string::npos);
   }
 }
 
@@ -54,16 +54,19 @@ TEST_CASE("every arrangement's layout stores each element once inside its bytes"
   for (const auto& d : arrangements())
     for (int64_t S : {4, 8, 16})
       for (int64_t cols : {S, 3 * S, 3 * S + 1}) {
-        INFO(d.name << " S=" << S << " cols=" << cols);
+        INFO(to_string(d.id) << " S=" << S << " cols=" << cols);
         const int64_t rows = 7, elem = 2;
         const uint64_t base = 4096;
         const MatrixView v = make_view(d.id, base, rows, cols, elem, S);
         const int64_t bytes = view_bytes(d.id, rows, cols, elem, S);
         CHECK(bytes >= rows * cols * elem);
+        CHECK(bytes == d.bytes(rows, cols, elem, S));
+        const Placement p{base, rows, cols, elem, S};
         std::set<uint64_t> seen;
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) {
             const uint64_t a = v.addr(r, c);
+            CHECK(a == d.address(p, r, c));  // the panel form, where there is one, is the layout
             CHECK(a >= base);
             CHECK(a + elem <= base + bytes);
             CHECK(a % elem == 0);
@@ -74,6 +77,15 @@ TEST_CASE("every arrangement's layout stores each element once inside its bytes"
         const MatrixView sv = sub_view(v, 2, 3, 1, cols - 1);
         for (int64_t r = 0; r < 3; ++r)
           for (int64_t c = 0; c < cols - 1; ++c) CHECK(sv.addr(r, c) == v.addr(2 + r, 1 + c));
+        // The sweeps over a block visit exactly its elements' bytes, each once.
+        std::multiset<uint64_t> swept, elements;
+        for (const Sweep& s : block_sweeps(v, 1, 5, 1, cols - 1))
+          for (int64_t i = 0; i < s.count; ++i)
+            for (int64_t b = 0; b < s.width; ++b) swept.insert(s.start + i * s.stride + b);
+        for (int64_t r = 1; r < 6; ++r)
+          for (int64_t c = 1; c < cols; ++c)
+            for (int64_t b = 0; b < elem; ++b) elements.insert(v.addr(r, c) + b);
+        CHECK(swept == elements);
       }
 }
 
@@ -85,7 +97,7 @@ TEST_CASE("every arrangement's GEMM schedule charges each array instruction to o
   for (const auto& d : arrangements())
     for (int64_t P : {1, 2, 4})
       for (int64_t products : {1, 3}) {
-        INFO(d.name << " cores=" << P << " products=" << products);
+        INFO(to_string(d.id) << " cores=" << P << " products=" << products);
         s.cores = P;
         GemmWork w;
         w.arrangement = d.id;

@@ -312,10 +312,10 @@ void run_gemm(Array& arr, hw::LayerOp op, Arrangement a, const hw::LayerDims& d,
     const uint8_t* A = base + ops[in.a].offset;
     const uint8_t* B = base + ops[in.b].offset;
     uint8_t* Y = base + ops[in.y].offset;
-    switch (a) {
-      case Arrangement::rwma: gemm_rwma<S>(arr, A, B, Y, g, in, cores, core); break;
-      case Arrangement::bwma: gemm_bwma<S>(arr, A, B, Y, g, in, cores, core); break;
-    }
+    if (hw::paper_bwma(a, "the reference kernels"))
+      gemm_bwma<S>(arr, A, B, Y, g, in, cores, core);
+    else
+      gemm_rwma<S>(arr, A, B, Y, g, in, cores, core);
   }
 }
 
