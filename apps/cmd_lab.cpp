@@ -80,7 +80,7 @@ std::vector<std::filesystem::path> lab_sources(const LabInfo& lab) {
 // only make them type the build command we know. Refuses (naming the command) only when this
 // binary is not in the build directory it was built in (copied elsewhere).
 void rebuild_if_stale(const LabInfo& lab, const std::filesystem::path& grader) {
-  const auto newer = data::files_newer_than(grader, lab_sources(lab));
+  const auto newer = files_newer_than(grader, lab_sources(lab));
   if (newer.empty()) return;
   const std::filesystem::path build_dir = BERTLAB_BUILD_DIR;
   const std::string target = std::string("lab_") + lab.name;
@@ -96,7 +96,7 @@ void rebuild_if_stale(const LabInfo& lab, const std::filesystem::path& grader) {
   const int rc = std::system(run.c_str());
   check(rc == 0, "rebuilding lab '{}' failed (the compiler's messages are above): fix {} and run bertlab lab check {} again",
         lab.name, newer.front().string(), lab.name);
-  check(data::files_newer_than(grader, lab_sources(lab)).empty(),
+  check(files_newer_than(grader, lab_sources(lab)).empty(),
         "lab '{}''s grader {} is still older than {} after `{}`", lab.name, grader.string(), newer.front().string(),
         command);
 }
@@ -135,7 +135,7 @@ void add_lab_command(CLI::App& root) {
                         "scripts/lab_autograder.sh packs a lab for Gradescope)");
   check_cmd->add_option("args", *args, "Options passed to the grader (after --), e.g. -- --help");
   check_cmd->callback([name, args, json] {
-    data::check_output_writable(*json, "--json");  // before minutes of grading
+    check_output_writable(*json, "--json");  // before minutes of grading
     std::vector<std::string> grader_args = *args;
     if (!json->empty()) grader_args.insert(grader_args.begin(), {"--json", *json});
     for (const auto& l : kLabs)

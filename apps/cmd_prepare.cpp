@@ -7,10 +7,10 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "apps/data_progress.h"
-#include "runtime/data/corpus.h"
-#include "runtime/data/downstream.h"
-#include "runtime/data/pretraining.h"
-#include "runtime/data/shard.h"
+#include "data/corpus.h"
+#include "data/downstream.h"
+#include "data/pretraining.h"
+#include "data/shard.h"
 #include "base/error.h"
 
 namespace bertlab::app {

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
-#include "runtime/data/tokenizer.h"
-#include "runtime/data/utf8.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
 #include "base/error.h"
 #include <fmt/core.h>
 

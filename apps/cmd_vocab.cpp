@@ -5,8 +5,8 @@
 #include "apps/commands.h"
 #include "apps/common.h"
 #include "apps/data_progress.h"
-#include "runtime/data/corpus.h"
-#include "runtime/data/vocab_trainer.h"
+#include "data/corpus.h"
+#include "data/vocab_trainer.h"
 #include "base/error.h"
 
 namespace bertlab::app {

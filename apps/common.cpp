@@ -180,7 +180,7 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     std::cout << text;
     return;
   }
-  data::write_file_atomic(path, text);
+  write_file_atomic(path, text);
 }
 
 }  // namespace bertlab::app

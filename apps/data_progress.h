@@ -9,7 +9,7 @@
 #include <string>
 
 #include "apps/common.h"
-#include "runtime/data/pretraining.h"
+#include "data/pretraining.h"
 #include "base/error.h"
 
 namespace bertlab::app {

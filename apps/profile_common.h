@@ -12,8 +12,6 @@
 
 namespace bertlab::app {
 
-using data::check_output_writable;  // base/file_util.h
-
 // A batch shaped for graph `g`: random in-vocabulary ids, two segments, no padding and, when
 // the graph is a training graph, P evenly spread masked positions per sequence with random
 // labels and alternating next-sentence labels. Timing does not depend on the values, except

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 
-namespace bertlab::data {
+namespace bertlab {
 
 std::string read_file(const std::filesystem::path& file) {
   std::error_code ec;
@@ -135,4 +135,4 @@ void write_file_atomic(const std::filesystem::path& file, std::string_view bytes
   }
 }
 
-}  // namespace bertlab::data
+}  // namespace bertlab

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace bertlab::data {
+namespace bertlab {
 
 std::string read_file(const std::filesystem::path& file);
 // At most the first `bytes` bytes of a file.
@@ -27,4 +27,4 @@ std::vector<std::filesystem::path> files_newer_than(const std::filesystem::path&
 // A sibling name for building a file or directory before renaming it into place.
 std::filesystem::path temporary_sibling(const std::filesystem::path& target);
 
-}  // namespace bertlab::data
+}  // namespace bertlab

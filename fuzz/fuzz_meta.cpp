@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "fuzz/fuzz_util.h"
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

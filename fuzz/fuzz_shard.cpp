@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "fuzz/fuzz_util.h"
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

@@ -2,7 +2,7 @@
 // CoNLL) and whether labels are required; the rest is the file. What reads cleanly is then
 // labelled and encoded as fine-tuning does (label set, truncation, word-label alignment).
 #include "fuzz/fuzz_util.h"
-#include "runtime/data/task_data.h"
+#include "data/task_data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

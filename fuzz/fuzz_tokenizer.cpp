@@ -1,8 +1,8 @@
 // Tokenizer input text: arbitrary bytes, as `bertlab tokenize` gets them on standard input
 // (which refuses invalid UTF-8 first), single segments and pairs with truncation.
 #include "fuzz/fuzz_util.h"
-#include "runtime/data/tokenizer.h"
-#include "runtime/data/utf8.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

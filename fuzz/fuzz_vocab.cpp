@@ -1,7 +1,7 @@
 // vocab.txt (first byte 0) or tokenizer_config.json (first byte 1) beside a fixed other file,
 // then tokenising a fixed sentence with the result.
 #include "fuzz/fuzz_util.h"
-#include "runtime/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

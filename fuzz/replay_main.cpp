@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     else
       files.emplace_back(argv[i]);
     for (const auto& f : files) {
-      inputs.push_back(bertlab::data::read_file(f));
+      inputs.push_back(read_file(f));
       bytes += inputs.back().size();
     }
   }

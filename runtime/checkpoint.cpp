@@ -125,7 +125,7 @@ void save_model_dir(const std::filesystem::path& dir, const BertConfig& c, const
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   check(!ec, "cannot create model directory {}: {}", dir.string(), ec.message());
-  data::write_file_atomic(dir / "config.json", config_to_json(c).dump(2) + "\n");
+  write_file_atomic(dir / "config.json", config_to_json(c).dump(2) + "\n");
   save_hf_weights(dir / "model.safetensors", p);
 }
 
@@ -162,7 +162,7 @@ void write_manifest(const fs::path& dir) {
     files[name] = {{"bytes", fs::file_size(e.path())}, {"sha256", sha256_file(e.path())}};
   }
   nlohmann::json manifest{{"format", "bertlab-checkpoint-manifest"}, {"version", 1}, {"files", files}};
-  data::write_file_atomic(dir / kManifestFile, manifest.dump(2) + "\n");
+  write_file_atomic(dir / kManifestFile, manifest.dump(2) + "\n");
 }
 
 namespace {

@@ -345,7 +345,7 @@ int64_t predict(const PredictOptions& o, const std::function<void(const std::str
   });
   std::string text;
   for (const auto& r : rows) text += r.dump() + "\n";
-  data::write_file_atomic(o.output, text);
+  write_file_atomic(o.output, text);
   return static_cast<int64_t>(rows.size());
 }
 

@@ -16,8 +16,8 @@
 
 #include "base/enum_table.h"
 #include "runtime/bert_builder.h"
-#include "runtime/data/task_data.h"
-#include "runtime/data/tokenizer.h"
+#include "data/task_data.h"
+#include "data/tokenizer.h"
 #include "runtime/executor.h"
 #include "runtime/precision.h"
 

@@ -50,7 +50,7 @@ nlohmann::json finetuned_config(const BertConfig& c, Heads h, const LabelSet& la
 void write_model(const fs::path& dir, const BertConfig& c, Heads heads, const LabelSet& labels,
                  const ParamStore& params, const fs::path& tokenizer_dir) {
   save_model_dir(dir, c, params);
-  data::write_file_atomic(dir / "config.json", finetuned_config(c, heads, labels).dump(2) + "\n");
+  write_file_atomic(dir / "config.json", finetuned_config(c, heads, labels).dump(2) + "\n");
   copy_tokenizer(tokenizer_dir, dir);
 }
 
@@ -257,7 +257,7 @@ class FinetuneRun {
     st["finetune"] = progress_.to_json();
     // The checkpoint is a fine-tuned model directory as well (config.json with the labels).
     save_checkpoint(dir, model_, state_, st, o_.model, [&](const fs::path& tmp) {
-      data::write_file_atomic(tmp / "config.json", finetuned_config(config_, heads_, fd_.labels).dump(2) + "\n");
+      write_file_atomic(tmp / "config.json", finetuned_config(config_, heads_, fd_.labels).dump(2) + "\n");
       if (progress_.best_step > 0 && progress_.best_step != at.step) save_hf_weights(tmp / kBestModelFile, progress_.best);
     });
   }
@@ -349,17 +349,17 @@ class FinetuneRun {
     results["metric"] = to_string(o_.metric);
     results["seq_len"] = fd_.S;
     results["mean_padded_seq_len"] = r.mean_padded_length;
-    data::write_file_atomic(o_.out / "eval_results.json", results.dump(2) + "\n");
+    write_file_atomic(o_.out / "eval_results.json", results.dump(2) + "\n");
     // Wall-clock figures apart, so that eval_results.json of a resumed run equals an uninterrupted one's.
     const nlohmann::json throughput{
         {"train_seq_per_s", r.train_seq_per_s}, {"train_seconds", progress_.train_seconds}, {"steps", end.step}};
-    data::write_file_atomic(o_.out / "train_results.json", throughput.dump(2) + "\n");
+    write_file_atomic(o_.out / "train_results.json", throughput.dump(2) + "\n");
     if (!o_.test.empty()) {
       r.test = test_kept_model();
       auto test = eval_json(*r.test, "test_");
       test["best_step"] = r.best_step;
       test["file"] = o_.test.string();
-      data::write_file_atomic(o_.out / "test_results.json", test.dump(2) + "\n");
+      write_file_atomic(o_.out / "test_results.json", test.dump(2) + "\n");
     }
     return r;
   }

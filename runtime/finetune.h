@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/classify.h"
-#include "runtime/data/task_data.h"
+#include "data/task_data.h"
 #include "runtime/precision.h"
 #include "runtime/run_loop.h"
 #include "runtime/safetensors.h"

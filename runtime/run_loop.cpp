@@ -139,7 +139,7 @@ DirLock claim_output_dir(const fs::path& out, bool overwrite, bool resuming) {
 
 MetricsLog::MetricsLog(const fs::path& out, int64_t resumed_step) : path_(out / "metrics.jsonl") {
   std::error_code ec;
-  if (resumed_step > 0 && fs::is_regular_file(path_, ec)) data::write_file_atomic(path_, lines_through(path_, resumed_step));
+  if (resumed_step > 0 && fs::is_regular_file(path_, ec)) write_file_atomic(path_, lines_through(path_, resumed_step));
   file_.open(path_, resumed_step > 0 ? std::ios::app : std::ios::trunc);
   check(file_.good(), "cannot write {}", path_.string());
 }

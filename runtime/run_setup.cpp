@@ -43,7 +43,7 @@ void save_checkpoint(const fs::path& dir, const Model& m, const TrainingState& s
       moments.push_back({"exp_avg_sq:" + p.name, "F32", p.shape, s.exp_avg_sq.data(p.name)});
     }
     write_safetensors(tmp / "optimizer.safetensors", moments, {{"format", "bertlab-optimizer"}});
-    data::write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
+    write_file_atomic(tmp / "trainer_state.json", trainer_state.dump(2) + "\n");
     if (extra) extra(tmp);
     write_manifest(tmp);
     fs::remove_all(dir);

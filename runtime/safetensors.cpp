@@ -250,7 +250,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   blob.reserve(blob.size() + offset);
   for (const auto& t : tensors)
     blob.append(static_cast<const char*>(t.data), numel(t.shape) * dtype_bytes(t.dtype));
-  data::write_file_atomic(path, blob);
+  write_file_atomic(path, blob);
 }
 
 }  // namespace bertlab

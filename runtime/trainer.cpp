@@ -8,8 +8,8 @@
 #include "base/error.h"
 #include "base/file_util.h"
 #include "runtime/checkpoint.h"
-#include "runtime/data/context_yardsticks.h"
-#include "runtime/data/shard.h"
+#include "data/context_yardsticks.h"
+#include "data/shard.h"
 #include "runtime/distributed.h"
 
 namespace bertlab {
@@ -204,7 +204,7 @@ std::optional<data::PretrainingDataset> open_eval_set(const TrainOptions& o, con
   if (writer) {
     eval_set.emplace(eval_dir, "eval", data::PretrainingDataset::Options{false, o.seed});
     if (!o.eval_data.empty()) {
-      check(data::read_file(o.eval_data / "vocab.txt") == data::read_file(o.data / "vocab.txt"),
+      check(read_file(o.eval_data / "vocab.txt") == read_file(o.data / "vocab.txt"),
             "--eval-data {}: its vocabulary ({}) differs from the training data's ({})", o.eval_data.string(),
             (o.eval_data / "vocab.txt").string(), (o.data / "vocab.txt").string());
       check(static_cast<int64_t>(eval_set->seq_len()) <= config.max_position_embeddings,

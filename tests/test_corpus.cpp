@@ -4,12 +4,13 @@
 
 #include <cstdlib>
 
-#include "runtime/data/corpus.h"
+#include "data/corpus.h"
 #include "base/file_util.h"
 #include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;
+using bertlab::write_file_atomic;
 using bertlab::test::data_dir;
 using bertlab::test::TempDir;
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include "base/file_util.h"
 #include "tests/data_test_util.h"
 
-using bertlab::data::read_file;
-using bertlab::data::write_file_atomic;
+using bertlab::read_file;
+using bertlab::write_file_atomic;
 using bertlab::test::data_dir;
 using bertlab::test::run_shell;
 using bertlab::test::TempDir;

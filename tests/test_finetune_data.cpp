@@ -7,13 +7,14 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/data/downstream.h"
+#include "data/downstream.h"
 #include "base/file_util.h"
-#include "runtime/data/task_data.h"
+#include "data/task_data.h"
 #include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;
+using bertlab::read_file;
 using bertlab::test::data_dir;
 using bertlab::test::TempDir;
 namespace fs = std::filesystem;

@@ -15,9 +15,9 @@
 #include "base/file_util.h"
 #include "base/json_file.h"
 #include "base/json_integer.h"
-#include "runtime/data/shard.h"
-#include "runtime/data/task_data.h"
-#include "runtime/data/tokenizer.h"
+#include "data/shard.h"
+#include "data/task_data.h"
+#include "data/tokenizer.h"
 #include "runtime/graph.h"
 #include "runtime/machine.h"
 #include "runtime/safetensors.h"
@@ -89,7 +89,7 @@ std::string shard_bytes(const fs::path& dir, uint32_t vocab) {
   all[1].len_a = 1;
   all[1].is_random_next = true;
   data::write_shard(dir / "made.shard", info, all.data(), all.size());
-  return data::read_file(dir / "made.shard");
+  return read_file(dir / "made.shard");
 }
 
 }  // namespace
@@ -110,7 +110,7 @@ TEST_CASE("In-memory readers give the file readers' results and errors", "[relia
   auto count = [&](const std::string& o) { (o.rfind("ok: ", 0) == 0 ? ok : errors)++; };
 
   SECTION("safetensors") {
-    const std::string model = data::read_file(source_dir() / "tests/reference/tiny_bert/model.safetensors");
+    const std::string model = read_file(source_dir() / "tests/reference/tiny_bert/model.safetensors");
     std::string flipped = model;
     flipped[3] ^= 0x40;  // the header length
     for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
@@ -217,7 +217,7 @@ TEST_CASE("machine.json: counts and GEMM sizes past their integer type are named
   // fuzz_machine crash-d4c67001: a GEMM's "k" of 2.3e91 (the digits of the found input) reached
   // nlohmann's get<int64_t>, a float-to-integer conversion out of range (undefined behaviour,
   // UBSan); the counts of the file (threads, CPUs, bytes, passes) were cast from double the same way.
-  const auto valid = parse_json_text(data::read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
+  const auto valid = parse_json_text(read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
   CHECK_NOTHROW(machine_from_json(valid, "m.json"));
   auto j = valid;
   j["gemms"][0]["k"] =
@@ -252,7 +252,7 @@ TEST_CASE("machine.json: a format or version of another JSON type is a named err
   // fuzz_machine crash-d6fc61e9: "format" was an array (a GEMM list pasted over it). The string
   // default of j.value("format", "") made nlohmann throw type_error past the reader
   // (std::terminate in the harness, "internal error" from the CLI).
-  const auto valid = parse_json_text(data::read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
+  const auto valid = parse_json_text(read_file(source_dir() / "docs/profiling/machine.json"), "machine.json");
   for (const char* bad : {R"([{"batch": 1}])", "7", "null", R"({"format": "bertlab-machine"})"}) {
     auto j = valid;
     j["format"] = parse_json_text(bad, "format");

@@ -38,7 +38,7 @@ RunResult run_grader(const fs::path& grader, const std::string& args) {
 // Gradescope's results.json (labs/common/grader.h gradescope_results_json): the fields and
 // their types, one point per check, the score the sum of the tests' scores.
 nlohmann::json check_gradescope_format(const fs::path& file) {
-  const auto j = nlohmann::json::parse(data::read_file(file));
+  const auto j = nlohmann::json::parse(read_file(file));
   REQUIRE(j.is_object());
   REQUIRE(j.contains("score"));
   REQUIRE(j.contains("max_score"));
@@ -132,7 +132,7 @@ TEST_CASE("a check's crash, exception or time-out names what it was working on; 
     });
     CHECK(g.finish() == 1);
   }
-  const auto j = nlohmann::json::parse(data::read_file(results));
+  const auto j = nlohmann::json::parse(read_file(results));
   const auto& t = j.at("tests");
   REQUIRE(t.size() == 4);
   CHECK_THAT(t[0]["output"].get<std::string>(),
@@ -219,7 +219,7 @@ TEST_CASE("a lab's plots page renders its charts in headless Chromium", "[labs][
   CHECK(js_errors_in_chromium(broken.write("broken page"), dir.path()) == 1);
   // A new page (a new grader run) starts empty.
   const lab::PlotPage again(dir.path(), "demo");
-  CHECK(count(data::read_file(again.write("empty")), "<svg class=\"chart\"") == 0);
+  CHECK(count(read_file(again.write("empty")), "<svg class=\"chart\"") == 0);
 }
 
 TEST_CASE("bertlab lab: list, unknown names, and graders that are not built", "[labs][cli]") {
@@ -304,17 +304,17 @@ TEST_CASE("files_newer_than names the sources a built program is older than, new
   const auto now = fs::file_time_type::clock::now();
   auto make = [&](const std::string& name, std::chrono::seconds age) {
     const fs::path p = dir / name;
-    data::write_file_atomic(p, name);
+    write_file_atomic(p, name);
     fs::last_write_time(p, now - age);
     return p;
   };
   const fs::path grader = make("grader", std::chrono::seconds(100));
   const fs::path old_src = make("old.cpp", std::chrono::seconds(200)), newer = make("newer.cpp", std::chrono::seconds(50)),
                  newest = make("newest.h", std::chrono::seconds(10));
-  CHECK(data::files_newer_than(grader, {old_src}).empty());
-  CHECK(data::files_newer_than(grader, {old_src, newer, newest}) == std::vector<fs::path>{newest, newer});
-  CHECK(data::files_newer_than(dir / "not-built", {old_src}) == std::vector<fs::path>{old_src});
-  CHECK_THROWS_WITH(data::files_newer_than(grader, {dir / "gone.cpp"}), Catch::Contains("gone.cpp"));
+  CHECK(files_newer_than(grader, {old_src}).empty());
+  CHECK(files_newer_than(grader, {old_src, newer, newest}) == std::vector<fs::path>{newest, newer});
+  CHECK(files_newer_than(dir / "not-built", {old_src}) == std::vector<fs::path>{old_src});
+  CHECK_THROWS_WITH(files_newer_than(grader, {dir / "gone.cpp"}), Catch::Contains("gone.cpp"));
 }
 
 TEST_CASE("bertlab lab check refuses a stale grader it cannot rebuild, naming the command", "[labs][cli]") {

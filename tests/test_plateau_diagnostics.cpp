@@ -1,5 +1,5 @@
 // The plateau diagnostics of train's evaluation (runtime/eval_diagnostics.h,
-// runtime/data/context_yardsticks.h): the neighbour yardsticks against
+// data/context_yardsticks.h): the neighbour yardsticks against
 // tests/reference/mlm_context_baseline.py on the same prepared data, the hidden-state cosine
 // and attention entropy against plain loops and hand-computed cases, and the report page in
 // headless Chromium.

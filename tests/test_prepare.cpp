@@ -10,13 +10,15 @@
 #include <set>
 
 #include "base/file_util.h"
-#include "runtime/data/pretraining.h"
-#include "runtime/data/rng.h"
-#include "runtime/data/shard.h"
+#include "data/pretraining.h"
+#include "data/rng.h"
+#include "data/shard.h"
 #include "base/error.h"
 #include "tests/data_test_util.h"
 
 using namespace bertlab::data;
+using bertlab::read_file;
+using bertlab::write_file_atomic;
 using bertlab::test::data_dir;
 using bertlab::test::TempDir;
 namespace fs = std::filesystem;

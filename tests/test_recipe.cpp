@@ -11,7 +11,7 @@
 #include "ops/optimizer.h"
 #include "runtime/bert_builder.h"
 #include "runtime/recipe.h"
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 #include "runtime/safetensors.h"
 #include "runtime/train_step.h"
 #include "runtime/trainer.h"
@@ -436,7 +436,7 @@ TEST_CASE("The main job's recipe writes a standard BERT: the PyTorch model on it
     if (auto j = nlohmann::json::parse(line); j.contains("eval_mlm_accuracy")) last_eval = j;
   CHECK(last_eval.at("step") == 5);
   CHECK(last_eval.at("sequences") == 20);
-  const auto state = nlohmann::json::parse(bertlab::data::read_file(dir / "main/checkpoint-5/trainer_state.json"));
+  const auto state = nlohmann::json::parse(read_file(dir / "main/checkpoint-5/trainer_state.json"));
   const double A = state.value("residual_scale", 1.0);
   const PlainBertCheck check = check_plain_bert(dir, "main", 5, A);
   INFO(check.output);

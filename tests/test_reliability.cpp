@@ -16,7 +16,7 @@
 #include "runtime/bert_config.h"
 #include "runtime/checkpoint.h"
 #include "base/file_util.h"
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 #include "base/error.h"
 #include "base/json_file.h"
 #include "runtime/safetensors.h"

@@ -11,13 +11,15 @@
 #include <sstream>
 
 #include "base/file_util.h"
-#include "runtime/data/tokenizer.h"
-#include "runtime/data/utf8.h"
-#include "runtime/data/vocab_trainer.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
+#include "data/vocab_trainer.h"
 #include "base/error.h"
 
 namespace fs = std::filesystem;
 using namespace bertlab::data;
+using bertlab::read_file;
+using bertlab::write_file_atomic;
 
 namespace {
 

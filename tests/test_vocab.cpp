@@ -3,7 +3,7 @@
 
 #include <tbb/global_control.h>
 
-#include "runtime/data/vocab_trainer.h"
+#include "data/vocab_trainer.h"
 #include "base/error.h"
 #include "tests/data_test_util.h"
 

@@ -24,7 +24,7 @@
 #include "apps/common.h"
 #include "base/error.h"
 #include "ops/isa.h"
-#include "runtime/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace py = pybind11;
 namespace fs = std::filesystem;

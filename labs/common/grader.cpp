@@ -187,7 +187,7 @@ int Grader::finish() const {
   fmt::print("{}\n", summary);
   if (!results_json_.empty()) {
     try {
-      data::write_file_atomic(results_json_, gradescope_results_json(summary, checks_, infos_));
+      write_file_atomic(results_json_, gradescope_results_json(summary, checks_, infos_));
     } catch (const std::exception& e) {
       std::fflush(stdout);
       fmt::print(stderr, "error: --json {}: could not write the results: {}\n", results_json_, e.what());
@@ -228,7 +228,7 @@ void add_results_json_option(CLI::App& app, std::string& file) {
                  "Also write the results to FILE in the format of Gradescope's autograder (results.json)")
       ->check([](const std::string& path) {
         try {
-          data::check_output_writable(path, "--json");
+          check_output_writable(path, "--json");
           return std::string();
         } catch (const std::exception& e) {
           return std::string(e.what());
@@ -245,7 +245,7 @@ void PlotPage::add(const std::string& html) const {
   std::filesystem::create_directories(parts);
   size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(parts)) ++n;
-  data::write_file_atomic(parts / fmt::format("{:03}.html", n), html);
+  write_file_atomic(parts / fmt::format("{:03}.html", n), html);
 }
 
 std::filesystem::path PlotPage::write(const std::string& title) const {
@@ -257,7 +257,7 @@ std::filesystem::path PlotPage::write(const std::string& title) const {
   std::string body = fmt::format("<h1>{}</h1>\n", html_escape(title));
   size_t charts = 0;
   for (const auto& f : files) {
-    const std::string part = data::read_file(f);
+    const std::string part = read_file(f);
     for (size_t at = part.find("<svg class=\"chart\""); at != std::string::npos;
          at = part.find("<svg class=\"chart\"", at + 1))
       ++charts;
@@ -265,7 +265,7 @@ std::filesystem::path PlotPage::write(const std::string& title) const {
   }
   std::filesystem::create_directories(dir_);
   const auto page = dir_ / (lab_ + ".html");
-  data::write_file_atomic(page, html_page(title, body, charts));
+  write_file_atomic(page, html_page(title, body, charts));
   return page;
 }
 
@@ -308,7 +308,7 @@ QuickFixture prepare_quick_fixture(const std::filesystem::path& dir) {
   for (std::string line; std::getline(vocab, line);) ++words;
   cfg["vocab_size"] = words;
   cfg["max_position_embeddings"] = 64;
-  data::write_file_atomic(dir / "config.json", cfg.dump(2));
+  write_file_atomic(dir / "config.json", cfg.dump(2));
   return {dir / "config.json", dir / "data"};
 }
 

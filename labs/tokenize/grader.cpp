@@ -1,4 +1,4 @@
-// Lab 6's grader: the student's WordPiece against bertlab's tokenizer (runtime/data/tokenizer.h)
+// Lab 6's grader: the student's WordPiece against bertlab's tokenizer (data/tokenizer.h)
 // on hand-made words that probe each rule, then on every word of held-out text with vocabularies
 // that bertlab's trainer builds here; and, for the handout, tokens per word and the [UNK] rate
 // against vocabulary size and alphabet size, measured with the student's function.
@@ -11,11 +11,11 @@
 #include "labs/common/grader.h"
 #include "labs/tokenize/lab.h"
 #include "report/chart.h"
-#include "runtime/data/corpus.h"
-#include "runtime/data/pretraining.h"
-#include "runtime/data/tokenizer.h"
-#include "runtime/data/utf8.h"
-#include "runtime/data/vocab_trainer.h"
+#include "data/corpus.h"
+#include "data/pretraining.h"
+#include "data/tokenizer.h"
+#include "data/utf8.h"
+#include "data/vocab_trainer.h"
 
 namespace fs = std::filesystem;
 using namespace bertlab;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent reference for the C++ WordPiece tokenizer (runtime/data/tokenizer.cpp).
+"""Independent reference for the C++ WordPiece tokenizer (data/tokenizer.cpp).
 
 A line-by-line reimplementation of Hugging Face's slow `BertTokenizer` (BasicTokenizer +
 WordpieceTokenizer + the added-token split of PreTrainedTokenizer.tokenize) using only the

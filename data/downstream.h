@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/enum_table.h"
-#include "runtime/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 namespace bertlab::data {
 

@@ -1,4 +1,4 @@
-#include "runtime/data/context_yardsticks.h"
+#include "data/context_yardsticks.h"
 
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_sort.h>

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/data/masking.h"
-#include "runtime/data/pretraining.h"
+#include "data/masking.h"
+#include "data/pretraining.h"
 
 namespace bertlab::data {
 

@@ -1,4 +1,4 @@
-#include "runtime/data/vocab.h"
+#include "data/vocab.h"
 
 #include <algorithm>
 #include <fstream>
@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "base/file_util.h"
-#include "runtime/data/utf8.h"
+#include "data/utf8.h"
 #include "base/error.h"
 #include "base/json_file.h"
 

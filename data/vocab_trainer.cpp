@@ -1,4 +1,4 @@
-#include "runtime/data/vocab_trainer.h"
+#include "data/vocab_trainer.h"
 
 #include <tbb/parallel_for.h>
 
@@ -8,7 +8,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "runtime/data/utf8.h"
+#include "data/utf8.h"
 #include "base/error.h"
 #include "base/tsan.h"
 

@@ -1,4 +1,4 @@
-#include "runtime/data/unicode.h"
+#include "data/unicode.h"
 
 #include <utf8proc.h>
 

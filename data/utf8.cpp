@@ -1,4 +1,4 @@
-#include "runtime/data/utf8.h"
+#include "data/utf8.h"
 
 #include <utf8proc.h>
 

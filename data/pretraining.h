@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/data/corpus.h"
-#include "runtime/data/masking.h"
-#include "runtime/data/tokenizer.h"
+#include "data/corpus.h"
+#include "data/masking.h"
+#include "data/tokenizer.h"
 
 namespace bertlab::data {
 

@@ -1,11 +1,11 @@
-#include "runtime/data/tokenizer.h"
+#include "data/tokenizer.h"
 
 #include <utf8proc.h>
 
 #include <algorithm>
 
-#include "runtime/data/unicode.h"
-#include "runtime/data/utf8.h"
+#include "data/unicode.h"
+#include "data/utf8.h"
 #include "base/error.h"
 
 namespace bertlab::data {

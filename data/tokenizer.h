@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/data/vocab.h"
+#include "data/vocab.h"
 
 namespace bertlab::data {
 

@@ -1,4 +1,4 @@
-#include "runtime/data/pretraining.h"
+#include "data/pretraining.h"
 
 #include <tbb/parallel_for.h>
 
@@ -10,7 +10,7 @@
 
 #include "base/file_util.h"
 #include "base/tsan.h"
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 #include "base/error.h"
 
 namespace bertlab::data {

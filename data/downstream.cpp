@@ -1,4 +1,4 @@
-#include "runtime/data/downstream.h"
+#include "data/downstream.h"
 
 #include <algorithm>
 #include <map>
@@ -6,9 +6,9 @@
 #include <regex>
 #include <unordered_map>
 
-#include "runtime/data/corpus.h"
+#include "data/corpus.h"
 #include "base/file_util.h"
-#include "runtime/data/pretraining.h"
+#include "data/pretraining.h"
 #include "base/error.h"
 
 namespace bertlab::data {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 
 namespace bertlab::data {
 

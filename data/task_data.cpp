@@ -1,4 +1,4 @@
-#include "runtime/data/task_data.h"
+#include "data/task_data.h"
 
 #include <csv.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 
 #include "base/file_util.h"
-#include "runtime/data/utf8.h"
+#include "data/utf8.h"
 #include "base/error.h"
 #include "base/json_file.h"
 

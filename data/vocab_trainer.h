@@ -7,10 +7,10 @@
 // Output order: [PAD] [UNK] [CLS] [SEP] [MASK], the alphabet, then merged pieces.
 #include <cstdint>
 
-#include "runtime/data/corpus.h"
-#include "runtime/data/pretraining.h"
-#include "runtime/data/tokenizer.h"
-#include "runtime/data/vocab.h"
+#include "data/corpus.h"
+#include "data/pretraining.h"
+#include "data/tokenizer.h"
+#include "data/vocab.h"
 
 namespace bertlab::data {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/data/rng.h"
+#include "data/rng.h"
 
 namespace bertlab::data {
 

@@ -1,11 +1,11 @@
-#include "runtime/data/corpus.h"
+#include "data/corpus.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <regex>
 
 #include "base/file_util.h"
-#include "runtime/data/utf8.h"
+#include "data/utf8.h"
 #include "base/error.h"
 
 namespace bertlab::data {

@@ -1,4 +1,4 @@
-#include "runtime/data/shard.h"
+#include "data/shard.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "base/file_util.h"
-#include "runtime/data/rng.h"
+#include "data/rng.h"
 #include "base/error.h"
 #include "base/json_file.h"
 
