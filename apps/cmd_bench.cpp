@@ -147,7 +147,7 @@ void add_bench_command(CLI::App& root) {
     if (!train && (o->optimizer_only || optimizer->count() > 0 || accum->count() > 0))
       fail("--optimizer, --optimizer-only and --accum-steps need --mode train (got --mode {})", to_string(s.mode));
     BertConfig c = resolve_config(s.config);
-    const Heads heads = train ? Heads::pretraining : s.heads;  // training always has the pretraining heads
+    const Heads heads = graph_heads(s);
     Model m = init_model(c, heads, 1);
     RunSpec run;
     run.batch = s.batch;

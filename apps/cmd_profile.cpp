@@ -60,7 +60,7 @@ Profile profile_point(const ProfileCliOptions& o, const SweepPoint& p, const Mac
   check(accum == 1 || s.mode == RunMode::train, "accum {}: gradient accumulation applies to --mode train only", accum);
   Graph g = build_graph(s);
   BertConfig c = resolve_config(s.config);
-  Model& model = models.get(c, s.heads);
+  Model& model = models.get(c, graph_heads(s));
   std::optional<TrainingState> state;
   if (s.mode == RunMode::train) state.emplace(model.params);
   Executor ex(std::move(g), model.params, state ? &*state : nullptr);
@@ -183,7 +183,7 @@ void add_profile_command(CLI::App& root) {
       SweepEntry e{p, std::nullopt, ""};
       const auto s = shape_for(*o, p);
       fmt::print("profile: {} mode={} heads={} batch={} seq={} precision={} accum={} threads={}\n", s.config,
-                 to_string(s.mode), to_string(s.heads), s.batch, s.seq, p.at(SweepKey::precision),
+                 to_string(s.mode), to_string(graph_heads(s)), s.batch, s.seq, p.at(SweepKey::precision),
                  p.at(SweepKey::accum), omp_threads());
       if (single) {
         check_precision_supported(machine, s.precision);

@@ -82,6 +82,10 @@ BertConfig resolve_config(const std::string& path) {
   return load_config(p);
 }
 
+Heads graph_heads(const ModelShapeOptions& o) {
+  return o.heads == Heads::none && o.mode != RunMode::train ? Heads::none : Heads::pretraining;
+}
+
 Graph build_graph(const ModelShapeOptions& o) {
   RunSpec run;
   run.batch = o.batch;
@@ -90,8 +94,7 @@ Graph build_graph(const ModelShapeOptions& o) {
   run.precision = o.precision;
   run.world_size = o.world_size;
   run.nsp = o.nsp;
-  // Training always has the pretraining heads (the losses live there).
-  run.heads = o.heads == Heads::none && o.mode != RunMode::train ? Heads::none : Heads::pretraining;
+  run.heads = graph_heads(o);
   Graph g = build_bert(resolve_config(o.config), run);
   apply_fusions(g, std::set<std::string>(o.no_fuse.begin(), o.no_fuse.end()));
   return g;

@@ -28,6 +28,9 @@ struct ModelShapeOptions {
   bool nsp = true;                 // false: masked LM only (training graphs, as train --no-nsp)
 };
 void add_model_shape_options(CLI::App& cmd, ModelShapeOptions& o);
+// The heads of the graph build_graph(o) makes, and so of the model it runs on: --heads, except
+// that training always has the pretraining heads (the losses live there).
+Heads graph_heads(const ModelShapeOptions& o);
 
 // Every value of enum E (base/enum_table.h), in declaration order.
 template <typename E>

@@ -301,6 +301,13 @@ TEST_CASE("bertlab calibrate and profile write their files and refuse bad input"
   for (const auto& e : tj.at("traceEvents")) events += e.at("ph") == "X";
   CHECK(events == pj.at("nodes").size());
 
+  // Training always has the pretraining heads: --heads none is overridden for the graph, and the
+  // model must get them too (it was built without them, and the run failed on a missing weight).
+  auto train_no_heads = run_shell(base + " --batch 1 --seq 8 --mode train --heads none");
+  INFO(train_no_heads.output);
+  CHECK(train_no_heads.exit_code == 0);
+  CHECK(train_no_heads.output.find("mode=train heads=pretraining") != std::string::npos);
+
   auto missing = run_shell(fmt::format("{} profile --config {} --machine {}/none.json", kBinary, kTinyConfig, dir.string()));
   CHECK(missing.exit_code == 1);
   CHECK(missing.output.find("bertlab calibrate") != std::string::npos);
