@@ -39,6 +39,8 @@ struct EstimateOptions {
   std::vector<int64_t> kernels, cores;
   int bench = 0;
   bool bench_detail = false;
+  hw::CoreWalk walk = hw::CoreWalk::exact;  // --walk: overrides the system's core.walk
+  bool walk_given = false;
 };
 
 Graph load_graph_file(const std::string& path) {
@@ -355,6 +357,13 @@ void run(const EstimateOptions& o) {
   keep_freed_memory();
   check(!o.system.empty(), "--system FILE is required (see configs/systems/)");
   hw::SystemDesc base = hw::load_system(o.system);
+  if (o.walk_given) {
+    check(base.kind == hw::SystemKind::accelerator && base.array.compute_model == hw::ComputeModel::in_order_core,
+          "--walk {}: {} does not use the in-order core model (\"compute_model\": \"in_order_core\"), the only one that "
+          "walks schedules",
+          to_string(o.walk), o.system);
+    base.core_walk = o.walk;
+  }
   std::optional<nlohmann::json> profile;
   if (!o.compare_profile.empty()) {
     hw::check_comparable(base, o.system);
@@ -528,6 +537,9 @@ void add_estimate_command(CLI::App& root) {
   cmd->add_option("--cores", o->cores, "Core counts to sweep, e.g. 1,2,4")
       ->delimiter(',')
       ->check(count_in(1, hw::kMaxCpuCores, "1,2,4"));
+  add_enum_option(*cmd, "--walk", o->walk,
+                  "in_order_core systems: exact (every access) or sampled (the split walk, docs/hwmodel.md); default: the "
+                  "system's core.walk");
   cmd->add_option("--csv", o->csv, "Write per-node results as CSV");
   cmd->add_option("--json", o->json, "Write per-node results as JSON");
   cmd->add_option("--explain", o->explain, "Print the terms of the estimate of this node");
@@ -541,6 +553,7 @@ void add_estimate_command(CLI::App& root) {
       ->check(CLI::Range(0, 100000));
   cmd->callback([o, cmd] {
     o->precision_given = cmd->count("--precision") > 0;
+    o->walk_given = cmd->count("--walk") > 0;
     run(*o);
   });
 }

@@ -26,13 +26,19 @@ namespace bertlab::hw {
 // One access of a schedule step: `bytes` at `addr` of operand `op`; write = read-modify-write
 // (the kernels add into their outputs and rewrite in-place operands). weight: how many
 // accesses of the full schedule it stands for (1, but in a sampled walk's representative
-// iterations, see gemm_share).
+// iterations: a split GEMM walk's L1 pass, a sampled line stream). levels: the caches it goes
+// through (a split GEMM walk's two passes, gemm_share; the TLB is looked up unless it is the LLC
+// pass's). span (read from a step's first access): the schedule steps the step stands for when
+// the cores are interleaved (1; a split walk's LLC pass: the steps of the piece of a tile it
+// touches at once).
 struct CoreSeg {
   int op;
   uint64_t addr;
   int64_t bytes;
   bool write;
   int64_t weight = 1;
+  CacheLevels levels = CacheLevels::both;
+  int32_t span = 1;
 };
 // A core's schedule: each call appends one step's accesses (a weight-tile row, a streamed
 // row with the output words it completes, a row pass, a line); false when it is done.
@@ -43,18 +49,17 @@ struct CoreShare {
   CoreSteps steps;
 };
 
-// TiC-SAT's GEMM schedules, core `core` of s.cores. s.core_walk sampled: the outer loops
-// (products; BWMA output panels; RWMA sequence groups, K and N chunks) walk their first
-// iterations, representatives spread over the rest and their last; the representatives' tiles
-// carry the weight of the iterations they stand for (core_walk.cpp loop_visits), and units,
-// groups and issues are summed with those weights (the same totals as the exact walk). BWMA: per product, the core's contiguous
-// range of output panels; per panel, per k-tile: the S x S weight tile, the input panel row
-// by row, the output panel. RWMA: sequence blocks of s.rwma_block_rows rows, up to 512 rows
-// of blocks per L2 group split over the cores; K in chunks of 256, then N chunks of 256, the
-// core's blocks, then L1 groups of 64 K-rows x 32 N-columns, tile by tile. Per tile: S weight
-// rows, the rows streamed S x elem / bytes_per_issue words each, 2S - 1 rows of fill and
-// drain, and each output word added into memory as it leaves the array. w.k, w.n: multiples
-// of w.S. a, b, y: the operand ids of the simulator.
+// TiC-SAT's GEMM schedules, core `core` of s.cores. BWMA: per product, the core's contiguous
+// range of output panels; per panel, per k-tile: the S x S weight tile, the input panel row by
+// row, the output panel. RWMA: sequence blocks of s.rwma_block_rows rows, up to 512 rows of
+// blocks per L2 group split over the cores; K in chunks of 256, then N chunks of 256, the core's
+// blocks, then L1 groups of 64 K-rows x 32 N-columns, tile by tile. Per tile: S weight rows, the
+// rows streamed S x elem / bytes_per_issue words each, 2S - 1 rows of fill and drain, and each
+// output word added into memory as it leaves the array. s.core_walk exact: every tile through
+// both cache levels; sampled (and the GEMM large enough): the split walk (core_walk.cpp), an LLC
+// pass over every tile's lines, then representative blocks of tiles through the L1s and TLBs,
+// weighted by the tiles they stand for. Units, groups and issues count every tile either way.
+// w.k, w.n: multiples of w.S. a, b, y: the operand ids of the simulator.
 CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a, int b, int y);
 
 // A transpose of src (rows x cols) into dst (cols x rows), as TiC-SAT's K transpose: row-major
@@ -91,7 +96,7 @@ struct LineStream {
   bool write;
 };
 // Lines of s.l1.line_bytes over s.cores cores; s.core_walk: every line, or sampled as a loop of
-// lines (gemm_share).
+// lines (core_walk.cpp loop_visits: the first two, four strata, the last).
 CoreShare line_share(const std::vector<LineStream>& streams, int64_t unit_bytes, const SystemDesc& s, int64_t core);
 
 // The compiled kernel's own stack and scratch lines (spilled locals, loop counters, the array

@@ -47,10 +47,10 @@ BERTLAB_ENUM(CoreIsa, uint8_t, BERTLAB_CORE_ISAS)
 #define BERTLAB_QKV_SCHEDULES(X) X(fused, "fused") X(per_head, "per_head")
 BERTLAB_ENUM(QkvSchedule, uint8_t, BERTLAB_QKV_SCHEDULES)
 // How the in_order_core model walks a GEMM's schedule through the cache simulator (core_walk.h
-// gemm_share): exact, every tile; sampled, the first iterations, one representative and the
-// last of each of its outer loops, the representative's counts weighted by the iterations it
-// stands for (instructions and array issues stay exact). `bertlab_hwref model` always walks
-// exactly.
+// gemm_share): exact, every access of every tile; sampled, the split walk: every tile's lines
+// through the LLC, representative blocks of tiles through the L1s and TLBs, their counts
+// weighted by the tiles they stand for (instructions and array issues stay exact); element-wise
+// line streams sample their loop of lines. `bertlab_hwref model` always walks exactly.
 #define BERTLAB_CORE_WALKS(X) X(exact, "exact") X(sampled, "sampled")
 BERTLAB_ENUM(CoreWalk, uint8_t, BERTLAB_CORE_WALKS)
 // The cpu kind's node model: calibrated (estimate.cpp cpu_node) or the plain roofline.

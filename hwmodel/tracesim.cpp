@@ -170,13 +170,15 @@ void TraceSim::dram(int operand, bool write, int64_t core, uint64_t line, int64_
   if (static_cast<int64_t>(q.size()) >= kWriteQueueLines) drain_oldest_row(stream);
 }
 
-void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight) {
+void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight,
+                     CacheLevels levels) {
   if (bytes <= 0) return;
-  t_.accesses += weight;
+  if (levels != CacheLevels::llc_only) t_.accesses += weight;
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
   for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
        ++ln) {
-    if (!l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight;
+    if (levels != CacheLevels::llc_only && !l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight;
+    if (levels == CacheLevels::l1_only) continue;
     auto r = llc_.access(ln, write, tag, weight);
     if (r.evicted_dirty)
       dram(static_cast<int>(r.victim_tag / cores_), true, r.victim_tag % cores_, r.victim_line, r.victim_weight);

@@ -65,6 +65,13 @@ class LruCache {
   size_t mru_way_ = 0;
 };
 
+// Which caches an access goes through: both, as every walk but one does; the core's L1 alone
+// (a split walk's sampled L1 and TLB pass, core_walk.h); the shared LLC and DRAM alone (its
+// line-granular LLC pass). L1 and LLC see the same accesses and keep separate LRU states (the
+// LLC sees every access, L1 hits too), so the two passes together give the same kinds of counts
+// as one walk through both.
+enum class CacheLevels : uint8_t { both, l1_only, llc_only };
+
 class TraceSim {
  public:
   TraceSim(const SystemDesc& s, int64_t cores);
@@ -76,8 +83,9 @@ class TraceSim {
   // at `addr`. weight: the accesses of the full walk it stands for (a sampled walk's
   // representative iterations, core_walk.h): every count it causes is counted that many times.
   int operand(const std::string& name) { return operand_id(name); }
-  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1) {
-    touch(core, operand, addr, bytes, write, weight);
+  void access(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1,
+              CacheLevels levels = CacheLevels::both) {
+    touch(core, operand, addr, bytes, write, weight, levels);
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
   // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
@@ -87,7 +95,8 @@ class TraceSim {
   }
 
  private:
-  void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1);
+  void touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight = 1,
+             CacheLevels levels = CacheLevels::both);
   void dram(int operand, bool write, int64_t core, uint64_t line, int64_t weight);
   void row_access(int operand, int64_t stream, uint64_t line, int64_t weight);
   void drain_oldest_row(int64_t stream);

@@ -768,6 +768,10 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   CHECK(run_bertlab(fmt::format("estimate --graph {} --system {} --kernel 512 --cores 64 > /dev/null", quote(graph),
                                 quote(dir / "loose.json")))
             .exit_code == 0);
+  // --walk: a walk the core model has, and only on a system that walks schedules.
+  CHECK_THAT(estimate(base + " --walk fast"), Contains("--walk") && Contains("exact,sampled"));
+  CHECK_THAT(estimate(fmt::format("--graph {} --system {} --walk sampled", quote(graph), quote(dir / "loose.json"))),
+             Contains("--walk sampled") && Contains("loose.json") && Contains("in_order_core"));
 }
 
 TEST_CASE("Numeric flags name the flag and the expectation, not CLI11's full double range", "[errors][cli]") {
