@@ -154,8 +154,8 @@ constexpr int64_t kLlcPieceLines = 32;
 constexpr int64_t kMaxWarmTiles = 1024;
 constexpr int64_t kRefreshFraction = 64;
 
-// A tile of the L1 pass: walked exactly, or (coarse: a warm-up tile before the last
-// kExactWarmTiles) as its rectangles, a step, with weight 0.
+// A tile of the L1 pass: walked exactly, or (coarse: a warm-up tile before those that cover the
+// L1's lines) as its rectangles, one step, with weight 0.
 struct TileVisit {
   int64_t tile, weight;
   bool coarse;
