@@ -383,6 +383,7 @@ void run(const EstimateOptions& o) {
             hw::kMaxAcceleratorCores);
   }
   const auto arrs = base.kind == hw::SystemKind::cpu ? std::vector<hw::Arrangement>{hw::kBaselineArrangement} : arrangements(o.arrangement);
+  for (const hw::Arrangement a : arrs) hw::check_arrangement_supported(base, a);  // before any output
 
   if (o.bench > 0) {
     // The analytic model over `bench` distinct system configurations (kernel x cores x LLC

@@ -143,6 +143,15 @@ std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const Sy
 
 }  // namespace
 
+void check_arrangement_supported(const SystemDesc& s, Arrangement a) {
+  if (s.kind != SystemKind::accelerator || s.array.compute_model != ComputeModel::in_order_core) return;
+  check(std::find(kPaperArrangements.begin(), kPaperArrangements.end(), a) != kPaperArrangements.end(),
+        "system '{}' (kind {}, array.compute_model {}) prices TiC-SAT's kernels, which exist for the paper's two "
+        "arrangements (rwma, bwma) only, not '{}': estimate '{}' with an array compute model (e.g. "
+        "configs/systems/paper-ticsat-array.json)",
+        s.name, to_string(s.kind), to_string(s.array.compute_model), to_string(a), to_string(a));
+}
+
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a, const EstimateOptions& o) {
   GraphEstimate ge;
   ge.system = s;
@@ -169,12 +178,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
       cpu_optimizer_runs(g, s, ge.nodes, optimizer_runs(g), terms);
     return ge;
   }
-  if (s.array.compute_model == ComputeModel::in_order_core)
-    check(std::find(kPaperArrangements.begin(), kPaperArrangements.end(), a) != kPaperArrangements.end(),
-          "system '{}' (kind {}, array.compute_model {}) prices TiC-SAT's kernels, which exist for the paper's two "
-          "arrangements (rwma, bwma) only, not '{}': estimate '{}' with an array compute model (e.g. "
-          "configs/systems/paper-ticsat-array.json)",
-          s.name, to_string(s.kind), to_string(s.array.compute_model), to_string(a), to_string(a));
+  check_arrangement_supported(s, a);
   NodeClasses local;
   const NodeClasses* classes = o.classes;
   if (!classes && !o.terms) {

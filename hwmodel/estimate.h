@@ -73,6 +73,9 @@ struct EstimateOptions {
 int64_t largest_gemm_k(const Graph& g);
 // Throws Error when the kernel exceeds largest_gemm_k(g); `what` names the field or flag.
 void check_kernel_fits(const Graph& g, int64_t kernel, const std::string& what);
+// An in_order_core system prices TiC-SAT's kernels, which exist for the paper's two arrangements
+// only: any other is refused, naming the system, the arrangement and where to estimate it.
+void check_arrangement_supported(const SystemDesc& s, Arrangement a);
 
 GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
                              const EstimateOptions& o = {});

@@ -768,6 +768,8 @@ TEST_CASE("bertlab estimate: bad system fields, graphs and flags are named", "[e
   CHECK(run_bertlab(fmt::format("estimate --graph {} --system {} --kernel 512 --cores 64 > /dev/null", quote(graph),
                                 quote(dir / "loose.json")))
             .exit_code == 0);
+  // An arrangement the in-order core model has no kernels for is refused before any table is printed.
+  CHECK_THAT(estimate(base + " --arrangement tiled"), Contains("not 'tiled'") && !Contains("kernel cores"));
   // --walk: a walk the core model has, and only on a system that walks schedules.
   CHECK_THAT(estimate(base + " --walk fast"), Contains("--walk") && Contains("exact,sampled"));
   CHECK_THAT(estimate(fmt::format("--graph {} --system {} --walk sampled", quote(graph), quote(dir / "loose.json"))),
