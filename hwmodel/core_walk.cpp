@@ -295,6 +295,8 @@ class TileWalk {
         plan_(std::move(plan)),
         g_(g),
         line_(llc.line_bytes),
+        // Rows whose input (and output) bytes fill a line: every tile of the GEMM streams rows alike.
+        rows_per_line_(std::max<int64_t>(1, line_ / std::max<int64_t>(1, std::max(g.row_bytes, g.W * g.word)))),
         refresh_(std::max<int64_t>(1, llc.size_bytes / llc.line_bytes / kRefreshFraction / cores)) {}
 
   bool operator()(std::vector<CoreSeg>& out) {
@@ -316,7 +318,7 @@ class TileWalk {
         span += x.w_rows;
         start_tile(x, out);
       }
-      const int64_t n = std::min(piece_rows(x), x.rows - row_);
+      const int64_t n = std::min(kLlcPieceLines * rows_per_line_, x.rows - row_);
       llc_rows(x, row_, n, out);
       span += n;
       row_ += n;
@@ -368,15 +370,11 @@ class TileWalk {
     }
     if (fresh_[0]) emit(rects[0], 1, CacheLevels::llc_only, out);
   }
-  int64_t rows_per_line(const Tile& x) const {
-    return std::max<int64_t>(1, line_ / std::max<int64_t>(1, std::max(g_.row_bytes, g_.W * g_.word)));
-  }
-  int64_t piece_rows(const Tile& x) const { return kLlcPieceLines * rows_per_line(x); }
   void llc_rows(const Tile& x, int64_t r0, int64_t n, std::vector<CoreSeg>& out) const {
     if (!fresh_[1] && !fresh_[2]) return;
     const auto rects = tile_rects(x, g_);
     const Rect &in = rects[1], &y = rects[2];
-    const int64_t chunk = rows_per_line(x);
+    const int64_t chunk = rows_per_line_;
     for (int64_t r = r0; r < r0 + n; r += chunk) {
       const int64_t m = std::min(chunk, r0 + n - r);
       if (fresh_[1]) emit(Rect{in.op, in.addr + static_cast<uint64_t>(r * in.stride), in.stride, m, in.bytes, in.write}, 1,
@@ -398,7 +396,7 @@ class TileWalk {
   std::shared_ptr<const Tiles> tiles_;
   std::vector<TileVisit> plan_;
   TileShape g_;
-  int64_t line_, refresh_;
+  int64_t line_, rows_per_line_, refresh_;
   int64_t row_ = 0;                  // the LLC pass's next row of the current tile
   std::array<bool, 3> fresh_{};      // which of the current tile's rectangles it touches
   bool llc_ = true;
