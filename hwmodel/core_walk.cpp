@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "hwmodel/encoder_layer.h"
@@ -111,6 +112,88 @@ int64_t rect_blocks(const Rect& r, int64_t block) {
   if (r.contiguous()) return static_cast<int64_t>((r.addr + r.rows * r.bytes - 1) / block - r.addr / block + 1);
   return r.stride >= block ? r.rows * per_row : std::min(r.rows * per_row, (r.rows * r.stride) / block + per_row);
 }
+
+// A window of the LLC pass: consecutive tiles of one sequence block whose operand rows, taken
+// together, are three rectangles (RWMA's L1 group: kt1 x nt1 tiles over the same rows). When
+// no LLC set gets more than half its ways from the window's lines, walking them once each (the
+// weight rows, then the input and output rows side by side, the output rows as writes) gives
+// the LLC what the tiles' accesses give it: an LRU cache evicts a line of the window only after
+// the set's lines older than the window, so every line misses at most once (at its first
+// touch), the victims are the same old lines and the window leaves its lines as the most
+// recent. `steps`: the schedule steps of its tiles (the spans of its pieces).
+struct Window {
+  int64_t first, count, steps;
+  std::array<Rect, 3> rects;
+};
+
+// The windows of an RWMA GEMM's tiles (gemm_share), fed each tile's K and N tile, rows and its
+// L1 group as TiC-SAT's loops give them; a group becomes a window when its operands are
+// row-major (the rows of its tiles together are rectangles) and it fits the LLC's sets.
+class WindowBuilder {
+ public:
+  WindowBuilder(const SystemDesc& s, const TileShape& g) : g_(g), set_of_(s.llc), ways_(s.llc.ways), line_(s.llc.line_bytes) {
+    tally_.assign(static_cast<size_t>(set_of_.sets), 0);
+  }
+  // Tile `index` (K tile kt, N tile nt, rows [row0, row0 + rows)) of L1 group `group`.
+  void add(int64_t index, int64_t group, int64_t kt, int64_t nt, int64_t row0, int64_t rows, int64_t steps) {
+    if (open_ && group == group_) {
+      kt0_ = std::min(kt0_, kt), kt1_ = std::max(kt1_, kt), nt0_ = std::min(nt0_, nt), nt1_ = std::max(nt1_, nt);
+      ++count_, steps_ += steps;
+      return;
+    }
+    close();
+    open_ = true, group_ = group, first_ = index, count_ = 1, steps_ = steps;
+    kt0_ = kt1_ = kt, nt0_ = nt1_ = nt, row0_ = row0, rows_ = rows;
+  }
+  // Ends the open group; a, b, y: the views of its product (row-major, else no window).
+  void set_views(const MatrixView& a, const MatrixView& b, const MatrixView& y) {
+    close();
+    a_ = &a, b_ = &b, y_ = &y;
+    usable_ = a.panel_width == 0 && b.panel_width == 0 && y.panel_width == 0 && !a.address && !b.address && !y.address;
+  }
+  std::vector<Window> take() {
+    close();
+    return std::move(windows_);
+  }
+
+ private:
+  void close() {
+    if (!open_) return;
+    open_ = false;
+    if (!usable_ || count_ < 2) return;
+    const int64_t S = g_.S, e = g_.row_bytes / S;
+    const std::array<Rect, 3> r{
+        Rect{g_.b, b_->addr(kt0_ * S, nt0_ * S), b_->row_stride, (kt1_ - kt0_ + 1) * S, (nt1_ - nt0_ + 1) * S * e, false},
+        Rect{g_.a, a_->addr(row0_, kt0_ * S), a_->row_stride, rows_, (kt1_ - kt0_ + 1) * S * e, false},
+        Rect{g_.y, y_->addr(row0_, nt0_ * S), y_->row_stride, rows_, (nt1_ - nt0_) * S * e + g_.W * g_.word, true}};
+    if (fits(r)) windows_.push_back({first_, count_, steps_, r});
+  }
+  // No LLC set gets more than half its ways from the rectangles' lines.
+  bool fits(const std::array<Rect, 3>& rects) {
+    bool ok = true;
+    touched_.clear();
+    for (const Rect& x : rects)
+      for (int64_t k = 0; k < x.rows && ok; ++k) {
+        const uint64_t at = x.addr + static_cast<uint64_t>(k * x.stride);
+        for (uint64_t l = at / line_; l <= (at + x.bytes - 1) / line_; ++l) {
+          const auto set = static_cast<size_t>(set_of_(static_cast<int64_t>(l)));
+          if (tally_[set]++ == 0) touched_.push_back(set);
+          if (2 * tally_[set] > ways_) ok = false;
+        }
+      }
+    for (size_t set : touched_) tally_[set] = 0;
+    return ok;
+  }
+  TileShape g_;
+  SetIndex set_of_;
+  int64_t ways_, line_;
+  std::vector<int32_t> tally_;
+  std::vector<size_t> touched_;
+  const MatrixView *a_ = nullptr, *b_ = nullptr, *y_ = nullptr;
+  bool usable_ = false, open_ = false;
+  int64_t group_ = 0, first_ = 0, count_ = 0, steps_ = 0, kt0_ = 0, kt1_ = 0, nt0_ = 0, nt1_ = 0, row0_ = 0, rows_ = 0;
+  std::vector<Window> windows_;
+};
 
 // The split walk of a sampled GEMM (gemm_share). The simulator's L1s and LLC keep separate LRU
 // states over the same accesses (the LLC sees every access, L1 hits too: tracesim.h), so they can
@@ -290,9 +373,11 @@ std::vector<TileVisit> l1_plan(const Tiles& t, const TileShape& g, const SystemD
 // the LLC pass over every tile, one step per tile, then the plan's tiles through the L1 and TLB.
 class TileWalk {
  public:
-  TileWalk(std::shared_ptr<const Tiles> tiles, std::vector<TileVisit> plan, TileShape g, const CacheDesc& llc, int64_t cores)
+  TileWalk(std::shared_ptr<const Tiles> tiles, std::vector<TileVisit> plan, std::vector<Window> windows, TileShape g,
+           const CacheDesc& llc, int64_t cores)
       : tiles_(std::move(tiles)),
         plan_(std::move(plan)),
+        windows_(std::make_shared<const std::vector<Window>>(std::move(windows))),
         g_(g),
         line_(llc.line_bytes),
         // Rows whose input (and output) bytes fill a line: every tile of the GEMM streams rows alike.
@@ -308,10 +393,11 @@ class TileWalk {
       }
       return false;
     }
-    // The LLC pass: a piece of a tile per step (its weight rows with the first piece, then at
-    // most kLlcPieceLines lines of its input and output rows), spanning the piece's schedule
-    // steps and those of pieces before it that touched nothing new.
+    // The LLC pass: a piece of a window (window_piece) or of a tile per step (its weight rows
+    // with the first piece, then at most kLlcPieceLines lines of its input and output rows),
+    // spanning the piece's schedule steps and those of pieces before it that touched nothing new.
     for (int64_t span = 0; llc_ && i_ < t.size();) {
+      if (row_ == 0 && w_ < windows_->size() && (*windows_)[w_].first == i_) return window_piece(span, out);
       const Tile x = t[i_];
       const size_t first = out.size();
       if (row_ == 0) {
@@ -348,6 +434,29 @@ class TileWalk {
     uint64_t first = 0, last = 0;
     int64_t stride = 0, rows = 0, stamp = 0;
   };
+  // A piece of window w_ (Window): its weight rows with the first piece, then at most
+  // kLlcPieceLines lines of its input and output rows, side by side a row at a time, spanning
+  // the piece's share of the window's steps (and `span`, those of skipped pieces before it).
+  bool window_piece(int64_t span, std::vector<CoreSeg>& out) {
+    const Window& wd = (*windows_)[w_];
+    const Rect &in = wd.rects[1], &y = wd.rects[2];
+    const size_t first = out.size();
+    if (wrow_ == 0) emit(wd.rects[0], 1, CacheLevels::llc_only, out);
+    const int64_t per_row = rect_blocks(Rect{in.op, in.addr, in.stride, 1, in.bytes, false}, line_) +
+                            rect_blocks(Rect{y.op, y.addr, y.stride, 1, y.bytes, true}, line_);
+    const int64_t n = std::min(std::max<int64_t>(1, 2 * kLlcPieceLines / std::max<int64_t>(1, per_row)), in.rows - wrow_);
+    for (int64_t r = wrow_; r < wrow_ + n; ++r) {
+      emit(Rect{in.op, in.addr + static_cast<uint64_t>(r * in.stride), in.stride, 1, in.bytes, false}, 1,
+           CacheLevels::llc_only, out);
+      emit(Rect{y.op, y.addr + static_cast<uint64_t>(r * y.stride), y.stride, 1, y.bytes, true}, 1, CacheLevels::llc_only,
+           out);
+    }
+    span += wd.steps * (wrow_ + n) / in.rows - wd.steps * wrow_ / in.rows;
+    wrow_ += n;
+    if (wrow_ >= in.rows) wrow_ = 0, i_ = wd.first + wd.count, ++w_;
+    out[first].span = static_cast<int32_t>(std::clamp<int64_t>(span, 1, std::numeric_limits<int32_t>::max()));
+    return true;
+  }
   // The LLC pass's accesses of a tile: the weight rows, then the input and output rows side by
   // side, a line's worth of rows of each at a time (as the stream reads and writes them: a tile
   // of a long GEMM can be a sizeable part of the LLC, where the order of the two decides which
@@ -395,6 +504,9 @@ class TileWalk {
 
   std::shared_ptr<const Tiles> tiles_;
   std::vector<TileVisit> plan_;
+  std::shared_ptr<const std::vector<Window>> windows_;  // the LLC pass's, by first tile
+  size_t w_ = 0;                                        // the next window
+  int64_t wrow_ = 0;                                    // its next row
   TileShape g_;
   int64_t line_, rows_per_line_, refresh_;
   int64_t row_ = 0;                  // the LLC pass's next row of the current tile
@@ -490,6 +602,11 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
   const int64_t word = s.array.bytes_per_issue, W = ceil_div(S * e, word);
   const int64_t M = w.m, K = w.k, N = w.n, KT = K / S, NT = N / S;
   auto tiles = std::make_shared<Tiles>();
+  const TileShape g{S, W, word, S * e, a, b, y};
+  // The LLC pass's windows (a sampled walk of RWMA's L1 groups).
+  std::optional<WindowBuilder> windows;
+  if (s.core_walk == CoreWalk::sampled && !paper_bwma(w.arrangement, "the in-order core model (gemm_share)"))
+    windows.emplace(s, g);
   CoreShare c;
   auto add = [&](const Tile& x) {
     tiles->push_back(x);
@@ -522,15 +639,21 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
       continue;
     }
     const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);  // TiC-SAT's RWMA tiling (rwma_tiling.h)
+    if (windows) windows->set_views(av, bv, yv);
     for (int64_t gi = 0; gi < t.groups; ++gi) {
       const auto [b0, b1] = core_rows(t.blocks_in(gi), P, core, 1);
       for (int64_t kc = 0; kc < t.kchunks; ++kc)
         for (int64_t nc = 0; nc < t.nchunks; ++nc)
-          rwma_chunk_tiles(t, gi, kc, nc, b0, b1,
-                           [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) { add(tile(kt, nt, row0, rows)); });
+          rwma_chunk_tiles(t, gi, kc, nc, b0, b1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
+            const Tile x = tile(kt, nt, row0, rows);
+            // The L1 group: its sequence block, K group and N group.
+            if (windows)
+              windows->add(tiles->size(), (row0 * (t.kt + 1) + kt / t.kt1) * (t.nt + 1) + nt / t.nt1, kt, nt, row0, rows,
+                           tile_steps_count(x, S));
+            add(x);
+          });
     }
   }
-  const TileShape g{S, W, word, S * e, a, b, y};
   std::vector<TileVisit> plan;
   if (s.core_walk == CoreWalk::sampled) {
     // RWMA's L1 conflicts vary with where a tile's input and output lines fall among the L1's
@@ -543,7 +666,9 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     }
     plan = l1_plan(*tiles, g, s, unit);
   }
-  c.steps = TileWalk(std::move(tiles), std::move(plan), g, s.llc, P);
+  std::vector<Window> llc_windows;
+  if (windows && !plan.empty()) llc_windows = windows->take();
+  c.steps = TileWalk(std::move(tiles), std::move(plan), std::move(llc_windows), g, s.llc, P);
   return c;
 }
 
