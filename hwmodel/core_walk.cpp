@@ -419,8 +419,21 @@ class TileWalk {
       const TileVisit& v = plan_[static_cast<size_t>(i_)];
       if (v.coarse) {
         for (const Rect& r : tile_rects(t[v.tile], g_)) emit(r, 0, CacheLevels::l1_only, out);
-        ++i_, phase_ = 0;
+        ++i_, phase_ = 0, run_ = 0;
         return true;
+      }
+      if (phase_ == 0) {
+        // A tile of the same lines as the tile before it, itself such a tile: its counts are that
+        // tile's, and the L1 and TLB states stay as they are (SegKind::repeat).
+        const TileVisit* prev = i_ > 0 ? &plan_[static_cast<size_t>(i_ - 1)] : nullptr;
+        const bool same = prev && !prev->coarse && prev->tile + 1 == v.tile && same_lines(t[prev->tile], t[v.tile]);
+        run_ = same ? run_ + 1 : 1;
+        if (run_ >= 3) {
+          out.push_back({g_.a, 0, 0, false, v.weight, CacheLevels::l1_only, 1, SegKind::repeat});
+          ++i_;
+          return true;
+        }
+        out.push_back({g_.a, 0, 0, false, v.weight, CacheLevels::l1_only, 1, SegKind::tile});
       }
       if (tile_step(t[v.tile], g_, phase_++, v.weight, CacheLevels::l1_only, out)) return true;
       ++i_, phase_ = 0;
@@ -434,6 +447,25 @@ class TileWalk {
     uint64_t first = 0, last = 0;
     int64_t stride = 0, rows = 0, stamp = 0;
   };
+  // Whether tiles x and z touch the same lines in the same order: the same shape, and every row
+  // of each operand in the same lines, within one line where the two rows start apart (an
+  // output row is touched in word ranges).
+  bool same_lines(const Tile& x, const Tile& z) const {
+    if (x.rows != z.rows || x.w_rows != z.w_rows || x.w_bytes != z.w_bytes || x.w_stride != z.w_stride ||
+        x.in_stride != z.in_stride || x.out_stride != z.out_stride)
+      return false;
+    const auto xr = tile_rects(x, g_), zr = tile_rects(z, g_);
+    for (size_t i = 0; i < xr.size(); ++i) {
+      const Rect &p = xr[i], &q = zr[i];
+      if (p.addr == q.addr || p.rows <= 0 || p.bytes <= 0) continue;
+      for (int64_t k = 0; k < p.rows; ++k) {
+        const uint64_t a = p.addr + static_cast<uint64_t>(k * p.stride), b = q.addr + static_cast<uint64_t>(k * q.stride);
+        const uint64_t la = a / line_, lb = b / line_;
+        if (la != lb || (a + p.bytes - 1) / line_ != la || (b + q.bytes - 1) / line_ != lb) return false;
+      }
+    }
+    return true;
+  }
   // A piece of window w_ (Window): its weight rows with the first piece, then at most
   // kLlcPieceLines lines of its input and output rows, side by side a row at a time, spanning
   // the piece's share of the window's steps (and `span`, those of skipped pieces before it).
@@ -514,6 +546,7 @@ class TileWalk {
   bool llc_ = true;
   int64_t i_ = 0;
   int64_t phase_ = 0;
+  int64_t run_ = 0;  // the L1 pass: tiles in a row of the same lines, up to the current one
   std::array<Recent, kRecentRects> recent_{};
   int64_t touched_ = 0;
 };
@@ -886,7 +919,14 @@ bool PageLru::access(uint64_t page) {
 }
 
 CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack)
-    : sys_(s), stack_(stack), sim_(s, s.cores), tlb_misses_(static_cast<size_t>(s.cores), 0) {
+    : sys_(s),
+      stack_(stack),
+      sim_(s, s.cores),
+      tlb_misses_(static_cast<size_t>(s.cores), 0),
+      raw_(static_cast<size_t>(s.cores)),
+      tile_start_(static_cast<size_t>(s.cores)),
+      tile_(static_cast<size_t>(s.cores)),
+      tile_open_(static_cast<size_t>(s.cores), false) {
   if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), PageLru(s.tlb.entries, s.tlb.ways));
   for (const StackLine& l : stack_.lines) {
     check(l.l1_set >= 0 && l.l1_set < s.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
@@ -908,7 +948,25 @@ void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes, int64_t weig
   if (tlb_.empty() || bytes <= 0) return;
   const uint64_t page = static_cast<uint64_t>(sys_.tlb.page_bytes);
   for (uint64_t p = addr / page; p <= (addr + bytes - 1) / page; ++p)
-    if (!tlb_[core].access(p)) tlb_misses_[core] += weight;
+    if (!tlb_[core].access(p)) tlb_misses_[core] += weight, ++raw_[core].tlb;
+}
+
+// A split walk's L1-pass mark (SegKind): a tile starts, or the tile before is repeated.
+void CoreSim::mark(int64_t core, const CoreSeg& m) {
+  const auto c = static_cast<size_t>(core);
+  Counts now = raw_[c];
+  now.l1 = sim_.l1_misses_unweighted(core);
+  if (m.kind == SegKind::tile) {
+    tile_start_[c] = now, tile_open_[c] = true;
+    return;
+  }
+  check(stack_.lines.empty(), "core model: a repeated tile in a walk with stack lines (their touches are per step)");
+  if (tile_open_[c]) {  // the tile before it ends here
+    tile_[c] = {now.l1 - tile_start_[c].l1, now.tlb - tile_start_[c].tlb, now.accesses - tile_start_[c].accesses};
+    tile_open_[c] = false;
+  }
+  sim_.add_l1_counts(core, tile_[c].l1, tile_[c].accesses, m.weight);
+  tlb_misses_[c] += tile_[c].tlb * m.weight;
 }
 
 std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
@@ -975,7 +1033,11 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
         n += live[core] ? 1 : 0;
         continue;
       }
-      for (const auto& g : buf) translate(core, g.addr, g.bytes, g.weight);
+      for (const auto& g : buf) {
+        if (g.kind != SegKind::access) mark(core, g);
+        else if (g.bytes > 0) ++raw_[static_cast<size_t>(core)].accesses;
+        translate(core, g.addr, g.bytes, g.weight);
+      }
       if (!within) {
         for (const auto& g : buf) sim_.access(core, g.op, g.addr, g.bytes, g.write, g.weight, g.levels);
       } else {  // line by line, the locals of rates above one touch per step between them

@@ -31,6 +31,13 @@ namespace bertlab::hw {
 // pass's). span (read from a step's first access): the schedule steps the step stands for when
 // the cores are interleaved (1; a split walk's LLC pass: the steps of the piece of a tile it
 // touches at once).
+// kind: an access, or a mark of a split walk's L1 pass (it touches nothing): `tile`, a tile's
+// first step (CoreSim counts the tile's L1 misses, TLB misses and accesses from there); `repeat`,
+// a tile of the same lines, in the same order, as the tile before it, which was itself one: it
+// would meet the L1 and TLB states that tile left and leave them so (LRU: a sequence walked
+// twice in a row leaves the state it left the first time), so CoreSim counts that tile's counts
+// again, with this mark's weight, instead of walking it.
+enum class SegKind : uint8_t { access, tile, repeat };
 struct CoreSeg {
   int op;
   uint64_t addr;
@@ -39,6 +46,7 @@ struct CoreSeg {
   int64_t weight = 1;
   CacheLevels levels = CacheLevels::both;
   int32_t span = 1;
+  SegKind kind = SegKind::access;
 };
 // A core's schedule: each call appends one step's accesses (a weight-tile row, a streamed
 // row with the output words it completes, a row pass, a line); false when it is done.
@@ -154,11 +162,19 @@ class CoreSim {
  private:
   void touch_stack(int64_t core, size_t i);
   void translate(int64_t core, uint64_t addr, int64_t bytes, int64_t weight);
+  void mark(int64_t core, const CoreSeg& m);
   const SystemDesc& sys_;
   CoreStack stack_;
   TraceSim sim_;
   std::vector<PageLru> tlb_;  // per core
   std::vector<int64_t> tlb_misses_;
+  // Per core, unweighted: L1 misses, TLB misses and accesses so far; at the start of the last
+  // SegKind::tile; of that tile, once a repeat closed it.
+  struct Counts {
+    int64_t l1 = 0, tlb = 0, accesses = 0;
+  };
+  std::vector<Counts> raw_, tile_start_, tile_;
+  std::vector<bool> tile_open_;
   int stack_id_ = -1;
   std::vector<double> due_;  // per core and stack line: touches owed
 };

@@ -117,6 +117,7 @@ TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
   t_.line_bytes = line_;
   t_.burst_bytes = s.dram.burst_bytes;
   t_.l1_misses.assign(cores, 0);
+  raw_l1_.assign(static_cast<size_t>(cores), 0);
   t_.llc_misses.assign(cores, 0);
   open_row_.assign(static_cast<size_t>(s.dram.banks), -1);
 }
@@ -177,7 +178,7 @@ void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bo
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
   for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
        ++ln) {
-    if (levels != CacheLevels::llc_only && !l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight;
+    if (levels != CacheLevels::llc_only && !l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight, ++raw_l1_[core];
     if (levels == CacheLevels::l1_only) continue;
     auto r = llc_.access(ln, write, tag, weight);
     if (r.evicted_dirty)

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -166,4 +167,50 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on line
   CHECK(rel(sum(x.traffic.llc_misses), sum(e.traffic.llc_misses)) < 0.01);
   CHECK(rel(sum(x.tlb), sum(e.tlb)) < 0.01);
   CHECK(rel(x.traffic.dram_bytes(), e.traffic.dram_bytes()) < 0.01);
+}
+
+// SegKind::repeat (core_walk.h): a tile of the same lines as the tile before it, itself such a
+// tile, counted from that tile's counts instead of walked. Against walking every copy: a tile of
+// strided rows that overflows some L1 sets (2 ways) and the TLB, after a different tile that
+// leaves its own lines behind, repeated 7 times with weights 3 and 0 (a warm-up copy); the L1
+// misses, TLB misses and accesses must be the same, weight for weight.
+TEST_CASE("in_order_core: a repeated tile counts what walking it again counts", "[hwmodel][core][sampling]") {
+  SystemDesc s = load_system(std::string(BERTLAB_SOURCE_DIR) + "/configs/systems/paper-ticsat.json");
+  s.cores = 1;
+  // One step per row: `rows` rows of 4 bytes at `stride` from `base` (stride 4 KB + 64: every
+  // row in its own page, the rows' lines spread over the L1's sets).
+  auto tile = [](uint64_t base, int64_t rows, std::vector<std::vector<CoreSeg>>& steps, int op, int64_t weight, SegKind k) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<CoreSeg> step;
+      if (r == 0) step.push_back({op, 0, 0, false, weight, CacheLevels::l1_only, 1, k});
+      step.push_back({op, base + static_cast<uint64_t>(r * (4096 + 64)), 4, r % 3 == 0, weight, CacheLevels::l1_only});
+      steps.push_back(step);
+    }
+  };
+  const std::vector<int64_t> weights{1, 3, 3, 0, 3, 3, 3};
+  auto run = [&](bool repeat) {
+    CoreSim sim(s);
+    const int op = sim.operand("A");
+    std::vector<std::vector<CoreSeg>> steps;
+    tile(uint64_t{1} << 32, 300, steps, op, 1, SegKind::tile);  // the tile before: other lines
+    for (size_t i = 0; i < weights.size(); ++i) {
+      if (repeat && i >= 2) steps.push_back({{op, 0, 0, false, weights[i], CacheLevels::l1_only, 1, SegKind::repeat}});
+      else tile(uint64_t{1} << 30, 700, steps, op, weights[i], SegKind::tile);
+    }
+    size_t k = 0;
+    std::vector<CoreShare> shares(1);
+    shares[0].steps = [&](std::vector<CoreSeg>& out) {
+      if (k >= steps.size()) return false;
+      out = steps[k++];
+      return true;
+    };
+    sim.run(shares);
+    const Traffic t = sim.finish();
+    return std::array<int64_t, 3>{t.l1_misses[0], sim.tlb_misses()[0], t.accesses};
+  };
+  const auto walked = run(false), repeated = run(true);
+  INFO("walked: L1 " << walked[0] << ", TLB " << walked[1] << ", accesses " << walked[2]);
+  CHECK(walked[0] > 700);  // the tile misses in the L1 every time it is walked again
+  CHECK(walked[1] > 700);
+  CHECK(repeated == walked);
 }
