@@ -157,33 +157,38 @@ std::vector<Document> read_corpus(const fs::path& path, CorpusFormat format) {
   return docs;
 }
 
-bool looks_like_brown(std::string_view line) {
-  std::size_t tokens = 0, tagged = 0, pos = 0;
-  while (pos < line.size()) {
-    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
-    if (pos >= line.size()) break;
-    std::size_t end = pos;
-    while (end < line.size() && line[end] != ' ' && line[end] != '\t') ++end;
-    std::string_view tok = line.substr(pos, end - pos);
-    ++tokens;
-    auto slash = tok.rfind('/');
-    if (slash != std::string_view::npos && slash > 0 && slash + 1 < tok.size()) ++tagged;
-    pos = end;
-  }
-  return tokens > 0 && tagged * 10 >= tokens * 9;
-}
+namespace {
 
-std::string detokenize_brown(std::string_view line) {
-  std::string out;
-  bool glue_next = false;  // the previous word opens (a bracket or an opening quote)
+// Calls f on each token of `line` (runs of characters other than spaces and tabs), in order.
+template <class F>
+void for_each_token(std::string_view line, F&& f) {
   std::size_t pos = 0;
   while (pos < line.size()) {
     while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
     if (pos >= line.size()) break;
     std::size_t end = pos;
     while (end < line.size() && line[end] != ' ' && line[end] != '\t') ++end;
-    std::string_view tok = line.substr(pos, end - pos);
+    f(line.substr(pos, end - pos));
     pos = end;
+  }
+}
+
+}  // namespace
+
+bool looks_like_brown(std::string_view line) {
+  std::size_t tokens = 0, tagged = 0;
+  for_each_token(line, [&](std::string_view tok) {
+    ++tokens;
+    auto slash = tok.rfind('/');
+    if (slash != std::string_view::npos && slash > 0 && slash + 1 < tok.size()) ++tagged;
+  });
+  return tokens > 0 && tagged * 10 >= tokens * 9;
+}
+
+std::string detokenize_brown(std::string_view line) {
+  std::string out;
+  bool glue_next = false;  // the previous word opens (a bracket or an opening quote)
+  for_each_token(line, [&](std::string_view tok) {
     auto slash = tok.rfind('/');
     std::string_view word = (slash == std::string_view::npos || slash == 0) ? tok : tok.substr(0, slash);
     bool opens = false, closes = false;
@@ -204,7 +209,7 @@ std::string detokenize_brown(std::string_view line) {
     if (!out.empty() && !glue_next && !closes) out += ' ';
     out += text;
     glue_next = opens;
-  }
+  });
   return out;
 }
 
