@@ -146,8 +146,8 @@ class PageLru {
   int shift_ = 64;
 };
 
-// The exact simulator driven by shares: run() walks one kernel's shares (share c on core c),
-// one step of each core per round, touching the stack lines at their rates.
+// The exact simulator driven by shares (core_sim.cpp): run() walks one kernel's shares (share c
+// on core c), one step of each core per round, touching the stack lines at their rates.
 class CoreSim {
  public:
   CoreSim(const SystemDesc& s, const CoreStack& stack = {});
