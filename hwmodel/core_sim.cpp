@@ -1,7 +1,7 @@
 // The core model's simulator driver (core_walk.h CoreSim): the cores' schedule steps interleaved
 // into the exact simulator (tracesim.h), through each core's data TLB (PageLru) and the stack
 // lines of its compiled kernel, and the split walk's marks (SegKind). The schedules themselves
-// are in core_walk.cpp.
+// are in core_walk_gemm.cpp (the GEMM's) and core_walk.cpp (the others).
 #include <algorithm>
 #include <bit>
 #include <cmath>

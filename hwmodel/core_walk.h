@@ -64,7 +64,7 @@ struct CoreShare {
 // blocks, then L1 groups of 64 K-rows x 32 N-columns, tile by tile. Per tile: S weight rows, the
 // rows streamed S x elem / bytes_per_issue words each, 2S - 1 rows of fill and drain, and each
 // output word added into memory as it leaves the array. s.core_walk exact: every tile through
-// both cache levels; sampled (and the GEMM large enough): the split walk (core_walk.cpp), an LLC
+// both cache levels; sampled (and the GEMM large enough): the split walk (core_walk_gemm.cpp), an LLC
 // pass over every tile's lines, then representative blocks of tiles through the L1s and TLBs,
 // weighted by the tiles they stand for. Units, groups and issues count every tile either way.
 // w.k, w.n: multiples of w.S. a, b, y: the operand ids of the simulator.

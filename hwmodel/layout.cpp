@@ -6,8 +6,6 @@
 
 namespace bertlab::hw {
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
 MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, int64_t elem,
                      int64_t S) {
   MatrixView v;

@@ -64,6 +64,12 @@ struct MatrixView {
   }
 };
 
+// Whether the view's S x S tiles are contiguous blocks: S-column panels of S-element rows
+// (BWMA's [N/S][K][S] tiles); otherwise a tile is S strided rows.
+inline bool contiguous_tiles(const MatrixView& v, int64_t S) {
+  return v.panel_width == S && v.row_stride == S * v.elem;
+}
+
 // A whole matrix of `rows` x `cols` at `base` in the given arrangement's layout at kernel S
 // (arrangement.h: its panel form when it has one, else its address function).
 MatrixView make_view(Arrangement a, uint64_t base, int64_t rows, int64_t cols, int64_t elem,

@@ -1,6 +1,6 @@
 #pragma once
 // TiC-SAT's RWMA tiling (smmComputeRWMA in accelerator/smm_gem.cc), written once: its
-// constants and the order of its loops, as the core model's walk uses them (core_walk.cpp
+// constants and the order of its loops, as the core model's walk uses them (core_walk_gemm.cpp
 // gemm_share: the accesses of every tile, its outer loops sampled on request). The reference
 // kernels (reference/kernels.h gemm_rwma, run under valgrind) write the same loops out again,
 // since their instructions are what valgrind measures; test "reference RWMA kernel walks the

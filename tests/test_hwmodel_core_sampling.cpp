@@ -77,7 +77,7 @@ double rel(double sampled, double exact) { return exact == 0 ? std::abs(sampled)
 
 }  // namespace
 
-// The split walk of a sampled GEMM (core_walk.cpp gemm_share: an LLC pass over every tile, an L1
+// The split walk of a sampled GEMM (core_walk_gemm.cpp gemm_share: an LLC pass over every tile, an L1
 // pass over representative blocks) against the exact walk, on cases where the split engages:
 // square and wide GEMMs on 1 and 2 cores; one with a partial sequence block (M 136: tiles of 128
 // rows and of 8, which a block may stand only for tiles of its own shape) and partial K and N
