@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the ISA-sensitive tests (tests/run_at_isa.sh's selection) on an emulated AVX2-only CPU:
+# Runs the ISA-sensitive tests (tests/isa_cap.sh isa_sensitive_tests) on an emulated AVX2-only CPU:
 # qemu-x86_64-static -cpu EPYC-Rome (AMD Zen 2: AVX2 and FMA, no AVX-512), each test in a
 # process of its own, so that the CPU's own detection (CPUID, no cap) picks AVX2 for oneDNN and
 # for bertlab's kernels, and an AVX-512 instruction anywhere would stop the test (SIGILL). The
@@ -53,11 +53,8 @@ else
 fi
 echo "check_avx2_emulated: $(emulate "$build/bertlab" isa 2>/dev/null | grep -E '^(cpu|active)' | tr -s ' ' | paste -sd';')"
 
-insensitive="[hwmodel] [hwmodel-reference] [hwmodel_cpu] [arrangement] [cluster] [alignment] [data] [tokenizer] \
-[vocab] [prepare] [brown] [fuzz] [labs] [html] [chart] [graph] [config] [valgrind]"
-filter="~[.]"
-for t in $insensitive; do filter+="~$t"; done
-{ "$tests" "$filter" --list-test-names-only || true; } | sed '/^$/d' > "$work/names"  # Catch2 exits with the count
+source tests/isa_cap.sh
+{ "$tests" "$(isa_sensitive_tests)" --list-test-names-only || true; } | sed '/^$/d' > "$work/names"  # Catch2 exits with the count
 passed=0 failed=0 start=$SECONDS
 while IFS= read -r name; do
   spec=${name//\\/\\\\}; spec=${spec//,/\\,}; spec=${spec//[/\\[}

@@ -2,6 +2,19 @@
 # labs/common/check_page.sh) and by scripts/lab_ranges.sh: where this CPU stands to a cap, in one
 # place.
 #
+# isa_sensitive_tests: the Catch test spec of the ISA-sensitive tests (tests/run_at_isa.sh,
+# scripts/check_avx2_emulated.sh): everything but the tests of pure models, data preparation,
+# reports and tools, which run no kernel (a new test is ISA-sensitive unless its tag is listed
+# here), and the hidden tests (the slow reference checks), which stay out as in the rest of the
+# suite.
+isa_sensitive_tests() {
+  local t spec="~[.]"
+  for t in "[hwmodel]" "[hwmodel-reference]" "[hwmodel_cpu]" "[arrangement]" "[cluster]" "[alignment]" "[data]" \
+    "[tokenizer]" "[vocab]" "[prepare]" "[brown]" "[fuzz]" "[labs]" "[html]" "[chart]" "[graph]" "[config]" "[valgrind]"; do
+    spec+="~$t"
+  done
+  echo "$spec"
+}
 # isa_own_level BERTLAB: this CPU's own level, the highest cap `bertlab isa --caps` accepts
 # before ALL (what an uncapped run uses).
 isa_own_level() {
