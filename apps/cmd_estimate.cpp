@@ -254,7 +254,7 @@ nlohmann::json to_json(const hw::GraphEstimate& e, const MeasuredSeconds* measur
                      {"bursts", n.traffic.bursts()}, {"row_hits", n.traffic.row_hits()},
                      {"row_misses", n.traffic.row_misses()}, {"tiles", n.tiles}, {"operands", ops},
                      {"terms", n.terms}});
-    if (e.system.kind == hw::SystemKind::accelerator && e.system.array.compute_model == hw::ComputeModel::in_order_core)
+    if (e.system.in_order_cores())
       nodes.back()["core"] = {{"instructions", n.core.instructions}, {"issue_cycles", n.core.issue_cycles},
                               {"array_cycles", n.core.array_cycles}, {"l1_misses", n.core.l1_misses},
                               {"l1_cycles", n.core.l1_cycles},       {"llc_misses", n.core.llc_misses},
@@ -358,7 +358,7 @@ void run(const EstimateOptions& o) {
   check(!o.system.empty(), "--system FILE is required (see configs/systems/)");
   hw::SystemDesc base = hw::load_system(o.system);
   if (o.walk_given) {
-    check(base.kind == hw::SystemKind::accelerator && base.array.compute_model == hw::ComputeModel::in_order_core,
+    check(base.in_order_cores(),
           "--walk {}: {} does not use the in-order core model (\"compute_model\": \"in_order_core\"), the only one that "
           "walks schedules",
           to_string(o.walk), o.system);

@@ -144,7 +144,7 @@ std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const Sy
 }  // namespace
 
 void check_arrangement_supported(const SystemDesc& s, Arrangement a) {
-  if (s.kind != SystemKind::accelerator || s.array.compute_model != ComputeModel::in_order_core) return;
+  if (!s.in_order_cores()) return;
   check(std::find(kPaperArrangements.begin(), kPaperArrangements.end(), a) != kPaperArrangements.end(),
         "system '{}' (kind {}, array.compute_model {}) prices TiC-SAT's kernels, which exist for the paper's two "
         "arrangements (rwma, bwma) only, not '{}': estimate '{}' with an array compute model (e.g. "

@@ -205,6 +205,11 @@ struct SystemDesc {
   ops::ElementwiseRates elementwise_gelem_per_s{};
 
   double dram_bytes_per_cycle() const { return dram.peak_gbps / clock_ghz; }
+  // An accelerator of tightly coupled in-order cores (compute_model in_order_core): the core
+  // model walks TiC-SAT's schedules and prices TiC-SAT's kernels (estimate_core.cpp).
+  bool in_order_cores() const {
+    return kind == SystemKind::accelerator && array.compute_model == ComputeModel::in_order_core;
+  }
 };
 
 // Parses and validates a system description (format "bertlab-system", version 1) or a
