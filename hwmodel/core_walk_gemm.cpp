@@ -8,8 +8,8 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <optional>
 
+#include "hwmodel/analytic_detail.h"
 #include "hwmodel/core_walk.h"
 #include "hwmodel/encoder_layer.h"
 #include "hwmodel/rwma_tiling.h"
@@ -127,73 +127,51 @@ struct Window {
   std::array<Rect, 3> rects;
 };
 
-// The windows of an RWMA GEMM's tiles (gemm_share), fed each tile's K and N tile, rows and its
-// L1 group as TiC-SAT's loops give them; a group becomes a window when its operands are
-// row-major (the rows of its tiles together are rectangles) and it fits the LLC's sets.
+// RWMA's L1 groups as gemm_share meets their tiles, then the LLC pass's windows among them
+// (take): the groups of at least two tiles whose operands are row-major (their tiles' rows
+// together are rectangles) and whose lines fill at most half of every LLC set's ways.
 class WindowBuilder {
  public:
-  WindowBuilder(const SystemDesc& s, const TileShape& g) : g_(g), set_of_(s.llc), ways_(s.llc.ways), line_(s.llc.line_bytes) {
-    tally_.assign(static_cast<size_t>(set_of_.sets), 0);
-  }
-  // Tile `index` (K tile kt, N tile nt, rows [row0, row0 + rows)) of L1 group `group`.
-  void add(int64_t index, int64_t group, int64_t kt, int64_t nt, int64_t row0, int64_t rows, int64_t steps) {
-    if (open_ && group == group_) {
-      kt0_ = std::min(kt0_, kt), kt1_ = std::max(kt1_, kt), nt0_ = std::min(nt0_, nt), nt1_ = std::max(nt1_, nt);
-      ++count_, steps_ += steps;
+  // Tile `index` of product `inst`: K tile kt, N tile nt, rows [row0, row0 + rows), in L1 group
+  // `group` (a number that tells the product's groups apart), `steps` schedule steps.
+  void add(int64_t index, int64_t inst, int64_t group, int64_t kt, int64_t nt, int64_t row0, int64_t rows,
+           int64_t steps) {
+    if (!groups_.empty() && groups_.back().inst == inst && groups_.back().group == group) {
+      Group& q = groups_.back();
+      q.kt0 = std::min(q.kt0, kt), q.kt1 = std::max(q.kt1, kt), q.nt0 = std::min(q.nt0, nt), q.nt1 = std::max(q.nt1, nt);
+      ++q.count, q.steps += steps;
       return;
     }
-    close();
-    open_ = true, group_ = group, first_ = index, count_ = 1, steps_ = steps;
-    kt0_ = kt1_ = kt, nt0_ = nt1_ = nt, row0_ = row0, rows_ = rows;
+    groups_.push_back({index, 1, steps, inst, group, kt, kt, nt, nt, row0, rows});
   }
-  // Ends the open group; a, b, y: the views of its product (row-major, else no window).
-  void set_views(const MatrixView& a, const MatrixView& b, const MatrixView& y) {
-    close();
-    a_ = &a, b_ = &b, y_ = &y;
-    usable_ = a.panel_width == 0 && b.panel_width == 0 && y.panel_width == 0 && !a.address && !b.address && !y.address;
-  }
-  std::vector<Window> take() {
-    close();
-    return std::move(windows_);
+  std::vector<Window> take(const GemmWork& w, const TileShape& g, const CacheDesc& llc) const {
+    std::vector<Window> v;
+    const int64_t S = g.S, e = g.row_bytes / S;
+    const SetIndex set_of(llc);
+    analytic_detail::SetTally tally(set_of, set_of.sets);
+    const auto half = static_cast<int32_t>(llc.ways / 2);
+    for (const Group& q : groups_) {
+      const auto& [a, b, y] = w.instances[static_cast<size_t>(q.inst)];
+      const bool row_major = a.panel_width == 0 && b.panel_width == 0 && y.panel_width == 0 && !a.address &&
+                             !b.address && !y.address;
+      if (q.count < 2 || !row_major) continue;
+      const std::array<Rect, 3> r{
+          Rect{g.b, b.addr(q.kt0 * S, q.nt0 * S), b.row_stride, (q.kt1 - q.kt0 + 1) * S, (q.nt1 - q.nt0 + 1) * S * e, false},
+          Rect{g.a, a.addr(q.row0, q.kt0 * S), a.row_stride, q.rows, (q.kt1 - q.kt0 + 1) * S * e, false},
+          Rect{g.y, y.addr(q.row0, q.nt0 * S), y.row_stride, q.rows, (q.nt1 - q.nt0) * S * e + g.W * g.word, true}};
+      std::vector<Sweep> sweeps;
+      for (const Rect& x : r) sweeps.push_back({x.addr, x.rows, x.stride, x.bytes});
+      if (analytic_detail::most_lines_in_a_set(sweeps, llc.line_bytes, tally, half) <= half)
+        v.push_back({q.first, q.count, q.steps, r});
+    }
+    return v;
   }
 
  private:
-  void close() {
-    if (!open_) return;
-    open_ = false;
-    if (!usable_ || count_ < 2) return;
-    const int64_t S = g_.S, e = g_.row_bytes / S;
-    const std::array<Rect, 3> r{
-        Rect{g_.b, b_->addr(kt0_ * S, nt0_ * S), b_->row_stride, (kt1_ - kt0_ + 1) * S, (nt1_ - nt0_ + 1) * S * e, false},
-        Rect{g_.a, a_->addr(row0_, kt0_ * S), a_->row_stride, rows_, (kt1_ - kt0_ + 1) * S * e, false},
-        Rect{g_.y, y_->addr(row0_, nt0_ * S), y_->row_stride, rows_, (nt1_ - nt0_) * S * e + g_.W * g_.word, true}};
-    if (fits(r)) windows_.push_back({first_, count_, steps_, r});
-  }
-  // No LLC set gets more than half its ways from the rectangles' lines.
-  bool fits(const std::array<Rect, 3>& rects) {
-    bool ok = true;
-    touched_.clear();
-    for (const Rect& x : rects)
-      for (int64_t k = 0; k < x.rows && ok; ++k) {
-        const uint64_t at = x.addr + static_cast<uint64_t>(k * x.stride);
-        for (uint64_t l = at / line_; l <= (at + x.bytes - 1) / line_; ++l) {
-          const auto set = static_cast<size_t>(set_of_(static_cast<int64_t>(l)));
-          if (tally_[set]++ == 0) touched_.push_back(set);
-          if (2 * tally_[set] > ways_) ok = false;
-        }
-      }
-    for (size_t set : touched_) tally_[set] = 0;
-    return ok;
-  }
-  TileShape g_;
-  SetIndex set_of_;
-  int64_t ways_, line_;
-  std::vector<int32_t> tally_;
-  std::vector<size_t> touched_;
-  const MatrixView *a_ = nullptr, *b_ = nullptr, *y_ = nullptr;
-  bool usable_ = false, open_ = false;
-  int64_t group_ = 0, first_ = 0, count_ = 0, steps_ = 0, kt0_ = 0, kt1_ = 0, nt0_ = 0, nt1_ = 0, row0_ = 0, rows_ = 0;
-  std::vector<Window> windows_;
+  struct Group {
+    int64_t first, count, steps, inst, group, kt0, kt1, nt0, nt1, row0, rows;
+  };
+  std::vector<Group> groups_;
 };
 
 // The split walk of a sampled GEMM (gemm_share). The simulator's L1s and LLC keep separate LRU
@@ -558,12 +536,12 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
   const int64_t S = w.S, P = s.cores, e = w.instances.empty() ? 1 : w.instances.front()[0].elem;
   const int64_t word = s.array.bytes_per_issue, W = ceil_div(S * e, word);
   const int64_t M = w.m, K = w.k, N = w.n, KT = K / S, NT = N / S;
+  const bool bwma = paper_bwma(w.arrangement, "the in-order core model (gemm_share)");
+  const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);  // TiC-SAT's RWMA tiling (rwma_tiling.h)
+  const bool sampled = s.core_walk == CoreWalk::sampled;
   auto tiles = std::make_shared<Tiles>();
   const TileShape g{S, W, word, S * e, a, b, y};
-  // The LLC pass's windows (a sampled walk of RWMA's L1 groups).
-  std::optional<WindowBuilder> windows;
-  if (s.core_walk == CoreWalk::sampled && !paper_bwma(w.arrangement, "the in-order core model (gemm_share)"))
-    windows.emplace(s, g);
+  WindowBuilder groups;  // a sampled walk's RWMA L1 groups
   CoreShare c;
   auto add = [&](const Tile& x) {
     tiles->push_back(x);
@@ -571,11 +549,10 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     c.groups += 1;
     c.issues += S * W + W * (x.rows + 2 * S - 1) - 1;  // weight rows, streamed rows with fill and drain
   };
-  if (paper_bwma(w.arrangement, "the in-order core model (gemm_share)")) {
+  if (bwma) {
     const auto [p0, p1] = core_rows(NT, P, core, 1);
     tiles->reserve(static_cast<size_t>(w.instances.size() * (p1 - p0) * KT));
   } else {
-    const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);
     int64_t blocks = 0;
     for (int64_t gi = 0; gi < t.groups; ++gi) {
       const auto [b0, b1] = core_rows(t.blocks_in(gi), P, core, 1);
@@ -583,20 +560,19 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     }
     tiles->reserve(static_cast<size_t>(w.instances.size() * blocks * KT * NT));
   }
-  for (const auto& [av, bv, yv] : w.instances) {
+  for (size_t inst = 0; inst < w.instances.size(); ++inst) {
+    const auto& [av, bv, yv] = w.instances[inst];
     const bool whole = contiguous_tiles(bv, S);
     auto tile = [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
       return Tile{bv.addr(kt * S, nt * S), av.addr(row0, kt * S), yv.addr(row0, nt * S), whole ? 0 : bv.row_stride,
                   whole ? 1 : S, whole ? S * S * e : S * e, av.row_stride, yv.row_stride, rows};
     };
-    if (paper_bwma(w.arrangement, "the in-order core model (gemm_share)")) {
+    if (bwma) {
       const auto [p0, p1] = core_rows(NT, P, core, 1);
       for (int64_t np = p0; np < p1; ++np)
         for (int64_t kt = 0; kt < KT; ++kt) add(tile(kt, np, 0, M));
       continue;
     }
-    const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);  // TiC-SAT's RWMA tiling (rwma_tiling.h)
-    if (windows) windows->set_views(av, bv, yv);
     for (int64_t gi = 0; gi < t.groups; ++gi) {
       const auto [b0, b1] = core_rows(t.blocks_in(gi), P, core, 1);
       for (int64_t kc = 0; kc < t.kchunks; ++kc)
@@ -604,28 +580,21 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
           rwma_chunk_tiles(t, gi, kc, nc, b0, b1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
             const Tile x = tile(kt, nt, row0, rows);
             // The L1 group: its sequence block, K group and N group.
-            if (windows)
-              windows->add(tiles->size(), (row0 * (t.kt + 1) + kt / t.kt1) * (t.nt + 1) + nt / t.nt1, kt, nt, row0, rows,
-                           tile_steps_count(x, S));
+            if (sampled)
+              groups.add(tiles->size(), static_cast<int64_t>(inst), (row0 * (t.kt + 1) + kt / t.kt1) * (t.nt + 1) + nt / t.nt1,
+                         kt, nt, row0, rows, tile_steps_count(x, S));
             add(x);
           });
     }
   }
   std::vector<TileVisit> plan;
-  if (s.core_walk == CoreWalk::sampled) {
-    // RWMA's L1 conflicts vary with where a tile's input and output lines fall among the L1's
-    // sets, which moves with the N column through a chunk: its blocks are whole sweeps of a
-    // chunk's N columns (its L1 groups of one K group), which meet every such place.
-    int64_t unit = 1;
-    if (!paper_bwma(w.arrangement, "the in-order core model (gemm_share)")) {
-      const RwmaTiling t = rwma_tiling(M, K, N, S, w.block_rows);
-      unit = t.nt2 * t.kt1 * t.nt1;
-    }
-    plan = l1_plan(*tiles, g, s, unit);
-  }
-  std::vector<Window> llc_windows;
-  if (windows && !plan.empty()) llc_windows = windows->take();
-  c.steps = TileWalk(std::move(tiles), std::move(plan), std::move(llc_windows), g, s.llc, P);
+  // RWMA's L1 conflicts vary with where a tile's input and output lines fall among the L1's sets,
+  // which moves with the N column through a chunk: its blocks are whole sweeps of a chunk's N
+  // columns (its L1 groups of one K group), which meet every such place.
+  if (sampled) plan = l1_plan(*tiles, g, s, bwma ? 1 : t.nt2 * t.kt1 * t.nt1);
+  std::vector<Window> windows;
+  if (!plan.empty() && !bwma) windows = groups.take(w, g, s.llc);
+  c.steps = TileWalk(std::move(tiles), std::move(plan), std::move(windows), g, s.llc, P);
   return c;
 }
 
