@@ -104,7 +104,7 @@ CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack)
       stack_(stack),
       sim_(s, s.cores),
       tlb_misses_(static_cast<size_t>(s.cores), 0),
-      raw_(static_cast<size_t>(s.cores)),
+      tlb_unweighted_(static_cast<size_t>(s.cores), 0),
       tile_start_(static_cast<size_t>(s.cores)),
       tile_(static_cast<size_t>(s.cores)),
       tile_open_(static_cast<size_t>(s.cores), false) {
@@ -129,24 +129,24 @@ void CoreSim::translate(int64_t core, uint64_t addr, int64_t bytes, int64_t weig
   if (tlb_.empty() || bytes <= 0) return;
   const uint64_t page = static_cast<uint64_t>(sys_.tlb.page_bytes);
   for (uint64_t p = addr / page; p <= (addr + bytes - 1) / page; ++p)
-    if (!tlb_[core].access(p)) tlb_misses_[core] += weight, ++raw_[core].tlb;
+    if (!tlb_[core].access(p)) tlb_misses_[core] += weight, ++tlb_unweighted_[core];
 }
 
 // A split walk's L1-pass mark (SegKind): a tile starts, or the tile before is repeated.
 void CoreSim::mark(int64_t core, const CoreSeg& m) {
   const auto c = static_cast<size_t>(core);
-  Counts now = raw_[c];
-  now.l1 = sim_.l1_misses_unweighted(core);
+  const Counts now{sim_.l1_unweighted(core), tlb_unweighted_[c]};
   if (m.kind == SegKind::tile) {
     tile_start_[c] = now, tile_open_[c] = true;
     return;
   }
   check(stack_.lines.empty(), "core model: a repeated tile in a walk with stack lines (their touches are per step)");
   if (tile_open_[c]) {  // the tile before it ends here
-    tile_[c] = {now.l1 - tile_start_[c].l1, now.tlb - tile_start_[c].tlb, now.accesses - tile_start_[c].accesses};
+    const Counts& s0 = tile_start_[c];
+    tile_[c] = {{now.l1.misses - s0.l1.misses, now.l1.accesses - s0.l1.accesses}, now.tlb - s0.tlb};
     tile_open_[c] = false;
   }
-  sim_.add_l1_counts(core, tile_[c].l1, tile_[c].accesses, m.weight);
+  sim_.add_l1_counts(core, tile_[c].l1, m.weight);
   tlb_misses_[c] += tile_[c].tlb * m.weight;
 }
 
@@ -216,7 +216,6 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
       }
       for (const auto& g : buf) {
         if (g.kind != SegKind::access) mark(core, g);
-        else if (g.bytes > 0) ++raw_[static_cast<size_t>(core)].accesses;
         translate(core, g.addr, g.bytes, g.weight);
       }
       if (!within) {

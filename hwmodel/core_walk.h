@@ -168,12 +168,14 @@ class CoreSim {
   TraceSim sim_;
   std::vector<PageLru> tlb_;  // per core
   std::vector<int64_t> tlb_misses_;
-  // Per core, unweighted: L1 misses, TLB misses and accesses so far; at the start of the last
-  // SegKind::tile; of that tile, once a repeat closed it.
+  // Per core, unweighted: its TLB misses so far; its L1 counts and TLB misses at the start of the
+  // last SegKind::tile, and of that tile once a repeat closed it (mark).
   struct Counts {
-    int64_t l1 = 0, tlb = 0, accesses = 0;
+    TraceSim::L1Counts l1;
+    int64_t tlb = 0;
   };
-  std::vector<Counts> raw_, tile_start_, tile_;
+  std::vector<int64_t> tlb_unweighted_;
+  std::vector<Counts> tile_start_, tile_;
   std::vector<bool> tile_open_;
   int stack_id_ = -1;
   std::vector<double> due_;  // per core and stack line: touches owed

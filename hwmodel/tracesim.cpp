@@ -117,7 +117,7 @@ TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
   t_.line_bytes = line_;
   t_.burst_bytes = s.dram.burst_bytes;
   t_.l1_misses.assign(cores, 0);
-  raw_l1_.assign(static_cast<size_t>(cores), 0);
+  unweighted_.assign(static_cast<size_t>(cores), L1Counts{});
   t_.llc_misses.assign(cores, 0);
   open_row_.assign(static_cast<size_t>(s.dram.banks), -1);
 }
@@ -174,11 +174,11 @@ void TraceSim::dram(int operand, bool write, int64_t core, uint64_t line, int64_
 void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight,
                      CacheLevels levels) {
   if (bytes <= 0) return;
-  if (levels != CacheLevels::llc_only) t_.accesses += weight;
+  if (levels != CacheLevels::llc_only) t_.accesses += weight, ++unweighted_[core].accesses;
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
   for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
        ++ln) {
-    if (levels != CacheLevels::llc_only && !l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight, ++raw_l1_[core];
+    if (levels != CacheLevels::llc_only && !l1_[core].access(ln, write, tag).hit) t_.l1_misses[core] += weight, ++unweighted_[core].misses;
     if (levels == CacheLevels::l1_only) continue;
     auto r = llc_.access(ln, write, tag, weight);
     if (r.evicted_dirty)

@@ -87,13 +87,17 @@ class TraceSim {
               CacheLevels levels = CacheLevels::both) {
     touch(core, operand, addr, bytes, write, weight, levels);
   }
-  // L1 misses of core `core` so far, each counted once whatever its weight.
-  int64_t l1_misses_unweighted(int64_t core) const { return raw_l1_[static_cast<size_t>(core)]; }
+  // Core `core`'s L1 misses and accesses (those through its L1) so far, each counted once
+  // whatever its weight.
+  struct L1Counts {
+    int64_t misses = 0, accesses = 0;
+  };
+  const L1Counts& l1_unweighted(int64_t core) const { return unweighted_[static_cast<size_t>(core)]; }
   // Counts a split walk's repeated tile (core_walk.h SegKind::repeat) without walking it: its L1
   // misses and accesses, `weight` times each.
-  void add_l1_counts(int64_t core, int64_t misses, int64_t accesses, int64_t weight) {
-    t_.l1_misses[static_cast<size_t>(core)] += misses * weight;
-    t_.accesses += accesses * weight;
+  void add_l1_counts(int64_t core, const L1Counts& tile, int64_t weight) {
+    t_.l1_misses[static_cast<size_t>(core)] += tile.misses * weight;
+    t_.accesses += tile.accesses * weight;
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
   // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
@@ -115,7 +119,7 @@ class TraceSim {
   BlockOf line_of;  // an address's line (layout.h)
   LruCache llc_;
   std::vector<LruCache> l1_;
-  std::vector<int64_t> raw_l1_;  // per core: L1 misses, unweighted
+  std::vector<L1Counts> unweighted_;  // per core
   std::vector<std::string> names_;
   std::vector<OperandTraffic> counts_;  // per operand id (t_.operands by name at finish)
   std::vector<int64_t> open_row_;       // per bank: its open row (-1: none)
