@@ -79,7 +79,8 @@ double rel(double sampled, double exact) { return exact == 0 ? std::abs(sampled)
 
 // The split walk of a sampled GEMM (core_walk_gemm.cpp gemm_share: an LLC pass over every tile, an L1
 // pass over representative blocks) against the exact walk, on cases where the split engages:
-// square and wide GEMMs on 1 and 2 cores; one with a partial sequence block (M 136: tiles of 128
+// square and wide GEMMs on 1 and 2 cores (one, BERT-large's attention output at S = 4 under RWMA,
+// where the L1 pass walks between a quarter and a half of the steps); one with a partial sequence block (M 136: tiles of 128
 // rows and of 8, which a block may stand only for tiles of its own shape) and partial K and N
 // chunks, whose RWMA rows of 16392 bytes make the hashed LLC evict lines early (the LLC pass may
 // skip a recent touch only when it would have hit).
@@ -94,11 +95,13 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
   struct Case {
     int64_t m, k, n, instances, S, P;
     Arrangement a;
+    int64_t saving = 4;  // at least this many times fewer L1-pass steps than the exact walk's
   };
   const Case c = GENERATE(Case{128, 1024, 1024, 1, 4, 1, Arrangement::bwma}, Case{128, 1024, 1024, 1, 8, 2, Arrangement::bwma},
                           Case{136, 264, 8200, 1, 8, 1, Arrangement::bwma}, Case{64, 1024, 4096, 1, 4, 1, Arrangement::rwma},
                           Case{128, 1024, 4096, 1, 8, 1, Arrangement::rwma}, Case{128, 1024, 4096, 1, 8, 2, Arrangement::rwma},
-                          Case{136, 264, 16392, 1, 8, 1, Arrangement::rwma});
+                          Case{136, 264, 16392, 1, 8, 1, Arrangement::rwma},
+                          Case{128, 1024, 1280, 1, 4, 1, Arrangement::rwma, 2});
   s.array.kernel = c.S;
   s.cores = c.P;
   const std::string what = fmt::format("M {} K {} N {} x {}, S = {}, {} core(s), {}", c.m, c.k, c.n, c.instances, c.S, c.P,
@@ -111,7 +114,7 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
   CHECK(x.groups == e.groups);
   CHECK(x.issues == e.issues);
   // The split engaged: the L1 pass walks a fraction of the steps.
-  CHECK(x.steps * 4 <= e.steps);
+  CHECK(x.steps * c.saving <= e.steps);
   const double l1 = rel(sum(x.traffic.l1_misses), sum(e.traffic.l1_misses));
   const double llc = rel(sum(x.traffic.llc_misses), sum(e.traffic.llc_misses));
   const double tlb = rel(sum(x.tlb), sum(e.tlb));
