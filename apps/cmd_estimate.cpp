@@ -442,6 +442,7 @@ void run(const EstimateOptions& o) {
   fmt::print("system {} ({}), {} nodes\n", base.name, o.system, g.nodes().size());
   const auto columns = summary_columns(arrs);
   fmt::print("{}", summary_header(columns));
+  hw::StreamWalkMemo stream_walks;  // the stream-only nodes, walked once for the sweep
   for (int64_t S : kernels)
     for (int64_t P : cores) {
       hw::SystemDesc s = base;
@@ -452,6 +453,7 @@ void run(const EstimateOptions& o) {
       for (auto a : arrs) {
         hw::EstimateOptions eo;
         eo.classes = &classes;
+        eo.stream_walks = &stream_walks;
         eo.terms = !o.json.empty();  // the JSON carries every node's terms
         eo.explain = o.explain;
         est[a] = hw::estimate_graph(g, s, a, eo);

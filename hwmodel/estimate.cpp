@@ -105,7 +105,7 @@ namespace {
 // per set (modulo-indexed, small hashed) are worth the threads: on the others a class costs
 // about 0.1 ms, which the threads' start and barrier would eat.
 std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const SystemDesc& s, Arrangement a,
-                                                        const NodeClasses& classes) {
+                                                        const NodeClasses& classes, StreamWalkMemo* stream_walks) {
   const int64_t n = static_cast<int64_t>(classes.first.size());
   std::vector<std::pair<double, int64_t>> order;  // (GEMM multiply-adds, class)
   order.reserve(static_cast<size_t>(n));
@@ -122,7 +122,7 @@ std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const Sy
   int64_t error_class = n;
 #pragma omp parallel if (n > 1 && (SetLoad::resolves_sets(s.llc) || s.array.compute_model == ComputeModel::in_order_core))
   {
-    NodeModel model(g, s, a);
+    NodeModel model(g, s, a, stream_walks);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t c = order[static_cast<size_t>(i)].second;
@@ -189,7 +189,7 @@ GraphEstimate estimate_graph(const Graph& g, const SystemDesc& s, Arrangement a,
   // Estimates of each class, computed at its first node and copied to the others (24
   // identical encoder layers share them); nodes whose terms are asked for are computed on
   // their own, since the terms name the node.
-  std::vector<std::vector<NodeEstimate>> done = classes ? estimate_classes(g, s, a, *classes) : decltype(done){};
+  std::vector<std::vector<NodeEstimate>> done = classes ? estimate_classes(g, s, a, *classes, o.stream_walks) : decltype(done){};
   for (const auto& node : g.nodes()) {
     const bool terms = o.terms || node.name == o.explain;
     if (terms || !classes) {

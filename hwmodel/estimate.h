@@ -3,7 +3,11 @@
 // arrangement (work.h), estimates its traffic analytically (analytic.h), its compute cycles
 // (compute.h) and its time, with cores sharing DRAM bandwidth. Layout conversions that a
 // consumer needs (K transposed for the attention scores) are charged as nodes of their own.
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "hwmodel/system.h"
@@ -62,8 +66,38 @@ struct NodeClasses {
 };
 NodeClasses classify_nodes(const Graph& g);
 
+// The walks of stream-only nodes that the configurations of one sweep share (bertlab estimate
+// over the kernel sizes, core counts and arrangements of one system file). On an in_order_core
+// system a node whose work is line streams alone with no TiC-SAT kernel to price it (the
+// optimizer's updates, the gradient norm) starts from an empty simulator and walks its
+// streams the same way whatever the kernel size and arrangement, as long as its operands lie
+// at the same addresses: the key is the node, the streams' operands, addresses and extents,
+// and the system without its kernel size. Thread-safe (the classes are estimated on OpenMP
+// threads).
+class StreamWalkMemo {
+ public:
+  std::optional<NodeEstimate> find(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(m_);
+    const auto it = map_.find(key);
+    return it == map_.end() ? std::nullopt : std::optional<NodeEstimate>(it->second);
+  }
+  void put(const std::string& key, const NodeEstimate& n) {
+    std::lock_guard<std::mutex> lock(m_);
+    map_.emplace(key, n);
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return map_.size();
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::unordered_map<std::string, NodeEstimate> map_;
+};
+
 struct EstimateOptions {
   const NodeClasses* classes = nullptr;  // from classify_nodes(g); computed when null
+  StreamWalkMemo* stream_walks = nullptr;  // shared by a sweep's estimates of one graph (or none)
   bool terms = false;                    // the estimate in words for every node (slower)
   std::string explain;                   // ... or for this node only
 };

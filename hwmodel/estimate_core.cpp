@@ -239,12 +239,28 @@ NodeEstimate NodeModel::core_rows(const Node& node, const RowWork& w, bool every
 
 NodeEstimate NodeModel::core_stream(const Node& node, const StreamWork& w, std::optional<LayerOp> kernel,
                                     int64_t unit_bytes, const std::string& what, const char* model) {
+  // No kernel prices the streams: their walk (from an empty simulator) and FLOPs depend on the
+  // operands' addresses and extents and on the system, not on the kernel size or arrangement.
+  std::string key;
+  if (stream_walks_ && !kernel && !terms_) {
+    if (stream_walk_system_.empty()) {
+      nlohmann::json j = system_to_json(s_);
+      j["array"].erase("kernel");
+      stream_walk_system_ = j.dump();
+    }
+    key = fmt::format("{}|{}|{}|{}", node.id, unit_bytes, model, stream_walk_system_);
+    for (const auto& acc : w.accesses)
+      key += fmt::format("|{}:{}:{}:{}:{}:{}", acc.operand, acc.sweep.start, acc.sweep.count, acc.sweep.stride,
+                         acc.sweep.width, acc.write);
+    if (auto done = stream_walks_->find(key)) return std::move(*done);
+  }
   NodeEstimate n = base(node, model);
   CorePricer p(s_, a_);
   term(n, "{}", what);
   run_lines(p, s_, line_streams(p, w), kernel, unit_bytes, n, terms_);
   if (!kernel) p.add_scalar(n.flops, n, terms_);
   p.finish(n, terms_);
+  if (!key.empty()) stream_walks_->put(key, n);
   return n;
 }
 

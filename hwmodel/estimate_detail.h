@@ -60,8 +60,9 @@ void cpu_optimizer_runs(const Graph& g, const SystemDesc& s, std::vector<NodeEst
 // row ops and streams (estimate_stream.cpp), the dispatch (estimate.cpp).
 class NodeModel {
  public:
-  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a)
-      : g_(g), s_(s), a_(a), low_(g, s, a), core_(s.array.compute_model == ComputeModel::in_order_core) {}
+  NodeModel(const Graph& g, const SystemDesc& s, Arrangement a, StreamWalkMemo* stream_walks = nullptr)
+      : g_(g), s_(s), a_(a), low_(g, s, a), core_(s.array.compute_model == ComputeModel::in_order_core),
+        stream_walks_(stream_walks) {}
 
   // `terms`: also write the estimate in words (slow: formatting); off in sweeps.
   std::vector<NodeEstimate> run(const Node& node, bool terms);
@@ -153,7 +154,8 @@ class NodeModel {
   // by `kernel` (none: FLOPs), `vectors` streamed.
   NodeEstimate core_rows(const Node& node, const RowWork& w, bool every_pass_writes, std::optional<LayerOp> kernel,
                          const StreamWork& vectors, const std::string& what);
-  // Streams line by line, instructions by `kernel` per unit_bytes (none: FLOPs).
+  // Streams line by line, instructions by `kernel` per unit_bytes (none: FLOPs). Without a kernel,
+  // walked once per sweep (stream_walks_: the same walk on every kernel size and arrangement).
   NodeEstimate core_stream(const Node& node, const StreamWork& w, std::optional<LayerOp> kernel, int64_t unit_bytes,
                            const std::string& what, const char* model = "stream");
 
@@ -174,6 +176,8 @@ class NodeModel {
   int training_ = -1;
   bool core_ = false;
   bool terms_ = false;
+  StreamWalkMemo* stream_walks_ = nullptr;
+  std::string stream_walk_system_;  // the system without its kernel size, for stream_walks_ (once)
 };
 
 }  // namespace bertlab::hw::estimate_detail

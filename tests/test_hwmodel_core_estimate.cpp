@@ -284,3 +284,43 @@ TEST_CASE("in_order_core: qkv per_head runs TiC-SAT's projections per head", "[h
   CHECK_THROWS_WITH(model_op(LayerOp::qkv, Arrangement::rwma, LayerDims{64, 256, 4, 64, 1024}, s, builtin_coefficients(s.core_isa)),
                     Catch::Contains("set \"qkv\": \"fused\""));
 }
+
+// A sweep's memo of stream-only walks (StreamWalkMemo: the optimizer's updates, the gradient
+// norm, walked once for every kernel size and arrangement): every node's estimate equals the
+// one walked afresh, on kernel sizes and arrangements that place some operands differently
+// (the vocabulary is padded to S), and the memo holds one walk per such node and placement, not
+// one per configuration.
+TEST_CASE("in_order_core: the sweep's stream-walk memo gives what walking again gives", "[hwmodel][core]") {
+  RunSpec run;
+  run.batch = 1;
+  run.seq = 16;
+  run.mode = RunMode::train;
+  const Graph g = build_bert(testing::bert_config(50, 32, 1, 2, 64, 16), run);
+  const NodeClasses classes = classify_nodes(g);
+  StreamWalkMemo memo;
+  size_t first = 0;
+  for (const int64_t S : {4, 8})
+    for (const Arrangement a : {Arrangement::rwma, Arrangement::bwma}) {
+      SystemDesc s = paper(CoreIsa::aarch64, S, 2);
+      EstimateOptions with;
+      with.classes = &classes;
+      with.stream_walks = &memo;
+      EstimateOptions without;
+      without.classes = &classes;
+      const GraphEstimate x = estimate_graph(g, s, a, with), e = estimate_graph(g, s, a, without);
+      if (first == 0) first = memo.size();
+      REQUIRE(x.nodes.size() == e.nodes.size());
+      for (size_t i = 0; i < e.nodes.size(); ++i) {
+        INFO(fmt::format("{} at S = {}, {}", e.nodes[i].name, S, to_string(a)));
+        CHECK(x.nodes[i].cycles == e.nodes[i].cycles);
+        CHECK(x.nodes[i].traffic.dram_bytes() == e.nodes[i].traffic.dram_bytes());
+        CHECK(x.nodes[i].core.l1_misses == e.nodes[i].core.l1_misses);
+        CHECK(x.nodes[i].core.tlb_misses == e.nodes[i].core.tlb_misses);
+      }
+    }
+  // One walk per stream-only node (the optimizer's, one per parameter) and placement: most of
+  // the four configurations found theirs.
+  INFO(fmt::format("walks kept: {} after the first configuration, {} after four", first, memo.size()));
+  CHECK(first > 0);
+  CHECK(memo.size() < 2 * first);
+}
