@@ -101,7 +101,8 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
                           Case{136, 264, 8200, 1, 8, 1, Arrangement::bwma}, Case{64, 1024, 4096, 1, 4, 1, Arrangement::rwma},
                           Case{128, 1024, 4096, 1, 8, 1, Arrangement::rwma}, Case{128, 1024, 4096, 1, 8, 2, Arrangement::rwma},
                           Case{136, 264, 16392, 1, 8, 1, Arrangement::rwma},
-                          Case{128, 1024, 1280, 1, 4, 1, Arrangement::rwma, 2});
+                          Case{128, 1024, 1280, 1, 4, 1, Arrangement::rwma, 2},
+                          Case{128, 16384, 256, 1, 8, 1, Arrangement::bwma});
   s.array.kernel = c.S;
   s.cores = c.P;
   const std::string what = fmt::format("M {} K {} N {} x {}, S = {}, {} core(s), {}", c.m, c.k, c.n, c.instances, c.S, c.P,
