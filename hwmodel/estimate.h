@@ -3,7 +3,6 @@
 // arrangement (work.h), estimates its traffic analytically (analytic.h), its compute cycles
 // (compute.h) and its time, with cores sharing DRAM bandwidth. Layout conversions that a
 // consumer needs (K transposed for the attention scores) are charged as nodes of their own.
-#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
