@@ -189,6 +189,9 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
       touch_stack(core, i);
     }
   };
+  // Cores whose L1 counts are another's (CoreShare::l1_as): that core's counts at the start.
+  std::vector<Counts> start(static_cast<size_t>(P));
+  for (int64_t core = 0; core < P; ++core) start[core] = {sim_.l1_weighted(core), tlb_misses_[core]};
   // Equal-speed cores: one step each per round; a step of span s (a split walk's LLC pass)
   // takes its core s rounds, and rounds in which every live core is busy are skipped.
   std::vector<CoreSeg> buf;
@@ -238,6 +241,14 @@ std::vector<int64_t> CoreSim::run(std::vector<CoreShare>& shares) {
       n += 1;
     }
     round = next;
+  }
+  for (int64_t core = 0; core < P; ++core) {
+    const int64_t from = shares[core].l1_as;
+    if (from < 0) continue;
+    check(from < P && shares[from].l1_as < 0, "core model: core {} counts the L1 of core {}, which walks none", core, from);
+    const TraceSim::L1Counts now = sim_.l1_weighted(from), then = start[from].l1;
+    sim_.add_l1_counts(core, {now.misses - then.misses, now.accesses - then.accesses}, 1);
+    tlb_misses_[core] += tlb_misses_[from] - start[from].tlb;
   }
   return steps;
 }

@@ -55,6 +55,11 @@ using CoreSteps = std::function<bool(std::vector<CoreSeg>&)>;
 struct CoreShare {
   int64_t units = 0, groups = 0, issues = 0;
   CoreSteps steps;
+  // A split GEMM walk's core whose tiles are those of core `l1_as` moved by whole L1 set spans
+  // and pages (gemm_share): its L1 and TLB meet the same sequence of sets and pages, so its L1
+  // pass is not walked and CoreSim counts core l1_as's L1 misses, accesses and page walks of
+  // the run for it. -1: it walks its own.
+  int64_t l1_as = -1;
 };
 
 // TiC-SAT's GEMM schedules, core `core` of s.cores. BWMA: per product, the core's contiguous

@@ -417,10 +417,12 @@ std::vector<TileVisit> l1_plan(const Tiles& t, const TileShape& g, const SystemD
 // the LLC pass over every tile, one step per tile, then the plan's tiles through the L1 and TLB.
 class TileWalk {
  public:
+  // l1_elsewhere: the LLC pass only (CoreShare::l1_as: another core's L1 pass counts for this one).
   TileWalk(std::shared_ptr<const Tiles> tiles, std::vector<TileVisit> plan, std::vector<Window> windows,
-           std::vector<InputStays> stays, TileShape g, const CacheDesc& llc, int64_t cores)
+           std::vector<InputStays> stays, TileShape g, const CacheDesc& llc, int64_t cores, bool l1_elsewhere)
       : tiles_(std::move(tiles)),
         plan_(std::move(plan)),
+        l1_elsewhere_(l1_elsewhere),
         windows_(std::make_shared<const std::vector<Window>>(std::move(windows))),
         stays_(std::make_shared<const std::vector<InputStays>>(std::move(stays))),
         g_(g),
@@ -431,7 +433,7 @@ class TileWalk {
 
   bool operator()(std::vector<CoreSeg>& out) {
     const auto& t = *tiles_;
-    if (plan_.empty()) {  // exact: every tile once, through both levels
+    if (plan_.empty() && !l1_elsewhere_) {  // exact: every tile once, through both levels
       while (i_ < t.size()) {
         if (tile_step(t[i_], g_, phase_++, 1, CacheLevels::both, out)) return true;
         ++i_, phase_ = 0;
@@ -461,6 +463,7 @@ class TileWalk {
       }
     }
     if (llc_) llc_ = false, i_ = 0, phase_ = 0;
+    if (l1_elsewhere_) return false;
     while (i_ < static_cast<int64_t>(plan_.size())) {
       const TileVisit& v = plan_[static_cast<size_t>(i_)];
       if (v.coarse) {
@@ -588,6 +591,7 @@ class TileWalk {
 
   std::shared_ptr<const Tiles> tiles_;
   std::vector<TileVisit> plan_;
+  bool l1_elsewhere_;
   std::shared_ptr<const std::vector<Window>> windows_;  // the LLC pass's, by first tile
   size_t w_ = 0;                                        // the next window
   std::shared_ptr<const std::vector<InputStays>> stays_;  // BWMA products whose A stays, by first tile
@@ -606,6 +610,74 @@ class TileWalk {
   int64_t touched_ = 0;
 };
 
+
+// The tiles of core `core`'s share of a GEMM, in TiC-SAT's order: fn(inst, kt, nt, row0, tile) per
+// tile of product `inst` (kt, nt its K and N tile, row0 its first row), and under BWMA first_round(inst, p0, p1)
+// before a product's tiles (the core's output panels [p0, p1)).
+template <class Fn, class Round>
+void for_each_tile(const GemmWork& w, const RwmaTiling& t, int64_t P, int64_t core, const TileShape& g, Fn&& fn,
+                   Round&& first_round) {
+  const int64_t S = w.S, M = w.m, KT = w.k / S, NT = w.n / S;
+  const bool bwma = w.arrangement == Arrangement::bwma;
+  for (size_t inst = 0; inst < w.instances.size(); ++inst) {
+    const auto& [av, bv, yv] = w.instances[inst];
+    const bool whole = contiguous_tiles(bv, S);
+    const int64_t e = av.elem;
+    auto tile = [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
+      return Tile{bv.addr(kt * S, nt * S), av.addr(row0, kt * S), yv.addr(row0, nt * S), whole ? 0 : bv.row_stride,
+                  whole ? 1 : S, whole ? S * S * e : g.row_bytes, av.row_stride, yv.row_stride, rows};
+    };
+    if (bwma) {
+      const auto [p0, p1] = core_rows(NT, P, core, 1);
+      first_round(inst, p0, p1);
+      for (int64_t np = p0; np < p1; ++np)
+        for (int64_t kt = 0; kt < KT; ++kt) fn(inst, kt, np, int64_t{0}, tile(kt, np, 0, M));
+      continue;
+    }
+    for (int64_t gi = 0; gi < t.groups; ++gi) {
+      const auto [b0, b1] = core_rows(t.blocks_in(gi), P, core, 1);
+      for (int64_t kc = 0; kc < t.kchunks; ++kc)
+        for (int64_t nc = 0; nc < t.nchunks; ++nc)
+          rwma_chunk_tiles(t, gi, kc, nc, b0, b1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
+            fn(inst, kt, nt, row0, tile(kt, nt, row0, rows));
+          });
+    }
+  }
+}
+
+// Whether `mine` (a core's tiles) are core `other`'s moved by one distance per operand, each a
+// whole number of L1 set spans (sets x line) and pages: then the two cores' L1s (modulo-indexed)
+// and TLBs meet the same sets and pages in the same order, with other lines and pages (an
+// operand's lines stay distinct from the others', each in its own region), so they count the
+// same misses, accesses and page walks (CoreShare::l1_as). BWMA: the cores' output panels, a
+// whole number of panels apart; RWMA: their sequence blocks, blocks apart.
+bool moved_copy(const Tiles& mine, int64_t other, const GemmWork& w, const RwmaTiling& t, const SystemDesc& s,
+                const TileShape& g) {
+  if (mine.size() == 0 || s.l1.hashed_index) return false;
+  const int64_t span = std::max<int64_t>(s.l1.sets() * s.l1.line_bytes, s.tlb.entries > 0 ? s.tlb.page_bytes : 1);
+  if (span <= 0 || (s.tlb.entries > 0 && span % s.tlb.page_bytes != 0) || span % (s.l1.sets() * s.l1.line_bytes) != 0)
+    return false;
+  int64_t i = 0;
+  bool same = true;
+  std::array<int64_t, 3> d{};
+  for_each_tile(
+      w, t, s.cores, other, g,
+      [&](size_t, int64_t, int64_t, int64_t, const Tile& x) {
+        if (!same || i >= mine.size()) {
+          same = false;
+          return;
+        }
+        const Tile m = mine[i];
+        const std::array<int64_t, 3> di{static_cast<int64_t>(m.w - x.w), static_cast<int64_t>(m.in - x.in),
+                                        static_cast<int64_t>(m.out - x.out)};
+        if (i++ == 0) d = di;
+        same = di == d && m.rows == x.rows && m.w_rows == x.w_rows && m.w_bytes == x.w_bytes && m.w_stride == x.w_stride &&
+               m.in_stride == x.in_stride && m.out_stride == x.out_stride;
+      },
+      [](size_t, int64_t, int64_t) {});
+  return same && i == mine.size() && d[0] % span == 0 && d[1] % span == 0 && d[2] % span == 0;
+}
+
 }  // namespace
 
 CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a, int b, int y) {
@@ -620,12 +692,6 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
   WindowBuilder groups;  // a sampled walk's RWMA L1 groups
   std::vector<InputStays> stays;  // a sampled walk's BWMA products whose A stays in the LLC
   CoreShare c;
-  auto add = [&](const Tile& x) {
-    tiles->push_back(x);
-    c.units += W * x.rows;
-    c.groups += 1;
-    c.issues += S * W + W * (x.rows + 2 * S - 1) - 1;  // weight rows, streamed rows with fill and drain
-  };
   if (bwma) {
     const auto [p0, p1] = core_rows(NT, P, core, 1);
     tiles->reserve(static_cast<size_t>(w.instances.size() * (p1 - p0) * KT));
@@ -637,44 +703,43 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
     }
     tiles->reserve(static_cast<size_t>(w.instances.size() * blocks * KT * NT));
   }
-  for (size_t inst = 0; inst < w.instances.size(); ++inst) {
-    const auto& [av, bv, yv] = w.instances[inst];
-    const bool whole = contiguous_tiles(bv, S);
-    auto tile = [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
-      return Tile{bv.addr(kt * S, nt * S), av.addr(row0, kt * S), yv.addr(row0, nt * S), whole ? 0 : bv.row_stride,
-                  whole ? 1 : S, whole ? S * S * e : S * e, av.row_stride, yv.row_stride, rows};
-    };
-    if (bwma) {
-      const auto [p0, p1] = core_rows(NT, P, core, 1);
-      if (sampled && p1 - p0 > 2 && bwma_input_stays(av, bv, yv, M, K, NT, S, P, s.llc))
-        stays.push_back({tiles->size() + KT, tiles->size() + (p1 - p0 - 1) * KT, tiles->size() + (p1 - p0) * KT});
-      for (int64_t np = p0; np < p1; ++np)
-        for (int64_t kt = 0; kt < KT; ++kt) add(tile(kt, np, 0, M));
-      continue;
-    }
-    for (int64_t gi = 0; gi < t.groups; ++gi) {
-      const auto [b0, b1] = core_rows(t.blocks_in(gi), P, core, 1);
-      for (int64_t kc = 0; kc < t.kchunks; ++kc)
-        for (int64_t nc = 0; nc < t.nchunks; ++nc)
-          rwma_chunk_tiles(t, gi, kc, nc, b0, b1, [&](int64_t kt, int64_t nt, int64_t row0, int64_t rows) {
-            const Tile x = tile(kt, nt, row0, rows);
-            // The L1 group: its sequence block, K group and N group.
-            if (sampled)
-              groups.add(tiles->size(), static_cast<int64_t>(inst), (row0 * (t.kt + 1) + kt / t.kt1) * (t.nt + 1) + nt / t.nt1,
-                         kt, nt, row0, rows, tile_steps_count(x, S));
-            add(x);
-          });
-    }
-  }
+  for_each_tile(
+      w, t, P, core, g,
+      [&](size_t inst, int64_t kt, int64_t nt, int64_t row0, const Tile& x) {
+        // RWMA's L1 group: its sequence block, K group and N group.
+        if (sampled && !bwma)
+          groups.add(tiles->size(), static_cast<int64_t>(inst), (row0 * (t.kt + 1) + kt / t.kt1) * (t.nt + 1) + nt / t.nt1,
+                     kt, nt, row0, x.rows, tile_steps_count(x, S));
+        tiles->push_back(x);
+        c.units += W * x.rows;
+        c.groups += 1;
+        c.issues += S * W + W * (x.rows + 2 * S - 1) - 1;  // weight rows, streamed rows with fill and drain
+      },
+      [&](size_t inst, int64_t p0, int64_t p1) {
+        const auto& [av, bv, yv] = w.instances[inst];
+        if (sampled && p1 - p0 > 2 && bwma_input_stays(av, bv, yv, M, K, NT, S, P, s.llc))
+          stays.push_back({tiles->size() + KT, tiles->size() + (p1 - p0 - 1) * KT, tiles->size() + (p1 - p0) * KT});
+      });
   std::vector<TileVisit> plan;
+  // A core whose tiles are core 0's moved by whole L1 set spans and pages counts core 0's L1 pass.
+  const bool l1_elsewhere = sampled && !bwma && core > 0 && moved_copy(*tiles, 0, w, t, s, g);
+  if (l1_elsewhere) c.l1_as = 0;
   // RWMA's L1 conflicts vary with where a tile's input and output lines fall among the L1's sets,
   // which moves with the N column through a chunk: its blocks are whole sweeps of a chunk's N
   // columns (its L1 groups of one K group), which meet every such place.
-  if (sampled) plan = l1_plan(*tiles, g, s, bwma ? 1 : t.nt2 * t.kt1 * t.nt1);
+  if (sampled && !l1_elsewhere) plan = l1_plan(*tiles, g, s, bwma ? 1 : t.nt2 * t.kt1 * t.nt1);
+  // Core 0 of such cores, too small to sample, walks its every tile in the L1 pass, after its
+  // own LLC pass: all the cores then reach the LLC piece by piece alike (walked through both
+  // levels instead, its steps lagged the others' pieces and a weight line's miss, shared, went
+  // to them: up to 23% of a node's busiest-core LLC misses moved on bert-mini training).
+  if (sampled && !bwma && core == 0 && P > 1 && plan.empty() && moved_copy(*tiles, 1, w, t, s, g))
+    for (int64_t i = 0; i < tiles->size(); ++i) plan.push_back({i, 1, false});
+  const bool llc_pass = !plan.empty() || l1_elsewhere;
   std::vector<Window> windows;
-  if (!plan.empty() && !bwma) windows = groups.take(w, g, s.llc);
-  if (plan.empty()) stays.clear();
-  c.steps = TileWalk(std::move(tiles), std::move(plan), std::move(windows), std::move(stays), g, s.llc, P);
+  if (llc_pass && !bwma) windows = groups.take(w, g, s.llc);
+  if (!llc_pass) stays.clear();
+  c.steps =
+      TileWalk(std::move(tiles), std::move(plan), std::move(windows), std::move(stays), g, s.llc, P, l1_elsewhere);
   return c;
 }
 

@@ -118,6 +118,7 @@ TraceSim::TraceSim(const SystemDesc& s, int64_t cores)
   t_.burst_bytes = s.dram.burst_bytes;
   t_.l1_misses.assign(cores, 0);
   unweighted_.assign(static_cast<size_t>(cores), L1Counts{});
+  weighted_accesses_.assign(static_cast<size_t>(cores), 0);
   t_.llc_misses.assign(cores, 0);
   open_row_.assign(static_cast<size_t>(s.dram.banks), -1);
 }
@@ -174,7 +175,10 @@ void TraceSim::dram(int operand, bool write, int64_t core, uint64_t line, int64_
 void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bool write, int64_t weight,
                      CacheLevels levels) {
   if (bytes <= 0) return;
-  if (levels != CacheLevels::llc_only) t_.accesses += weight, ++unweighted_[core].accesses;
+  if (levels != CacheLevels::llc_only) {
+    t_.accesses += weight, weighted_accesses_[static_cast<size_t>(core)] += weight;
+    ++unweighted_[core].accesses;
+  }
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
   for (auto ln = static_cast<uint64_t>(line_of(addr)), last = static_cast<uint64_t>(line_of(addr + bytes - 1)); ln <= last;
        ++ln) {

@@ -93,17 +93,23 @@ class TraceSim {
     int64_t misses = 0, accesses = 0;
   };
   const L1Counts& l1_unweighted(int64_t core) const { return unweighted_[static_cast<size_t>(core)]; }
+  // ... and counted with their weights (the counts the walk reports).
+  L1Counts l1_weighted(int64_t core) const {
+    return {t_.l1_misses[static_cast<size_t>(core)], weighted_accesses_[static_cast<size_t>(core)]};
+  }
   // Counts a split walk's repeated tile (core_walk.h SegKind::repeat) without walking it: its L1
   // misses and accesses, `weight` times each.
   void add_l1_counts(int64_t core, const L1Counts& tile, int64_t weight) {
     t_.l1_misses[static_cast<size_t>(core)] += tile.misses * weight;
     t_.accesses += tile.accesses * weight;
+    weighted_accesses_[static_cast<size_t>(core)] += tile.accesses * weight;
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
   // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
   void reset_counts() {
     for (auto& o : counts_) o = OperandTraffic{};
     t_.l1_misses.assign(cores_, 0), t_.llc_misses.assign(cores_, 0), t_.accesses = 0;
+    weighted_accesses_.assign(static_cast<size_t>(cores_), 0);
   }
 
  private:
@@ -120,6 +126,7 @@ class TraceSim {
   LruCache llc_;
   std::vector<LruCache> l1_;
   std::vector<L1Counts> unweighted_;  // per core
+  std::vector<int64_t> weighted_accesses_;  // per core (t_.accesses: their sum)
   std::vector<std::string> names_;
   std::vector<OperandTraffic> counts_;  // per operand id (t_.operands by name at finish)
   std::vector<int64_t> open_row_;       // per bank: its open row (-1: none)

@@ -21,6 +21,7 @@ namespace {
 
 struct Walked {
   int64_t units = 0, groups = 0, issues = 0, steps = 0;
+  std::vector<int64_t> l1_as;  // per core: CoreShare::l1_as
   std::vector<int64_t> tlb;
   Traffic traffic;
   double cycles = 0;
@@ -52,6 +53,7 @@ Walked walk_gemm(SystemDesc s, CoreWalk walk, Arrangement a, int64_t M, int64_t 
   std::vector<CoreShare> shares;
   for (int64_t c = 0; c < s.cores; ++c) shares.push_back(gemm_share(w, s, c, ia, ib, iy));
   Walked r;
+  for (const CoreShare& c : shares) r.l1_as.push_back(c.l1_as);
   for (const int64_t n : sim.run(shares)) r.steps += n;
   r.traffic = sim.finish();
   r.tlb = sim.tlb_misses();
@@ -80,7 +82,10 @@ double rel(double sampled, double exact) { return exact == 0 ? std::abs(sampled)
 // The split walk of a sampled GEMM (core_walk_gemm.cpp gemm_share: an LLC pass over every tile, an L1
 // pass over representative blocks) against the exact walk, on cases where the split engages:
 // square and wide GEMMs on 1 and 2 cores (one, BERT-large's attention output at S = 4 under RWMA,
-// where the L1 pass walks between a quarter and a half of the steps); one with a partial sequence block (M 136: tiles of 128
+// where the L1 pass walks between a quarter and a half of the steps; one of four sequence blocks on
+// 2 cores, whose second core counts the first's L1 pass, and one of three, two on the first core
+// and one on the second, which walks its own);
+// one with a partial sequence block (M 136: tiles of 128
 // rows and of 8, which a block may stand only for tiles of its own shape) and partial K and N
 // chunks, whose RWMA rows of 16392 bytes make the hashed LLC evict lines early (the LLC pass may
 // skip a recent touch only when it would have hit).
@@ -96,13 +101,16 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
     int64_t m, k, n, instances, S, P;
     Arrangement a;
     int64_t saving = 4;  // at least this many times fewer L1-pass steps than the exact walk's
+    int64_t core1_l1_as = -1;  // on 2 cores: 0 when core 1's tiles are core 0's moved by whole L1 set spans and pages
   };
   const Case c = GENERATE(Case{128, 1024, 1024, 1, 4, 1, Arrangement::bwma}, Case{128, 1024, 1024, 1, 8, 2, Arrangement::bwma},
                           Case{136, 264, 8200, 1, 8, 1, Arrangement::bwma}, Case{64, 1024, 4096, 1, 4, 1, Arrangement::rwma},
                           Case{128, 1024, 4096, 1, 8, 1, Arrangement::rwma}, Case{128, 1024, 4096, 1, 8, 2, Arrangement::rwma},
                           Case{136, 264, 16392, 1, 8, 1, Arrangement::rwma},
                           Case{128, 1024, 1280, 1, 4, 1, Arrangement::rwma, 2},
-                          Case{128, 16384, 256, 1, 8, 1, Arrangement::bwma});
+                          Case{128, 16384, 256, 1, 8, 1, Arrangement::bwma},
+                          Case{512, 1024, 1024, 1, 8, 2, Arrangement::rwma, 4, 0},
+                          Case{384, 1024, 1024, 1, 8, 2, Arrangement::rwma, 2});
   s.array.kernel = c.S;
   s.cores = c.P;
   const std::string what = fmt::format("M {} K {} N {} x {}, S = {}, {} core(s), {}", c.m, c.k, c.n, c.instances, c.S, c.P,
@@ -116,6 +124,13 @@ TEST_CASE("in_order_core: the sampled walk gives the exact walk's counts on GEMM
   CHECK(x.issues == e.issues);
   // The split engaged: the L1 pass walks a fraction of the steps.
   CHECK(x.steps * c.saving <= e.steps);
+  // Core 1 counts core 0's L1 pass instead of walking its own (CoreShare::l1_as) where its tiles
+  // are core 0's moved by whole L1 set spans and pages under RWMA (two sequence blocks of 128
+  // rows of 1024 bytes apart), not where core 1 has none (one sequence block) or fewer (three
+  // blocks: two and one), nor under BWMA
+  // (whose cores share the input, gemm_share); the exact walk never does.
+  if (c.P == 2) CHECK(x.l1_as == std::vector<int64_t>{-1, c.core1_l1_as});
+  CHECK(e.l1_as == std::vector<int64_t>(static_cast<size_t>(c.P), -1));
   const double l1 = rel(sum(x.traffic.l1_misses), sum(e.traffic.l1_misses));
   const double llc = rel(sum(x.traffic.llc_misses), sum(e.traffic.llc_misses));
   const double tlb = rel(sum(x.tlb), sum(e.tlb));
