@@ -610,7 +610,6 @@ class TileWalk {
   int64_t touched_ = 0;
 };
 
-
 // The tiles of core `core`'s share of a GEMM, in TiC-SAT's order: fn(inst, kt, nt, row0, tile) per
 // tile of product `inst` (kt, nt its K and N tile, row0 its first row), and under BWMA first_round(inst, p0, p1)
 // before a product's tiles (the core's output panels [p0, p1)).
@@ -649,8 +648,8 @@ void for_each_tile(const GemmWork& w, const RwmaTiling& t, int64_t P, int64_t co
 // whole number of L1 set spans (sets x line) and pages: then the two cores' L1s (modulo-indexed)
 // and TLBs meet the same sets and pages in the same order, with other lines and pages (an
 // operand's lines stay distinct from the others', each in its own region), so they count the
-// same misses, accesses and page walks (CoreShare::l1_as). BWMA: the cores' output panels, a
-// whole number of panels apart; RWMA: their sequence blocks, blocks apart.
+// same misses, accesses and page walks (CoreShare::l1_as). Under RWMA the cores' sequence blocks
+// are whole blocks apart (gemm_share uses it there only).
 bool moved_copy(const Tiles& mine, int64_t other, const GemmWork& w, const RwmaTiling& t, const SystemDesc& s,
                 const TileShape& g) {
   if (mine.size() == 0 || s.l1.hashed_index) return false;
@@ -730,8 +729,8 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
   if (sampled && !l1_elsewhere) plan = l1_plan(*tiles, g, s, bwma ? 1 : t.nt2 * t.kt1 * t.nt1);
   // Core 0 of such cores, too small to sample, walks its every tile in the L1 pass, after its
   // own LLC pass: all the cores then reach the LLC piece by piece alike (walked through both
-  // levels instead, its steps lagged the others' pieces and a weight line's miss, shared, went
-  // to them: up to 23% of a node's busiest-core LLC misses moved on bert-mini training).
+  // levels instead, its steps and the others' pieces took the shared weight lines' misses in
+  // another order: on bert-mini training a node's busiest-core LLC misses 9.8% off, 1.1% so).
   if (sampled && !bwma && core == 0 && P > 1 && plan.empty() && moved_copy(*tiles, 1, w, t, s, g))
     for (int64_t i = 0; i < tiles->size(); ++i) plan.push_back({i, 1, false});
   const bool llc_pass = !plan.empty() || l1_elsewhere;
