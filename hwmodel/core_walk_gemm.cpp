@@ -645,7 +645,7 @@ void for_each_tile(const GemmWork& w, const RwmaTiling& t, int64_t P, int64_t co
 }
 
 // Whether `mine` (a core's tiles) are core `other`'s moved by one distance per operand, each a
-// whole number of L1 set spans (sets x line) and pages: then the two cores' L1s (modulo-indexed)
+// whole number of L1 set spans (sets x line) and of TLB set spans (pages x TLB sets): then the two cores' L1s (modulo-indexed)
 // and TLBs meet the same sets and pages in the same order, with other lines and pages (an
 // operand's lines stay distinct from the others', each in its own region), so they count the
 // same misses, accesses and page walks (CoreShare::l1_as). Under RWMA the cores' sequence blocks
@@ -653,9 +653,13 @@ void for_each_tile(const GemmWork& w, const RwmaTiling& t, int64_t P, int64_t co
 bool moved_copy(const Tiles& mine, int64_t other, const GemmWork& w, const RwmaTiling& t, const SystemDesc& s,
                 const TileShape& g) {
   if (mine.size() == 0 || s.l1.hashed_index) return false;
-  const int64_t span = std::max<int64_t>(s.l1.sets() * s.l1.line_bytes, s.tlb.entries > 0 ? s.tlb.page_bytes : 1);
-  if (span <= 0 || (s.tlb.entries > 0 && span % s.tlb.page_bytes != 0) || span % (s.l1.sets() * s.l1.line_bytes) != 0)
-    return false;
+  // A move keeps every line in its L1 set when it is a whole number of L1 set spans, and every
+  // page in its TLB set when it is a whole number of pages times the TLB's sets (PageLru's modulo
+  // index; one set when fully associative).
+  const int64_t l1_span = s.l1.sets() * s.l1.line_bytes;
+  const int64_t tlb_span = s.tlb.entries > 0 ? s.tlb.page_bytes * (s.tlb.ways == 0 ? 1 : s.tlb.entries / s.tlb.ways) : 1;
+  const int64_t span = std::max(l1_span, tlb_span);
+  if (l1_span <= 0 || tlb_span <= 0 || span % l1_span != 0 || span % tlb_span != 0) return false;
   int64_t i = 0;
   bool same = true;
   std::array<int64_t, 3> d{};
