@@ -352,6 +352,48 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
+// --bench: the model over `o.bench` distinct system configurations (kernel x cores x LLC size x
+// DRAM bandwidth, each under one arrangement), timed end to end including the node
+// classification; every configuration estimates every node from scratch.
+void run_bench(const EstimateOptions& o, const Graph& g, const hw::SystemDesc& base) {
+  std::vector<std::pair<hw::SystemDesc, hw::Arrangement>> configs;
+  for (int64_t i = 0; static_cast<int>(configs.size()) < o.bench; ++i) {
+    hw::SystemDesc s = base;
+    s.array.kernel = int64_t{4} << (i % 4);
+    s.cores = int64_t{1} << ((i / 4) % 3);
+    s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 5);
+    s.dram.peak_gbps = base.dram.peak_gbps * (1 + (i / 60) % 4);
+    hw::validate(s, o.system);
+    // The paper's two arrangements at every kernel size.
+    const auto& two = hw::kPaperArrangements;
+    configs.emplace_back(s, two[((i / 4) + i + 1) % two.size()]);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const hw::NodeClasses classes = hw::classify_nodes(g);
+  hw::EstimateOptions eo;
+  eo.classes = &classes;
+  double checksum = 0;
+  size_t estimates = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const auto& [s, a] = configs[i];
+    const std::clock_t c0 = std::clock();
+    const auto e = hw::estimate_graph(g, s, a, eo);
+    checksum += e.seconds();
+    estimates += e.nodes.size();
+    // --bench-detail: the CPU time of each configuration, on stderr so that the last line of
+    // stdout (which scripts/hwmodel_bench.sh reads) keeps its format.
+    if (o.bench_detail)
+      fmt::print(stderr, "config {}: S={} cores={} llc={} KB dram={} GB/s {}: {:.3f} s CPU\n", i, s.array.kernel,
+                 s.cores, s.llc.size_bytes / 1024, s.dram.peak_gbps, hw::to_string(a),
+                 double(std::clock() - c0) / CLOCKS_PER_SEC);
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("benchmark: {} nodes ({} distinct shapes) x {} system configurations in {:.3f} s ({:.2f} us per "
+             "node estimate, {} node results; sum of estimated times {:.4f} s)\n",
+             g.nodes().size(), classes.first.size(), configs.size(), secs,
+             1e6 * secs / (g.nodes().size() * configs.size()), estimates, checksum);
+}
+
 void run(const EstimateOptions& o) {
   if (!o.cluster.empty()) return run_cluster(o);
   keep_freed_memory();
@@ -385,48 +427,7 @@ void run(const EstimateOptions& o) {
   const auto arrs = base.kind == hw::SystemKind::cpu ? std::vector<hw::Arrangement>{hw::kBaselineArrangement} : arrangements(o.arrangement);
   for (const hw::Arrangement a : arrs) hw::check_arrangement_supported(base, a);  // before any output
 
-  if (o.bench > 0) {
-    // The analytic model over `bench` distinct system configurations (kernel x cores x LLC
-    // size x DRAM bandwidth, each under one arrangement), timed end to end including the
-    // node classification; every configuration estimates every node from scratch.
-    std::vector<std::pair<hw::SystemDesc, hw::Arrangement>> configs;
-    for (int64_t i = 0; static_cast<int>(configs.size()) < o.bench; ++i) {
-      hw::SystemDesc s = base;
-      s.array.kernel = int64_t{4} << (i % 4);
-      s.cores = int64_t{1} << ((i / 4) % 3);
-      s.llc.size_bytes = base.llc.size_bytes << ((i / 12) % 5);
-      s.dram.peak_gbps = base.dram.peak_gbps * (1 + (i / 60) % 4);
-      hw::validate(s, o.system);
-      // The paper's two arrangements at every kernel size.
-      const auto& two = hw::kPaperArrangements;
-      configs.emplace_back(s, two[((i / 4) + i + 1) % two.size()]);
-    }
-    const auto t0 = std::chrono::steady_clock::now();
-    const hw::NodeClasses classes = hw::classify_nodes(g);
-    hw::EstimateOptions eo;
-    eo.classes = &classes;
-    double checksum = 0;
-    size_t estimates = 0;
-    for (size_t i = 0; i < configs.size(); ++i) {
-      const auto& [s, a] = configs[i];
-      const std::clock_t c0 = std::clock();
-      const auto e = hw::estimate_graph(g, s, a, eo);
-      checksum += e.seconds();
-      estimates += e.nodes.size();
-      // --bench-detail: the CPU time of each configuration, on stderr so that the last line of
-      // stdout (which scripts/hwmodel_bench.sh reads) keeps its format.
-      if (o.bench_detail)
-        fmt::print(stderr, "config {}: S={} cores={} llc={} KB dram={} GB/s {}: {:.3f} s CPU\n", i, s.array.kernel,
-                   s.cores, s.llc.size_bytes / 1024, s.dram.peak_gbps, hw::to_string(a),
-                   double(std::clock() - c0) / CLOCKS_PER_SEC);
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("benchmark: {} nodes ({} distinct shapes) x {} system configurations in {:.3f} s ({:.2f} us per "
-               "node estimate, {} node results; sum of estimated times {:.4f} s)\n",
-               g.nodes().size(), classes.first.size(), configs.size(), secs,
-               1e6 * secs / (g.nodes().size() * configs.size()), estimates, checksum);
-    return;
-  }
+  if (o.bench > 0) return run_bench(o, g, base);
 
   const bool in_order_core =
       base.kind == hw::SystemKind::accelerator && base.array.compute_model == hw::ComputeModel::in_order_core;
