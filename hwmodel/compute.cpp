@@ -1,8 +1,8 @@
 #include "hwmodel/compute.h"
 
-namespace bertlab::hw {
+#include "hwmodel/layout.h"  // ceil_div
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+namespace bertlab::hw {
 
 ScaleSimCounts scalesim_gemm(int64_t R, int64_t C, int64_t M, int64_t N, int64_t K, Dataflow df) {
   ScaleSimCounts c;

@@ -14,8 +14,6 @@ namespace bertlab::hw {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Sampled line streams (line_share; SystemDesc::core_walk): iterations of a loop walked before its
 // representatives.
 // Two: the first meets cold caches, the second the state the loop leaves behind itself (the
@@ -67,7 +65,7 @@ std::vector<Visit> loop_visits(int64_t count, bool sampled, int64_t block = 1) {
 // (a power of two; 1 without a TLB), at most 64: the representative block of loop_visits.
 int64_t page_period(const SystemDesc& s, int64_t advance) {
   if (s.tlb.entries <= 0 || advance <= 0) return 1;
-  return std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>((s.tlb.page_bytes + advance - 1) / advance)), 1, 64);
+  return std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>(ceil_div(s.tlb.page_bytes, advance))), 1, 64);
 }
 
 

@@ -18,8 +18,6 @@ namespace bertlab::hw {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A GEMM tile as the core walks it: w_rows weight rows of w_bytes (RWMA: S strided rows of
 // the row-major weight; BWMA: one contiguous S x S tile), then `rows` input rows and output
 // rows, the output row lagging the input by the array's 2S - 1 rows of fill.
@@ -325,7 +323,7 @@ std::vector<TileVisit> l1_plan(const Tiles& t, const TileShape& g, const SystemD
   if (N == 0 || total == 0) return v;
   // A block: whole units of `unit` tiles, at least kBlockSteps steps.
   const int64_t per_unit_steps = std::max<int64_t>(1, total / N * unit);
-  const int64_t B = unit * std::max<int64_t>(1, (kBlockSteps + per_unit_steps - 1) / per_unit_steps);
+  const int64_t B = unit * std::max<int64_t>(1, ceil_div(kBlockSteps, per_unit_steps));
   const int64_t strata = std::min<int64_t>(kTileStrata, N / (kSplitMinSaving * B) - 2);
   if (strata < kMinStrata) return v;
 

@@ -12,8 +12,6 @@
 
 namespace bertlab::hw::estimate_detail {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A tensor as a stack of matrices: rank >= 4 (attention scores) stacks batch x heads
 // matrices of the last two dims; otherwise the leading dims fold into rows.
 struct Mats {

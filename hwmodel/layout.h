@@ -17,6 +17,9 @@
 
 namespace bertlab::hw {
 
+// a / b rounded up (a >= 0, b > 0): tiles, chunks or lines needed to cover a.
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // log2(x) when x is a power of two, else -1.
 inline int log2_or_minus_one(int64_t x) {
   return x > 0 && std::has_single_bit(static_cast<uint64_t>(x)) ? std::countr_zero(static_cast<uint64_t>(x)) : -1;

@@ -8,11 +8,10 @@
 #include <vector>
 
 #include "base/error.h"
+#include "hwmodel/layout.h"  // ceil_div
 
 namespace bertlab::hw {
 namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Cells (i, j) of an H x W rectangle with i + j < d: the sum over its columns j of
 // clamp(d - j, 0, H), written as F(d) - F(d - W) with F(y) = sum over x <= y of clamp(x, 0, H).
