@@ -55,8 +55,8 @@ using CoreSteps = std::function<bool(std::vector<CoreSeg>&)>;
 struct CoreShare {
   int64_t units = 0, groups = 0, issues = 0;
   CoreSteps steps;
-  // A split GEMM walk's core whose tiles are those of core `l1_as` moved by whole L1 set spans
-  // and pages (gemm_share): its L1 and TLB meet the same sequence of sets and pages, so its L1
+  // A split GEMM walk's core whose tiles are those of core `l1_as` moved by whole L1 and TLB set
+  // spans (gemm_share): its L1 and TLB meet the same sequence of sets, so its L1
   // pass is not walked and CoreSim counts core l1_as's L1 misses, accesses and page walks of
   // the run for it. -1: it walks its own.
   int64_t l1_as = -1;
@@ -174,7 +174,8 @@ class CoreSim {
   std::vector<PageLru> tlb_;  // per core
   std::vector<int64_t> tlb_misses_;
   // Per core, unweighted: its TLB misses so far; its L1 counts and TLB misses at the start of the
-  // last SegKind::tile, and of that tile once a repeat closed it (mark).
+  // last SegKind::tile, and of that tile once a repeat closed it (mark). (run() also keeps each
+  // core's weighted counts at its start in a Counts, for CoreShare::l1_as.)
   struct Counts {
     TraceSim::L1Counts l1;
     int64_t tlb = 0;

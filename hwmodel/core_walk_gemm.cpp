@@ -148,6 +148,7 @@ class WindowBuilder {
     const SetIndex set_of(llc);
     analytic_detail::SetTally tally(set_of, set_of.sets);
     const auto half = static_cast<int32_t>(llc.ways / 2);
+    std::vector<Sweep> sweeps;
     for (const Group& q : groups_) {
       const auto& [a, b, y] = w.instances[static_cast<size_t>(q.inst)];
       const bool row_major = a.panel_width == 0 && b.panel_width == 0 && y.panel_width == 0 && !a.address &&
@@ -157,7 +158,7 @@ class WindowBuilder {
           Rect{g.b, b.addr(q.kt0 * S, q.nt0 * S), b.row_stride, (q.kt1 - q.kt0 + 1) * S, (q.nt1 - q.nt0 + 1) * S * e, false},
           Rect{g.a, a.addr(q.row0, q.kt0 * S), a.row_stride, q.rows, (q.kt1 - q.kt0 + 1) * S * e, false},
           Rect{g.y, y.addr(q.row0, q.nt0 * S), y.row_stride, q.rows, (q.nt1 - q.nt0) * S * e + g.W * g.word, true}};
-      std::vector<Sweep> sweeps;
+      sweeps.clear();
       for (const Rect& x : r) sweeps.push_back({x.addr, x.rows, x.stride, x.bytes});
       if (analytic_detail::most_lines_in_a_set(sweeps, llc.line_bytes, tally, half) <= half)
         v.push_back({q.first, q.count, q.steps, r});
@@ -226,8 +227,7 @@ bool bwma_input_stays(const MatrixView& av, const MatrixView& bv, const MatrixVi
             if (a[st] + extra[st] > llc.ways) return false;
           }
       }
-    for (const int64_t st : touched) extra[static_cast<size_t>(st)] = 0;
-    touched.clear();
+    analytic_detail::clear_tally(extra, touched);
   }
   return true;
 }
@@ -547,11 +547,8 @@ class TileWalk {
       const Rect& r = rects[i];
       fresh_[i] = false;
       if (r.rows <= 0 || r.bytes <= 0) continue;
-      if (i == 1) in_weight_ = 1;
-      if (i == 1 && s_ < stays_->size() && i_ >= (*stays_)[s_].from) {  // A stays in the LLC (InputStays)
-        if (i_ < (*stays_)[s_].last) continue;
-        in_weight_ = 0;
-      }
+      if (i == 1 && s_ < stays_->size() && i_ >= (*stays_)[s_].from && i_ < (*stays_)[s_].last)
+        continue;  // A stays in the LLC (InputStays)
       const Recent key{r.op, r.addr / line_, (r.addr + r.bytes - 1) / line_, r.stride, r.rows, touched_};
       Recent& q = recent_[static_cast<size_t>((key.first * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(key.op)) >> 59)];
       if (q.op == key.op && q.first == key.first && q.last == key.last && q.stride == key.stride && q.rows == key.rows &&
@@ -571,12 +568,16 @@ class TileWalk {
     for (int64_t r = r0; r < r0 + n; r += chunk) {
       const int64_t m = std::min(chunk, r0 + n - r);
       if (fresh_[1])
-        emit(Rect{in.op, in.addr + static_cast<uint64_t>(r * in.stride), in.stride, m, in.bytes, in.write}, in_weight_,
-             CacheLevels::llc_only, out);
+        emit(Rect{in.op, in.addr + static_cast<uint64_t>(r * in.stride), in.stride, m, in.bytes, in.write},
+             input_weight(), CacheLevels::llc_only, out);
       if (fresh_[2]) emit(Rect{y.op, y.addr + static_cast<uint64_t>(r * y.stride), y.stride, m, y.bytes, y.write}, 1,
                           CacheLevels::llc_only, out);
     }
   }
+
+  // The weight of the current tile's input touches: 0 in the last round of a product whose A stays
+  // in the LLC (InputStays), else 1.
+  int64_t input_weight() const { return s_ < stays_->size() && i_ >= (*stays_)[s_].last ? 0 : 1; }
 
   static void emit(const Rect& r, int64_t weight, CacheLevels levels, std::vector<CoreSeg>& out) {
     if (r.rows <= 0 || r.bytes <= 0) return;
@@ -592,10 +593,9 @@ class TileWalk {
   bool l1_elsewhere_;
   std::shared_ptr<const std::vector<Window>> windows_;  // the LLC pass's, by first tile
   size_t w_ = 0;                                        // the next window
+  int64_t wrow_ = 0;                                    // its next row
   std::shared_ptr<const std::vector<InputStays>> stays_;  // BWMA products whose A stays, by first tile
   size_t s_ = 0;                                          // the first not yet ended
-  int64_t in_weight_ = 1;                                 // the current tile's input touches (InputStays)
-  int64_t wrow_ = 0;                                    // its next row
   TileShape g_;
   int64_t line_, rows_per_line_, refresh_;
   int64_t row_ = 0;                  // the LLC pass's next row of the current tile

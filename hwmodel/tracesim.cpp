@@ -176,7 +176,7 @@ void TraceSim::touch(int64_t core, int operand, uint64_t addr, int64_t bytes, bo
                      CacheLevels levels) {
   if (bytes <= 0) return;
   if (levels != CacheLevels::llc_only) {
-    t_.accesses += weight, weighted_accesses_[static_cast<size_t>(core)] += weight;
+    weighted_accesses_[static_cast<size_t>(core)] += weight;
     ++unweighted_[core].accesses;
   }
   const int32_t tag = static_cast<int32_t>(operand * cores_ + core);
@@ -257,6 +257,8 @@ Traffic TraceSim::finish() {
   for (size_t stream = 0; stream < write_queue_.size(); ++stream)
     while (!write_queue_[stream].empty()) drain_oldest_row(static_cast<int64_t>(stream));
   for (size_t i = 0; i < names_.size(); ++i) t_.operands[names_[i]] = counts_[i];
+  t_.accesses = 0;
+  for (const int64_t n : weighted_accesses_) t_.accesses += n;
   return t_;
 }
 

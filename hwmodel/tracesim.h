@@ -101,14 +101,13 @@ class TraceSim {
   // misses and accesses, `weight` times each.
   void add_l1_counts(int64_t core, const L1Counts& tile, int64_t weight) {
     t_.l1_misses[static_cast<size_t>(core)] += tile.misses * weight;
-    t_.accesses += tile.accesses * weight;
     weighted_accesses_[static_cast<size_t>(core)] += tile.accesses * weight;
   }
   Traffic finish();  // writes back the dirty lines and returns the counts
   // Zeroes the counts and keeps the caches' and DRAM's state (a warm start, lackey_replay.h).
   void reset_counts() {
     for (auto& o : counts_) o = OperandTraffic{};
-    t_.l1_misses.assign(cores_, 0), t_.llc_misses.assign(cores_, 0), t_.accesses = 0;
+    t_.l1_misses.assign(cores_, 0), t_.llc_misses.assign(cores_, 0);
     weighted_accesses_.assign(static_cast<size_t>(cores_), 0);
   }
 
@@ -126,7 +125,7 @@ class TraceSim {
   LruCache llc_;
   std::vector<LruCache> l1_;
   std::vector<L1Counts> unweighted_;  // per core
-  std::vector<int64_t> weighted_accesses_;  // per core (t_.accesses: their sum)
+  std::vector<int64_t> weighted_accesses_;  // per core (finish() sums them into t_.accesses)
   std::vector<std::string> names_;
   std::vector<OperandTraffic> counts_;  // per operand id (t_.operands by name at finish)
   std::vector<int64_t> open_row_;       // per bank: its open row (-1: none)

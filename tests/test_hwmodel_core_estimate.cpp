@@ -289,8 +289,8 @@ TEST_CASE("in_order_core: qkv per_head runs TiC-SAT's projections per head", "[h
 // norm, walked once for every kernel size and arrangement): at two kernel sizes under both
 // arrangements every node's estimate equals the one walked afresh, and the memo holds one walk
 // per stream-only node and placement, not one per configuration (22 walks after the first
-// configuration and after all four; keyed by the kernel size too, it would hold four times as
-// many, and with kernel-priced streams kept too, 36 of the checks below fail).
+// configuration and after all four; keyed by the kernel size too, it holds 44, which the last check
+// refuses, and with kernel-priced streams kept too, 36 of the checks below fail).
 TEST_CASE("in_order_core: the sweep's stream-walk memo gives what walking again gives", "[hwmodel][core]") {
   RunSpec run;
   run.batch = 1;
