@@ -2,6 +2,7 @@
 
 #include "hwmodel/analytic_detail.h"
 #include "hwmodel/arrangement.h"
+#include "hwmodel/layout.h"
 #include "hwmodel/tracesim.h"
 
 namespace bertlab::hw {
@@ -28,7 +29,7 @@ Traffic analytic_traffic(const StreamWork& w, const SystemDesc& s, int64_t cores
     std::vector<std::pair<int64_t, Sweep>> parts;  // core, part
     if (sw.count == 1 || sw.stride <= sw.width) {
       const uint64_t first = sw.start / L, last = (sw.end() - 1) / L;
-      const int64_t n = static_cast<int64_t>(last - first + 1), chunk = (n + P - 1) / P;
+      const int64_t n = static_cast<int64_t>(last - first + 1), chunk = ceil_div(n, P);
       for (int64_t c = 0; c < P; ++c) {
         const int64_t l0 = c * chunk, l1 = std::min(n, l0 + chunk);
         if (l0 >= l1) continue;
@@ -37,7 +38,7 @@ Traffic analytic_traffic(const StreamWork& w, const SystemDesc& s, int64_t cores
         parts.push_back({c, Sweep{lo, 1, static_cast<int64_t>(hi - lo), static_cast<int64_t>(hi - lo)}});
       }
     } else {
-      const int64_t chunk = (sw.count + P - 1) / P;
+      const int64_t chunk = ceil_div(sw.count, P);
       for (int64_t c = 0; c < P; ++c) {
         const int64_t i0 = c * chunk, i1 = std::min(sw.count, i0 + chunk);
         if (i0 < i1) parts.push_back({c, Sweep{sw.start + i0 * sw.stride, i1 - i0, sw.stride, sw.width}});
@@ -78,18 +79,18 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
   for (const auto& mat : w.matrices) {
     const MatrixView& o = mat.output;
     const int64_t group = rows_sharing_a_line(o, L);
-    const int64_t chunk = ((w.rows + P - 1) / P + group - 1) / group * group;
+    const int64_t chunk = row_chunk(w.rows, P, group);  // core_rows's split (work.h)
     // Lines one row touches over all operands: the reuse footprint of a line shared by the
     // `group` rows of a panel (BWMA), and of a row re-read by the passes.
     auto row_lines = [&](const MatrixView& v) { return lines(v, 0, 1, 0, v.cols, L); };
     int64_t F = row_lines(o);
     for (const auto& v : mat.inputs) F += row_lines(v);
-    F *= std::min(P, (w.rows + chunk - 1) / chunk);
+    F *= std::min(P, ceil_div(w.rows, chunk));
     // Per LLC set (setload.h): the window between two uses of a line (the next row of its
     // line group, or the next pass) is one row of every operand on every core; the lines in
     // sets it overflows are fetched at each of the group * passes uses.
     // Cores past the last chunk have no rows (whole line groups stay on one core).
-    const int64_t busy = std::min(P, (w.rows + chunk - 1) / chunk);
+    const int64_t busy = std::min(P, ceil_div(w.rows, chunk));
     SetLoad row_win(s.llc);
     for (int64_t c = 0; c < busy; ++c) {
       const int64_t r = c * chunk;
@@ -105,7 +106,7 @@ Traffic analytic_traffic(const RowWork& w, const SystemDesc& s, int64_t cores) {
       if (v.panel_width == 0) return block_sweeps(v, r0, nr, 0, v.cols);
       // BWMA: the first row of each line group gathers one segment from every panel.
       std::vector<Sweep> out;
-      const int64_t panels = (v.cols + v.panel_width - 1) / v.panel_width;
+      const int64_t panels = ceil_div(v.cols, v.panel_width);
       for (int64_t r = r0; r < r0 + nr; r += group)
         out.push_back({v.addr(r, 0), panels, v.panel_stride, std::min(v.panel_width, v.cols) * v.elem});
       return out;

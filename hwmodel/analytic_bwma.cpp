@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "hwmodel/analytic_detail.h"
+#include "hwmodel/layout.h"
 
 namespace bertlab::hw::analytic_detail {
 
@@ -122,7 +123,7 @@ BwmaTraffic::BwmaTraffic(const GemmWork& w_, const MatrixView& a_, const MatrixV
   Wp = lines(b, 0, b.rows, 0, cw(b, 0), L);               // one weight panel
   Yp = lines(y, 0, w.m, 0, cw(y, 0), L);                  // one output panel
   Ap = a_lines[0];
-  R = (NT + P - 1) / P, a_last = NT - (R - 1) * P;
+  R = ceil_div(NT, P), a_last = NT - (R - 1) * P;
   // Input panel kb: re-used by the next round of output panels if everything touched in
   // between fits: all of A, one weight panel per core (tiles after kb in this round, up to
   // kb in the next), this round's output panels, and the next round's from kb = 1 on.
@@ -580,7 +581,7 @@ void BwmaTraffic::output_panels_uniform() {
 // L1 (private, per core): the same reuse questions with one core's footprints.
 void BwmaTraffic::l1_misses() {
   for (int64_t c = 0; c < P; ++c) {
-    const int64_t panels = NT / P + (c < NT % P ? 1 : 0);
+    const int64_t panels = even_share(NT, P, c);
     const int64_t y1 = (Yp + Ap + Wt <= C1) ? Yp : Yp * KT;
     const int64_t a1 = (A + Wp + 2 * Yp <= C1) ? (c == 0 ? A : 0) : A * panels;
     t.l1_misses[c0 + c] += panels * (Wp + y1) + a1;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "hwmodel/analytic_rwma_detail.h"
+#include "hwmodel/layout.h"
 
 namespace bertlab::hw::analytic_detail {
 
@@ -244,7 +245,7 @@ void gemm_rwma(const GemmWork& w, const MatrixView& a, const MatrixView& b, cons
                const SystemDesc& s, int64_t P, DramStreams& dram, Traffic& t) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, C = s.llc.lines();
   const int64_t C1 = s.l1.lines(), e = a.elem;
-  const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
+  const int64_t Mb = w.block_rows, MB = ceil_div(w.m, Mb), R = ceil_div(MB, P);
   auto rows_of = [&](int64_t blk) { return std::min(Mb, w.m - blk * Mb); };
   const int64_t two = std::min<int64_t>(2 * S, b.cols);
   const int64_t Ablk = lines(a, 0, rows_of(0), 0, a.cols, L);

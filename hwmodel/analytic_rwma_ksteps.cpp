@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hwmodel/analytic_rwma_detail.h"
+#include "hwmodel/layout.h"
 
 namespace bertlab::hw::analytic_detail {
 
@@ -163,7 +164,7 @@ KStepWindows::KStepWindows(const GemmWork& gemm, const MatrixView& a_view, const
   // 0's moved by m row strides, so whether two tiles of a matrix have the same lines is
   // seen on row 0.
   fast = can_skip && !s.llc.hashed_index && rows_apart(a, L) && rows_apart(y, L) && rows_apart(b, L) &&
-         (S * e + L - 1) / L + 1 <= sets;
+         ceil_div(S * e, L) + 1 <= sets;
   ra = a.row_stride / std::max<int64_t>(1, L), ry = y.row_stride / std::max<int64_t>(1, L);  // lines per row (fast)
   count.assign(can_skip ? sets : 0, 0);
   // Whole weight tiles that start at the same byte of a line have the same fullest set under a

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "hwmodel/analytic_rwma_detail.h"
+#include "hwmodel/layout.h"
 
 namespace bertlab::hw::analytic_detail {
 
@@ -62,9 +63,9 @@ class WeightWindows {
   const int64_t P;
   DramStreams& dram;
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, L = s.llc.line_bytes, e = b.elem;
-  const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb, R = (MB + P - 1) / P;
+  const int64_t Mb = w.block_rows, MB = ceil_div(w.m, Mb), R = ceil_div(MB, P);
   const int64_t tpg = std::max<int64_t>(1, L / (S * e));  // column tiles per weight line
-  const int64_t NG = (NT + tpg - 1) / tpg;
+  const int64_t NG = ceil_div(NT, tpg);
   const bool uniform = !SetLoad::resolves_sets(s.llc);
   const SetLoad b_all = whole(b, s.llc);  // all the weights
   const bool by_lines = rows_apart(a, L) && rows_apart(y, L), b_apart = rows_apart(b, L);

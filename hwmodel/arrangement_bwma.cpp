@@ -21,7 +21,7 @@ namespace bertlab::hw::bwma {
 uint64_t address(const Placement& p, int64_t r, int64_t c) {
   return p.base + ((c / p.S) * p.rows * p.S + r * p.S + c % p.S) * p.elem;
 }
-int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t S) { return rows * ((cols + S - 1) / S * S) * elem; }
+int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t S) { return rows * (ceil_div(cols, S) * S) * elem; }
 // Its panel form: panels of S columns.
 int64_t panel_width(int64_t S) { return S; }
 

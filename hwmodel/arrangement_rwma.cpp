@@ -39,7 +39,7 @@ void trace_gemm(TraceSim& sim, const GemmWork& w, int64_t P) {
         sim.access(core, B, b.addr(kb * S + kr, nb * S), width(b, nb * S), false);
     };
     {
-      const int64_t Mb = w.block_rows, MB = (w.m + Mb - 1) / Mb;
+      const int64_t Mb = w.block_rows, MB = ceil_div(w.m, Mb);
       for (int64_t r = 0; r * P < MB; ++r) {
         const int64_t active = std::min(P, MB - r * P);
         for (int64_t nb = 0; nb < NT; ++nb)
@@ -63,7 +63,7 @@ void trace_gemm(TraceSim& sim, const GemmWork& w, int64_t P) {
 void gemm_compute(const GemmWork& w, const GemmShape& gm, const SystemDesc& s, std::vector<double>& per_core,
                   NodeEstimate& n, bool terms) {
   const int64_t S = w.S, KT = w.k / S, NT = w.n / S, P = s.cores, inst = static_cast<int64_t>(w.instances.size());
-  const int64_t Mb = w.block_rows, MB = (gm.m + Mb - 1) / Mb;
+  const int64_t Mb = w.block_rows, MB = ceil_div(gm.m, Mb);
   for (int64_t blk = 0; blk < MB; ++blk) {
     const TileCost tc = tile_cost(s, std::min(Mb, gm.m - blk * Mb));
     per_core[blk % P] += inst * NT * KT * tc.cycles(s.array);

@@ -21,11 +21,11 @@ namespace bertlab::hw::tiled {
 // Tile (r / S, c / S) at tile index (r / S) * tiles_per_row + c / S, S * S elements each;
 // inside it row r % S, column c % S. Rows and columns padded to multiples of S.
 uint64_t address(const Placement& p, int64_t r, int64_t c) {
-  const int64_t S = p.S, tiles_per_row = (p.cols + S - 1) / S;
+  const int64_t S = p.S, tiles_per_row = ceil_div(p.cols, S);
   return p.base + (((r / S) * tiles_per_row + c / S) * S * S + (r % S) * S + c % S) * p.elem;
 }
 int64_t bytes(int64_t rows, int64_t cols, int64_t elem, int64_t S) {
-  return (rows + S - 1) / S * S * ((cols + S - 1) / S * S) * elem;
+  return ceil_div(rows, S) * S * (ceil_div(cols, S) * S) * elem;
 }
 
 void trace_gemm(TraceSim& sim, const GemmWork& w, int64_t P) { bwma::desc.trace_gemm(sim, w, P); }

@@ -61,7 +61,7 @@ std::vector<int64_t> scalesim_per_core(int64_t R, int64_t C, int64_t M, int64_t 
   std::vector<int64_t> per_core(P, 0);
   const int64_t workers = std::min(P, units * split);
   for (int64_t c = 0; c < workers; ++c) {
-    const int64_t mine = split > 1 ? 1 : units / P + (c < units % P ? 1 : 0);
+    const int64_t mine = split > 1 ? 1 : even_share(units, P, c);
     per_core[c] = mine * folds_per_unit * fold_rows - 1;  // reported as SCALE-Sim counts: rows - 1
   }
   return per_core;

@@ -55,7 +55,7 @@ std::vector<Visit> loop_visits(int64_t count, bool sampled, int64_t block = 1) {
   for (int64_t k = 0; k < kSampleStrata; ++k) {
     const int64_t first = kSampleHead + middle * k / kSampleStrata, n = middle * (k + 1) / kSampleStrata - middle * k / kSampleStrata;
     if (first - 1 != v.back().index) v.push_back({first - 1, 0});  // re-warms what the skip left cold, counts nothing
-    for (int64_t i = 0; i < block; ++i) v.push_back({first + i, n / block + (i < n % block ? 1 : 0)});
+    for (int64_t i = 0; i < block; ++i) v.push_back({first + i, even_share(n, block, i)});
   }
   v.push_back({count - 1, 1});  // the edge
   return v;

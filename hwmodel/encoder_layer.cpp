@@ -87,10 +87,4 @@ LayerGemm layer_gemm(LayerOp op, Arrangement a, const LayerDims& d, int64_t S) {
   return g;
 }
 
-std::pair<int64_t, int64_t> core_rows(int64_t rows, int64_t cores, int64_t core, int64_t align) {
-  const int64_t chunk = ((rows + cores - 1) / cores + align - 1) / align * align;
-  const int64_t first = std::min(rows, core * chunk);
-  return {first, std::min(rows, first + chunk)};
-}
-
 }  // namespace bertlab::hw

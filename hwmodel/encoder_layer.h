@@ -102,8 +102,4 @@ LayerGemm layer_gemm(LayerOp op, Arrangement a, const LayerDims& d, int64_t S);
 // Throws Error naming `a` and `what` (the code it reached) for any other arrangement.
 bool paper_bwma(Arrangement a, const char* what);
 
-// Rows [first, last) of `rows` that core `core` of `cores` works on: contiguous chunks of
-// ceil(rows / cores), a multiple of `align` rows (BWMA rows sharing a line stay on one core).
-std::pair<int64_t, int64_t> core_rows(int64_t rows, int64_t cores, int64_t core, int64_t align);
-
 }  // namespace bertlab::hw

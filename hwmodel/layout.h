@@ -19,6 +19,9 @@ namespace bertlab::hw {
 
 // a / b rounded up (a >= 0, b > 0): tiles, chunks or lines needed to cover a.
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// The i-th of `parts` near-equal shares of n, the first n % parts of them one larger (items
+// dealt round-robin: output panels over cores, visits over strata).
+inline int64_t even_share(int64_t n, int64_t parts, int64_t i) { return n / parts + (i < n % parts ? 1 : 0); }
 
 // log2(x) when x is a power of two, else -1.
 inline int log2_or_minus_one(int64_t x) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hwmodel/layout.h"
@@ -70,6 +71,18 @@ struct RowWork {
   std::string output_name = "out";
   std::vector<RowMatrix> matrices;
 };
+
+// The rows each core takes of `rows` split over `cores` (RowWork, and the blocks and panels of
+// the core model's schedules): contiguous chunks of ceil(rows / cores) rounded up to a multiple
+// of `align` (BWMA rows sharing a line stay on one core); cores past the last chunk get none.
+inline int64_t row_chunk(int64_t rows, int64_t cores, int64_t align) {
+  return ceil_div(ceil_div(rows, cores), align) * align;
+}
+// Rows [first, last) of that split that core `core` works on.
+inline std::pair<int64_t, int64_t> core_rows(int64_t rows, int64_t cores, int64_t core, int64_t align) {
+  const int64_t first = std::min(rows, core * row_chunk(rows, cores, align));
+  return {first, std::min(rows, first + row_chunk(rows, cores, align))};
+}
 
 struct OperandTraffic {
   int64_t read_lines = 0;   // DRAM line reads (LLC misses, write-allocate fills included)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "hwmodel/encoder_layer.h"
+#include "hwmodel/work.h"  // core_rows: the cores' split of rows, as the model's
 #include "base/error.h"
 
 namespace bertlab::hwref {
