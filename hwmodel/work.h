@@ -80,8 +80,8 @@ inline int64_t row_chunk(int64_t rows, int64_t cores, int64_t align) {
 }
 // Rows [first, last) of that split that core `core` works on.
 inline std::pair<int64_t, int64_t> core_rows(int64_t rows, int64_t cores, int64_t core, int64_t align) {
-  const int64_t first = std::min(rows, core * row_chunk(rows, cores, align));
-  return {first, std::min(rows, first + row_chunk(rows, cores, align))};
+  const int64_t chunk = row_chunk(rows, cores, align), first = std::min(rows, core * chunk);
+  return {first, std::min(rows, first + chunk)};
 }
 
 struct OperandTraffic {
