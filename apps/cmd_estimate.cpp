@@ -429,8 +429,7 @@ void run(const EstimateOptions& o) {
 
   if (o.bench > 0) return run_bench(o, g, base);
 
-  const bool in_order_core =
-      base.kind == hw::SystemKind::accelerator && base.array.compute_model == hw::ComputeModel::in_order_core;
+  const bool in_order_core = base.in_order_cores();
   const hw::NodeClasses classes = hw::classify_nodes(g);
   std::string csv = "kernel,cores,arrangement,node,op,model,region,seconds,cycles,compute_cycles,memory_cycles,"
                     "dram_cycles,dram_bytes,bursts,row_hits,row_misses,tiles,instructions,array_cycles,l1_misses,l1_cycles,"
@@ -475,7 +474,7 @@ void run(const EstimateOptions& o) {
         }
       }
       fmt::print("{}", summary_row(columns, S, P, est));
-      if (!o.explain.empty() && s.array.compute_model == hw::ComputeModel::in_order_core &&
+      if (!o.explain.empty() && s.in_order_cores() &&
           est.count(hw::Arrangement::rwma) && est.count(hw::Arrangement::bwma))
         fmt::print("{}", region_breakdown(est[hw::Arrangement::rwma], est[hw::Arrangement::bwma]));
       // The paper's comparison (docs/hwmodel-paper-table.md): BWMA over RWMA per region.

@@ -120,7 +120,7 @@ std::vector<std::vector<NodeEstimate>> estimate_classes(const Graph& g, const Sy
   // as a serial run would meet it) is kept and rethrown after.
   std::exception_ptr error;
   int64_t error_class = n;
-#pragma omp parallel if (n > 1 && (SetLoad::resolves_sets(s.llc) || s.array.compute_model == ComputeModel::in_order_core))
+#pragma omp parallel if (n > 1 && (SetLoad::resolves_sets(s.llc) || s.in_order_cores()))
   {
     NodeModel model(g, s, a, stream_walks);
 #pragma omp for schedule(dynamic, 1)

@@ -61,7 +61,7 @@ void cpu_optimizer_runs(const Graph& g, const SystemDesc& s, std::vector<NodeEst
 class NodeModel {
  public:
   NodeModel(const Graph& g, const SystemDesc& s, Arrangement a, StreamWalkMemo* stream_walks = nullptr)
-      : g_(g), s_(s), a_(a), low_(g, s, a), core_(s.array.compute_model == ComputeModel::in_order_core),
+      : g_(g), s_(s), a_(a), low_(g, s, a), core_(s.in_order_cores()),
         stream_walks_(stream_walks) {}
 
   // `terms`: also write the estimate in words (slow: formatting); off in sweeps.
