@@ -12,16 +12,16 @@
 
 namespace bertlab::hw {
 
-PageLru::PageLru(int64_t entries, int64_t ways)
-    : sets_(ways == 0 ? 1 : entries / ways),
-      ways_(ways == 0 ? entries : ways),
-      page_(static_cast<size_t>(entries), kEmpty),
-      prev_(static_cast<size_t>(entries), kNone),
-      next_(static_cast<size_t>(entries), kNone),
+PageLru::PageLru(const TlbDesc& t)
+    : sets_(t.sets()),
+      ways_(t.entries / t.sets()),
+      page_(static_cast<size_t>(t.entries), kEmpty),
+      prev_(static_cast<size_t>(t.entries), kNone),
+      next_(static_cast<size_t>(t.entries), kNone),
       head_(static_cast<size_t>(sets_), kNone),
       used_(static_cast<size_t>(sets_), 0) {
   size_t table = 4;  // at most a quarter full: short probe runs
-  while (table < static_cast<size_t>(4 * entries)) table *= 2;
+  while (table < static_cast<size_t>(4 * t.entries)) table *= 2;
   key_.assign(table, kEmpty);
   val_.assign(table, kNone);
   shift_ = 64 - std::countr_zero(table);
@@ -108,7 +108,7 @@ CoreSim::CoreSim(const SystemDesc& s, const CoreStack& stack)
       tile_start_(static_cast<size_t>(s.cores)),
       tile_(static_cast<size_t>(s.cores)),
       tile_open_(static_cast<size_t>(s.cores), false) {
-  if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), PageLru(s.tlb.entries, s.tlb.ways));
+  if (s.tlb.entries > 0) tlb_.assign(static_cast<size_t>(s.cores), PageLru(s.tlb));
   for (const StackLine& l : stack_.lines) {
     check(l.l1_set >= 0 && l.l1_set < s.l1.sets(), "core model: stack line in L1 set {}: expected a set in 0..{}",
           l.l1_set, s.l1.sets() - 1);

@@ -124,12 +124,12 @@ struct CoreStack {
   std::vector<StackLine> lines;
 };
 
-// A data TLB: LRU over page numbers in `sets` sets of `ways` entries, O(1) per lookup: the
+// A data TLB (TlbDesc: entries > 0): LRU over page numbers in its sets, O(1) per lookup: the
 // entries in flat arrays, each set's entries on an index-linked ring in recency order, and an
 // open-addressed table from page to entry (no allocation after construction).
 class PageLru {
  public:
-  PageLru(int64_t entries, int64_t ways);
+  explicit PageLru(const TlbDesc& t);
   bool access(uint64_t page);  // true on a hit; a miss installs the page, evicting the set's LRU
 
  private:

@@ -655,7 +655,7 @@ bool moved_copy(const Tiles& mine, int64_t other, const GemmWork& w, const RwmaT
   // page in its TLB set when it is a whole number of pages times the TLB's sets (PageLru's modulo
   // index; one set when fully associative).
   const int64_t l1_span = s.l1.sets() * s.l1.line_bytes;
-  const int64_t tlb_span = s.tlb.entries > 0 ? s.tlb.page_bytes * (s.tlb.ways == 0 ? 1 : s.tlb.entries / s.tlb.ways) : 1;
+  const int64_t tlb_span = s.tlb.entries > 0 ? s.tlb.page_bytes * s.tlb.sets() : 1;
   const int64_t span = std::max(l1_span, tlb_span);
   if (l1_span <= 0 || tlb_span <= 0 || span % l1_span != 0 || span % tlb_span != 0) return false;
   int64_t i = 0;

@@ -308,7 +308,7 @@ void validate(const SystemDesc& s, const std::string& origin) {
         t.page_bytes);
   check(t.walk_levels >= 1 && t.walk_levels <= 5, "{}: field 'tlb.walk_levels' must be in 1..5, got {}", origin,
         t.walk_levels);
-  check(t.entries == 0 || (t.ways == 0 || pow2(t.entries / t.ways)),
+  check(t.entries == 0 || pow2(t.sets()),
         "{}: 'tlb.entries' / 'tlb.ways' must be a power-of-two number of sets, got {} / {}", origin, t.entries, t.ways);
   check(s.l1.line_bytes == s.llc.line_bytes,
         "{}: 'l1.line_bytes' ({}) and 'llc.line_bytes' ({}) must be equal", origin,

@@ -124,6 +124,8 @@ struct TlbDesc {
   int64_t ways = 0;
   int64_t page_bytes = 4096;
   int64_t walk_levels = 4;
+  // Its sets (a power of two): one when fully associative; each set is `ways` entries.
+  int64_t sets() const { return ways == 0 ? 1 : entries / ways; }
 };
 
 // The bus between the L1s and the LLC (gem5's L2XBar): latency of a request (frontend +
