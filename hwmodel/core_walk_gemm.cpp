@@ -722,7 +722,7 @@ CoreShare gemm_share(const GemmWork& w, const SystemDesc& s, int64_t core, int a
           stays.push_back({tiles->size() + KT, tiles->size() + (p1 - p0 - 1) * KT, tiles->size() + (p1 - p0) * KT});
       });
   std::vector<TileVisit> plan;
-  // A core whose tiles are core 0's moved by whole L1 set spans and pages counts core 0's L1 pass.
+  // A core whose tiles are core 0's moved by whole L1 and TLB set spans counts core 0's L1 pass.
   const bool l1_elsewhere = sampled && !bwma && core > 0 && moved_copy(*tiles, 0, w, t, s, g);
   if (l1_elsewhere) c.l1_as = 0;
   // RWMA's L1 conflicts vary with where a tile's input and output lines fall among the L1's sets,
